@@ -1,0 +1,275 @@
+//! Errors, and the one place where they become JSON-RPC errors.
+//!
+//! - [`Error`] is what the server answers with: every variant maps to exactly one JSON-RPC
+//!   code in `impl From<Error> for ErrorObject` below.
+//! - [`ToolError`] is what a tool returns. It converts from any `std::error::Error`, so tools
+//!   can use `?` freely; such errors become a tool result with `isError: true`. A
+//!   [`ProtocolError`] (or [`ToolError::protocol`]) becomes a JSON-RPC error instead.
+
+use crate::jsonrpc::{self, ErrorObject};
+use crate::model::{CallToolResult, Content};
+use serde_json::{Value, json};
+
+/// An error the server answers a request with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The request is not a valid JSON-RPC request for this method.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// The method does not exist in the request's protocol era.
+    #[error("method not found: {0}")]
+    MethodNotFound(String),
+    /// The params are missing or malformed.
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
+    /// `tools/call` named a tool the server does not have.
+    #[error("unknown tool: {0}")]
+    UnknownTool(String),
+    /// A stateful session sent a request before `initialize`.
+    #[error("server not initialized: send `initialize` first")]
+    NotInitialized,
+    /// The request's protocol version is not one the server supports.
+    #[error("unsupported protocol version {requested:?}")]
+    UnsupportedVersion {
+        /// The version the client asked for.
+        requested: String,
+        /// The versions the server supports.
+        supported: Vec<String>,
+    },
+    /// The request needs a client capability it did not declare.
+    #[error("missing required client capability")]
+    MissingCapability {
+        /// The capabilities needed, shaped like `ClientCapabilities`.
+        required: Value,
+    },
+    /// An HTTP header disagrees with the request body.
+    #[error("header mismatch: {0}")]
+    HeaderMismatch(String),
+    /// A tool asked for a JSON-RPC error.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// A tool panicked.
+    #[error("tool {0:?} panicked")]
+    ToolPanicked(String),
+    /// The request was cancelled before it finished.
+    #[error("request cancelled")]
+    Cancelled,
+    /// Anything else that went wrong inside the server.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<Error> for ErrorObject {
+    fn from(error: Error) -> Self {
+        let message = error.to_string();
+        match error {
+            Error::InvalidRequest(_) | Error::NotInitialized => {
+                ErrorObject::new(jsonrpc::INVALID_REQUEST, message)
+            }
+            Error::MethodNotFound(_) => ErrorObject::new(jsonrpc::METHOD_NOT_FOUND, message),
+            Error::InvalidParams(_) | Error::UnknownTool(_) => {
+                ErrorObject::new(jsonrpc::INVALID_PARAMS, message)
+            }
+            Error::UnsupportedVersion {
+                requested,
+                supported,
+            } => ErrorObject::new(jsonrpc::UNSUPPORTED_PROTOCOL_VERSION, message)
+                .with_data(json!({ "supported": supported, "requested": requested })),
+            Error::MissingCapability { required } => {
+                ErrorObject::new(jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY, message)
+                    .with_data(json!({ "requiredCapabilities": required }))
+            }
+            Error::HeaderMismatch(_) => ErrorObject::new(jsonrpc::HEADER_MISMATCH, message),
+            Error::Protocol(p) => ErrorObject {
+                code: p.code,
+                message: p.message,
+                data: p.data,
+            },
+            Error::ToolPanicked(_) | Error::Cancelled | Error::Internal(_) => {
+                ErrorObject::new(jsonrpc::INTERNAL_ERROR, message)
+            }
+        }
+    }
+}
+
+/// A JSON-RPC error raised by a tool: the call fails with this code instead of a tool result.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ProtocolError {
+    /// The JSON-RPC error code.
+    pub code: i32,
+    /// The message.
+    pub message: String,
+    /// Extra data.
+    pub data: Option<Value>,
+}
+
+impl ProtocolError {
+    /// A protocol error with a code and a message.
+    pub fn new(code: i32, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+/// What a tool returns when it fails.
+///
+/// Converts from any error type with `?`. The call then ends with a tool result that has
+/// `isError: true` and the error's message as text, which the model can read and act on.
+/// Use [`ToolError::protocol`] (or return a [`ProtocolError`]) for a JSON-RPC error instead.
+#[derive(Debug)]
+pub struct ToolError {
+    pub(crate) kind: ToolErrorKind,
+}
+
+#[derive(Debug)]
+pub(crate) enum ToolErrorKind {
+    /// A tool-level failure: `isError: true` with this content.
+    Failed(Vec<Content>),
+    /// The arguments did not match the input schema.
+    InvalidArguments(String),
+    /// A JSON-RPC error.
+    Protocol(ProtocolError),
+    /// The call was cancelled.
+    Cancelled,
+    /// The tool needs a client capability the client did not declare.
+    MissingCapability(&'static str),
+    /// The call must stop so the client can answer input requests (2026-07-28 MRTR).
+    InputRequired,
+}
+
+impl ToolError {
+    /// A tool failure with a message for the model.
+    pub fn new(message: impl std::fmt::Display) -> Self {
+        Self::with_content(vec![Content::text(message.to_string())])
+    }
+
+    /// A tool failure with arbitrary content.
+    pub fn with_content(content: Vec<Content>) -> Self {
+        Self {
+            kind: ToolErrorKind::Failed(content),
+        }
+    }
+
+    /// Arguments that do not fit the tool's input schema.
+    pub fn invalid_arguments(message: impl std::fmt::Display) -> Self {
+        Self {
+            kind: ToolErrorKind::InvalidArguments(message.to_string()),
+        }
+    }
+
+    /// A JSON-RPC error with this code and message instead of a tool result.
+    pub fn protocol(code: i32, message: impl Into<String>) -> Self {
+        ProtocolError::new(code, message).into()
+    }
+
+    /// The call was cancelled by the client.
+    pub fn cancelled() -> Self {
+        Self {
+            kind: ToolErrorKind::Cancelled,
+        }
+    }
+
+    pub(crate) fn missing_capability(capability: &'static str) -> Self {
+        Self {
+            kind: ToolErrorKind::MissingCapability(capability),
+        }
+    }
+
+    pub(crate) fn input_required() -> Self {
+        Self {
+            kind: ToolErrorKind::InputRequired,
+        }
+    }
+
+    /// `true` when this error stands for a cancelled call.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self.kind, ToolErrorKind::Cancelled)
+    }
+
+    /// The JSON-RPC error this tool error stands for, if it is one.
+    pub fn as_protocol(&self) -> Option<&ProtocolError> {
+        match &self.kind {
+            ToolErrorKind::Protocol(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            ToolErrorKind::Failed(content) => {
+                let text: Vec<&str> = content.iter().filter_map(Content::as_text).collect();
+                if text.is_empty() {
+                    f.write_str("tool failed")
+                } else {
+                    f.write_str(&text.join("\n"))
+                }
+            }
+            ToolErrorKind::InvalidArguments(m) => write!(f, "invalid arguments: {m}"),
+            ToolErrorKind::Protocol(p) => write!(f, "{} ({})", p.message, p.code),
+            ToolErrorKind::Cancelled => f.write_str("cancelled"),
+            ToolErrorKind::MissingCapability(c) => {
+                write!(f, "the client does not support {c}")
+            }
+            ToolErrorKind::InputRequired => f.write_str("input required"),
+        }
+    }
+}
+
+impl<E> From<E> for ToolError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    fn from(error: E) -> Self {
+        let any: &dyn std::any::Any = &error;
+        if let Some(p) = any.downcast_ref::<ProtocolError>() {
+            return Self {
+                kind: ToolErrorKind::Protocol(p.clone()),
+            };
+        }
+        Self::new(error)
+    }
+}
+
+/// How a finished tool call ends, independent of the protocol era.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallOutcome {
+    /// The tool returned a result (possibly with `isError: true`).
+    Result(CallToolResult),
+    /// The call ended with a JSON-RPC error.
+    Error(ErrorObject),
+}
+
+impl CallOutcome {
+    /// The outcome of a tool's return value. `None` when the tool stopped for MRTR input.
+    pub(crate) fn from_tool(result: Result<CallToolResult, ToolError>) -> Option<Self> {
+        Some(match result {
+            Ok(r) => Self::Result(r),
+            Err(e) => match e.kind {
+                ToolErrorKind::Failed(content) => Self::Result(CallToolResult {
+                    content,
+                    structured_content: None,
+                    is_error: true,
+                }),
+                ToolErrorKind::InvalidArguments(m) => Self::Result(CallToolResult::error_text(
+                    format!("invalid arguments: {m}"),
+                )),
+                ToolErrorKind::Protocol(p) => Self::Error(Error::Protocol(p).into()),
+                ToolErrorKind::Cancelled => Self::Error(Error::Cancelled.into()),
+                ToolErrorKind::MissingCapability(cap) => Self::Error(
+                    Error::MissingCapability {
+                        required: json!({ cap: {} }),
+                    }
+                    .into(),
+                ),
+                ToolErrorKind::InputRequired => return None,
+            },
+        })
+    }
+}

@@ -1,0 +1,31 @@
+//! The runtime of [mcp-tasks](https://docs.rs/mcp-tasks): JSON-RPC routing, both MCP
+//! protocol eras (2025-11-25 stateful, 2026-07-28 stateless), tools, tasks, task stores and
+//! transports.
+//!
+//! Most users depend on the `mcp-tasks` facade crate and write tools with `#[task_tool]`.
+//! This crate is what runs them.
+
+mod call;
+pub mod context;
+pub mod error;
+pub mod jsonrpc;
+pub mod model;
+pub mod mrtr;
+mod router;
+pub mod schema;
+pub mod server;
+mod session;
+pub mod task;
+pub mod tool;
+pub mod transport;
+pub mod wire;
+
+#[doc(hidden)]
+pub mod __private;
+
+pub use context::{Client, FromTaskContext, Progress, TaskContext};
+pub use error::{CallOutcome, Error, ProtocolError, ToolError};
+pub use router::Session;
+pub use server::{BuildError, Implementation, Server, ServerBuilder};
+pub use tokio_util::sync::CancellationToken;
+pub use tool::{IntoToolResult, Json, Registry, RestartPolicy, Tool, ToolDefError};

@@ -1,0 +1,162 @@
+//! Routing: a message arrives, its era is decided, and the era's wire adapter answers it.
+
+use crate::error::Error;
+use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
+use crate::server::Server;
+use crate::session::{Connection, Era, Sink};
+use crate::wire::{v2025_11_25, v2026_07_28};
+use serde_json::Value;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// The `_meta` key that marks a 2026-07-28 request.
+pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// A client's session with a server, driven one message at a time.
+///
+/// Transports own one per connection; tests can use it directly, with no transport at all.
+/// Messages the server sends on its own (notifications, server-to-client requests) arrive on
+/// the receiver returned by [`Server::session`].
+#[derive(Clone, Debug)]
+pub struct Session {
+    server: Server,
+    conn: Arc<Connection>,
+}
+
+impl Server {
+    /// Opens a session. The receiver yields every message the server sends outside of direct
+    /// responses, one JSON text per message.
+    pub fn session(&self) -> (Session, mpsc::UnboundedReceiver<String>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            Session {
+                server: self.clone(),
+                conn: Connection::new(Sink(tx)),
+            },
+            rx,
+        )
+    }
+}
+
+impl Session {
+    /// Handles one message given as JSON text and returns the response text, if any.
+    ///
+    /// A request that runs a long tool keeps this future pending; transports run requests
+    /// concurrently so that cancellations and answers to server requests get through.
+    pub async fn handle_text(&self, text: &str) -> Option<String> {
+        match Message::parse(text) {
+            Ok(message) => self.handle(message).await.map(|r| r.to_value().to_string()),
+            Err(error) => Some(error.to_value().to_string()),
+        }
+    }
+
+    /// Handles one message and returns the response, if any.
+    pub async fn handle(&self, message: Message) -> Option<Response> {
+        match message {
+            Message::Request(request) => self.handle_request(request).await,
+            Message::Notification(n) => {
+                self.handle_notification(n);
+                None
+            }
+            Message::Response(r) => {
+                self.conn.resolve(r);
+                None
+            }
+        }
+    }
+
+    /// Handles a request; `None` when the request was cancelled and must not be answered.
+    pub async fn handle_request(&self, request: Request) -> Option<Response> {
+        let id = request.id.clone();
+        let outcome = dispatch(&self.server, &self.conn, request, self.conn.sink.clone()).await?;
+        Some(match outcome {
+            Ok(v) => Response::result(id, v),
+            Err(e) => Response::error(Some(id), e),
+        })
+    }
+
+    /// Handles a notification from the client.
+    pub fn handle_notification(&self, n: Notification) {
+        match n.method.as_str() {
+            "notifications/cancelled" => {
+                let id = n
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok());
+                if let Some(id) = id {
+                    self.conn.cancel(&id);
+                }
+            }
+            "notifications/initialized" => {}
+            other => tracing::debug!(method = other, "notification ignored"),
+        }
+    }
+
+    pub(crate) fn sink(&self) -> Sink {
+        self.conn.sink.clone()
+    }
+
+    /// Cancels everything still running for this session (the client went away).
+    pub fn close(&self) {
+        self.conn.cancel_all();
+    }
+}
+
+/// Answers a request: `Some(result or error)`, or `None` when it was cancelled.
+pub(crate) async fn dispatch(
+    server: &Server,
+    conn: &Arc<Connection>,
+    request: Request,
+    sink: Sink,
+) -> Option<Result<Value, ErrorObject>> {
+    let era = conn.era();
+    match era {
+        Era::Stateful(state) => v2025_11_25::dispatch(server, conn, state, request, sink).await,
+        Era::Stateless => v2026_07_28::dispatch(server, conn, request, sink).await,
+        Era::Undecided => {
+            if request.method == "initialize" {
+                return Some(v2025_11_25::initialize(server, conn, &request));
+            }
+            if is_stateless_request(&request) {
+                {
+                    let mut era = conn.era.lock().expect("era lock");
+                    if *era == Era::Undecided {
+                        *era = Era::Stateless;
+                    }
+                }
+                return Box::pin(dispatch(server, conn, request, sink)).await;
+            }
+            if request.method == "ping" {
+                return Some(Ok(Value::Object(Default::default())));
+            }
+            Some(Err(Error::NotInitialized.into()))
+        }
+    }
+}
+
+/// `true` for a request of the stateless era: it carries the 2026 `_meta`, or it is a method
+/// only that era has.
+fn is_stateless_request(request: &Request) -> bool {
+    let meta = request
+        .params
+        .as_ref()
+        .and_then(|p| p.get("_meta"))
+        .and_then(Value::as_object);
+    let has_meta =
+        meta.is_some_and(|m| m.keys().any(|k| k.starts_with("io.modelcontextprotocol/")));
+    has_meta
+        || matches!(
+            request.method.as_str(),
+            "server/discover" | "tasks/update" | "subscriptions/listen"
+        )
+}
+
+/// Reads a request's params as an object (absent params are an empty object).
+pub(crate) fn params_object(request: &Request) -> Result<crate::model::JsonObject, Error> {
+    match &request.params {
+        None => Ok(Default::default()),
+        Some(Value::Object(o)) => Ok(o.clone()),
+        Some(_) => Err(Error::InvalidParams("params must be an object".into())),
+    }
+}

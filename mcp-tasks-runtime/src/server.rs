@@ -1,0 +1,266 @@
+//! The server: its identity, its tools and its settings, shared by every connection.
+
+use crate::model::JsonObject;
+use crate::tool::{Registry, Tool, ToolDefError};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Who the server is, as told to clients (`serverInfo`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Implementation {
+    /// A machine name.
+    pub name: String,
+    /// The version.
+    pub version: String,
+    /// A display title.
+    pub title: Option<String>,
+}
+
+impl Implementation {
+    pub(crate) fn to_value(&self) -> Value {
+        let mut v = json!({ "name": self.name, "version": self.version });
+        if let Some(title) = &self.title {
+            v["title"] = title.clone().into();
+        }
+        v
+    }
+}
+
+/// Why a server could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A tool is malformed or two tools share a name.
+    #[error(transparent)]
+    Tool(#[from] ToolDefError),
+    /// The operating system's random number generator failed.
+    #[error("cannot read random bytes for the request-state key: {0}")]
+    Random(String),
+}
+
+pub(crate) struct ServerInner {
+    pub(crate) info: Implementation,
+    pub(crate) info_value: Value,
+    pub(crate) instructions: Option<String>,
+    pub(crate) registry: Registry,
+    pub(crate) page_size: usize,
+    pub(crate) state_key: [u8; 32],
+    pub(crate) request_state_ttl: Duration,
+    pub(crate) list_ttl: Duration,
+}
+
+/// An MCP server. Cheap to clone; every clone serves the same tools.
+///
+/// ```
+/// use mcp_tasks_runtime::{Server, Tool, model::CallToolResult};
+/// let server = Server::builder()
+///     .name("demo")
+///     .tool(Tool::new("noop", |_, _| async { Ok(CallToolResult::default()) }))
+///     .build()
+///     .unwrap();
+/// assert_eq!(server.tools().len(), 1);
+/// ```
+#[derive(Clone)]
+pub struct Server {
+    pub(crate) inner: Arc<ServerInner>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("info", &self.inner.info)
+            .field("tools", &self.inner.registry.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Starts building a server.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    /// A server with every `#[task_tool]` function of this binary and default settings.
+    pub fn from_registry() -> Result<Self, BuildError> {
+        Self::builder().registry_tools().build()
+    }
+
+    /// The server's tools.
+    pub fn tools(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    /// The server's identity.
+    pub fn info(&self) -> &Implementation {
+        &self.inner.info
+    }
+}
+
+/// Builds a [`Server`].
+#[derive(Debug)]
+pub struct ServerBuilder {
+    info: Implementation,
+    instructions: Option<String>,
+    tools: Vec<Tool>,
+    from_registry: bool,
+    page_size: usize,
+    state_key: Option<[u8; 32]>,
+    request_state_ttl: Duration,
+    list_ttl: Duration,
+}
+
+impl Default for ServerBuilder {
+    fn default() -> Self {
+        Self {
+            info: Implementation {
+                name: "mcp-tasks-server".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                title: None,
+            },
+            instructions: None,
+            tools: Vec::new(),
+            from_registry: false,
+            page_size: 100,
+            state_key: None,
+            request_state_ttl: Duration::from_secs(10 * 60),
+            list_ttl: Duration::from_secs(60),
+        }
+    }
+}
+
+impl ServerBuilder {
+    /// Sets the server's name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.info.name = name.into();
+        self
+    }
+
+    /// Sets the server's version.
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.info.version = version.into();
+        self
+    }
+
+    /// Sets the server's display title.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.info.title = Some(title.into());
+        self
+    }
+
+    /// Sets the instructions clients may give their model.
+    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
+    }
+
+    /// Adds a tool.
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Adds every `#[task_tool]` function linked into this binary.
+    pub fn registry_tools(mut self) -> Self {
+        self.from_registry = true;
+        self
+    }
+
+    /// Sets how many tools a `tools/list` page holds (at least 1).
+    pub fn page_size(mut self, n: usize) -> Self {
+        self.page_size = n.max(1);
+        self
+    }
+
+    /// Sets the key that signs 2026-07-28 `requestState` (default: random per process).
+    /// Give every process behind one load balancer the same key.
+    pub fn request_state_key(mut self, key: [u8; 32]) -> Self {
+        self.state_key = Some(key);
+        self
+    }
+
+    /// Sets how long a signed `requestState` stays valid.
+    pub fn request_state_ttl(mut self, ttl: Duration) -> Self {
+        self.request_state_ttl = ttl;
+        self
+    }
+
+    /// Builds the server. Fails on a malformed tool or a duplicate tool name.
+    pub fn build(self) -> Result<Server, BuildError> {
+        let mut registry = if self.from_registry {
+            Registry::from_inventory()?
+        } else {
+            Registry::default()
+        };
+        for tool in self.tools {
+            registry.insert(tool)?;
+        }
+        let state_key = match self.state_key {
+            Some(key) => key,
+            None => {
+                let mut key = [0u8; 32];
+                getrandom::fill(&mut key).map_err(|e| BuildError::Random(e.to_string()))?;
+                key
+            }
+        };
+        Ok(Server {
+            inner: Arc::new(ServerInner {
+                info_value: self.info.to_value(),
+                info: self.info,
+                instructions: self.instructions,
+                registry,
+                page_size: self.page_size,
+                state_key,
+                request_state_ttl: self.request_state_ttl,
+                list_ttl: self.list_ttl,
+            }),
+        })
+    }
+}
+
+/// A cursor for list pagination: the offset of the next page, opaque to clients.
+pub(crate) fn encode_cursor(offset: usize) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("o:{offset}"))
+}
+
+/// Reads a cursor made by [`encode_cursor`].
+pub(crate) fn decode_cursor(cursor: &str) -> Option<usize> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()?;
+    std::str::from_utf8(&bytes)
+        .ok()?
+        .strip_prefix("o:")?
+        .parse()
+        .ok()
+}
+
+/// The `tools/list` page starting at `cursor`, as era-neutral tool objects plus the next cursor.
+pub(crate) fn tools_page<'a>(
+    server: &'a ServerInner,
+    params: &JsonObject,
+) -> Result<(Vec<(&'a Tool, JsonObject)>, Option<String>), crate::Error> {
+    let start = match params.get("cursor") {
+        None | Some(Value::Null) => 0,
+        Some(Value::String(c)) => decode_cursor(c)
+            .filter(|o| *o <= server.registry.len())
+            .ok_or_else(|| crate::Error::InvalidParams(format!("invalid cursor {c:?}")))?,
+        Some(_) => {
+            return Err(crate::Error::InvalidParams(
+                "`cursor` must be a string".into(),
+            ));
+        }
+    };
+    let page: Vec<_> = server
+        .registry
+        .iter()
+        .skip(start)
+        .take(server.page_size)
+        .map(|t| (t, t.describe()))
+        .collect();
+    let end = start + page.len();
+    let next = (end < server.registry.len()).then(|| encode_cursor(end));
+    Ok((page, next))
+}

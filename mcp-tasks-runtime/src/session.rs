@@ -1,0 +1,178 @@
+//! One client connection: its protocol era, its outbound messages, its in-flight requests
+//! and the server-to-client requests waiting for an answer.
+
+use crate::jsonrpc::{ErrorObject, Notification, Request, RequestId, Response};
+use crate::model::LogLevel;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// Where outbound messages for one request (or one connection) are written.
+#[derive(Clone, Debug)]
+pub(crate) struct Sink(pub(crate) mpsc::UnboundedSender<String>);
+
+impl Sink {
+    pub(crate) fn send(&self, message: &Value) {
+        // A closed sink means the client went away; there is nobody left to tell.
+        let _ = self.0.send(message.to_string());
+    }
+
+    pub(crate) fn notify(&self, method: &str, params: Value) {
+        self.send(&Notification::new(method, params).to_value());
+    }
+}
+
+/// The protocol era of a connection.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Era {
+    /// No message has decided it yet.
+    Undecided,
+    /// 2025-11-25 (or an older stateful revision), fixed at `initialize`.
+    Stateful(StatefulState),
+    /// 2026-07-28: every request carries its own version and capabilities.
+    Stateless,
+}
+
+/// What `initialize` fixed for a stateful connection.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct StatefulState {
+    pub(crate) version: &'static str,
+    pub(crate) client_capabilities: Value,
+}
+
+/// A client connection.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    pub(crate) id: String,
+    pub(crate) era: Mutex<Era>,
+    pub(crate) sink: Sink,
+    log_level: AtomicU8,
+    next_out_id: AtomicU64,
+    pending: Mutex<HashMap<RequestId, oneshot::Sender<Result<Value, ErrorObject>>>>,
+    inflight: Mutex<HashMap<RequestId, CancellationToken>>,
+}
+
+const LOG_OFF: u8 = u8::MAX;
+
+fn level_code(level: LogLevel) -> u8 {
+    level as u8
+}
+
+impl Connection {
+    pub(crate) fn new(sink: Sink) -> Arc<Self> {
+        Arc::new(Self {
+            id: crate::task::random_id(),
+            era: Mutex::new(Era::Undecided),
+            sink,
+            log_level: AtomicU8::new(level_code(LogLevel::Info)),
+            next_out_id: AtomicU64::new(1),
+            pending: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub(crate) fn era(&self) -> Era {
+        self.era.lock().expect("era lock").clone()
+    }
+
+    pub(crate) fn set_log_level(&self, level: LogLevel) {
+        self.log_level.store(level_code(level), Ordering::Relaxed);
+    }
+
+    /// `true` when a log line of this level should reach the client (stateful era).
+    pub(crate) fn wants_log(&self, level: LogLevel) -> bool {
+        let min = self.log_level.load(Ordering::Relaxed);
+        min != LOG_OFF && level_code(level) >= min
+    }
+
+    /// Registers an in-flight request so `notifications/cancelled` can reach it.
+    pub(crate) fn track(&self, id: &RequestId) -> CancellationToken {
+        let token = CancellationToken::new();
+        self.inflight
+            .lock()
+            .expect("inflight lock")
+            .insert(id.clone(), token.clone());
+        token
+    }
+
+    pub(crate) fn untrack(&self, id: &RequestId) {
+        self.inflight.lock().expect("inflight lock").remove(id);
+    }
+
+    /// Cancels an in-flight request; unknown ids are ignored, as the spec allows.
+    pub(crate) fn cancel(&self, id: &RequestId) {
+        if let Some(token) = self.inflight.lock().expect("inflight lock").get(id) {
+            token.cancel();
+        }
+    }
+
+    /// Cancels every in-flight request (the connection is closing).
+    pub(crate) fn cancel_all(&self) {
+        for token in self.inflight.lock().expect("inflight lock").values() {
+            token.cancel();
+        }
+        self.pending.lock().expect("pending lock").clear();
+    }
+
+    /// Sends a server-to-client request on `sink` and waits for the client's response.
+    pub(crate) async fn request(
+        &self,
+        sink: &Sink,
+        method: &str,
+        params: Value,
+        cancel: &CancellationToken,
+    ) -> Result<Result<Value, ErrorObject>, RequestAborted> {
+        let id = RequestId::String(format!(
+            "srv-{}",
+            self.next_out_id.fetch_add(1, Ordering::Relaxed)
+        ));
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .expect("pending lock")
+            .insert(id.clone(), tx);
+        sink.send(
+            &Request {
+                id: id.clone(),
+                method: method.into(),
+                params: Some(params),
+            }
+            .to_value(),
+        );
+        tokio::select! {
+            answer = rx => answer.map_err(|_| RequestAborted::Closed),
+            () = cancel.cancelled() => {
+                self.pending.lock().expect("pending lock").remove(&id);
+                sink.notify(
+                    "notifications/cancelled",
+                    serde_json::json!({ "requestId": id, "reason": "the tool call was cancelled" }),
+                );
+                Err(RequestAborted::Cancelled)
+            }
+        }
+    }
+
+    /// Routes a response from the client to the request that waits for it.
+    pub(crate) fn resolve(&self, response: Response) {
+        let Some(id) = response.id else { return };
+        let waiter = self.pending.lock().expect("pending lock").remove(&id);
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(response.outcome);
+            }
+            None => tracing::debug!(%id, "response to an unknown or finished request ignored"),
+        }
+    }
+}
+
+/// Why a server-to-client request got no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RequestAborted {
+    /// The connection closed.
+    Closed,
+    /// The call that asked was cancelled.
+    Cancelled,
+}

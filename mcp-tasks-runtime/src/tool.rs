@@ -1,0 +1,568 @@
+//! Tools: their definition, how their return values become results, and the registry that
+//! collects `#[task_tool]` functions from the whole binary.
+
+use crate::context::{BoxFuture, TaskContext};
+use crate::error::ToolError;
+use crate::model::{CallToolResult, Content, JsonObject, TaskSupport, ToolAnnotations};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The future a tool handler returns.
+pub type ToolFuture = BoxFuture<'static, Result<CallToolResult, ToolError>>;
+
+/// The function behind a tool: context and raw arguments in, result out.
+pub type ToolHandler = Arc<dyn Fn(TaskContext, JsonObject) -> ToolFuture + Send + Sync>;
+
+/// What happens to a task of this tool that was still running when the server stopped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RestartPolicy {
+    /// The task ends `failed` with `-32603` ("interrupted by a server restart").
+    #[default]
+    Fail,
+    /// The task runs again from its stored arguments, keeping its id (idempotent tools only).
+    Rerun,
+}
+
+/// Why a tool definition or a set of tools is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolDefError {
+    /// The name breaks the `[A-Za-z0-9_.-]{1,64}` rule.
+    #[error("invalid tool name {0:?}: use 1 to 64 of `A-Z a-z 0-9 _ - .`")]
+    InvalidName(String),
+    /// The input schema's root is not `type: object`.
+    #[error("the input schema of tool {0:?} must have `\"type\": \"object\"` at its root")]
+    InputNotObject(String),
+    /// Two tools share a name.
+    #[error("duplicate tool name {name:?}: defined at {first} and at {second}")]
+    DuplicateTool {
+        /// The shared name.
+        name: String,
+        /// Where the first one was defined.
+        first: String,
+        /// Where the second one was defined.
+        second: String,
+    },
+    /// `rerun` after a restart was asked of a tool not declared idempotent.
+    #[error("tool {0:?} can only rerun after a restart when it is declared idempotent")]
+    RerunNotIdempotent(String),
+}
+
+/// Checks a tool name: 1 to 64 characters of `A-Z a-z 0-9 _ - .`.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// A tool: its metadata and its handler.
+#[derive(Clone)]
+pub struct Tool {
+    pub(crate) name: Arc<str>,
+    pub(crate) title: Option<String>,
+    pub(crate) description: Option<String>,
+    pub(crate) input_schema: Arc<JsonObject>,
+    pub(crate) output_schema: Option<Arc<JsonObject>>,
+    pub(crate) annotations: ToolAnnotations,
+    pub(crate) task_support: TaskSupport,
+    pub(crate) poll_interval: Duration,
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) on_restart: RestartPolicy,
+    pub(crate) handler: ToolHandler,
+    pub(crate) validator: Option<Arc<jsonschema::Validator>>,
+    pub(crate) output_validator: Option<Arc<jsonschema::Validator>>,
+    pub(crate) defined_at: String,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool")
+            .field("name", &self.name)
+            .field("task_support", &self.task_support)
+            .field("defined_at", &self.defined_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default interval a client is asked to poll a task at.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// The default time a task is kept, counted from its creation.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(60 * 60);
+
+impl Tool {
+    /// Starts a tool with raw JSON arguments. The arguments are validated against the input
+    /// schema before the handler runs; a mismatch is a tool error the model can read.
+    ///
+    /// ```
+    /// use mcp_tasks_runtime::{Tool, model::{CallToolResult, Content}};
+    /// let tool = Tool::new("echo", |_cx, args| async move {
+    ///     let text = args.get("text").and_then(|v| v.as_str()).unwrap_or_default();
+    ///     Ok(CallToolResult::success(vec![Content::text(text)]))
+    /// })
+    /// .description("Echo the text back.")
+    /// .input_schema(serde_json::json!({
+    ///     "type": "object",
+    ///     "properties": { "text": { "type": "string" } },
+    ///     "required": ["text"]
+    /// }));
+    /// assert_eq!(tool.name(), "echo");
+    /// ```
+    pub fn new<F, Fut>(name: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(TaskContext, JsonObject) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<CallToolResult, ToolError>> + Send + 'static,
+    {
+        let handler: ToolHandler = Arc::new(move |cx, args| Box::pin(handler(cx, args)));
+        let mut schema = JsonObject::new();
+        schema.insert("type".into(), "object".into());
+        Self {
+            name: name.into().into(),
+            title: None,
+            description: None,
+            input_schema: Arc::new(schema),
+            output_schema: None,
+            annotations: ToolAnnotations::default(),
+            task_support: TaskSupport::Forbidden,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            ttl: Some(DEFAULT_TTL),
+            on_restart: RestartPolicy::Fail,
+            handler,
+            validator: None,
+            output_validator: None,
+            defined_at: "the server builder".into(),
+        }
+        .validated()
+    }
+
+    /// Starts a tool whose arguments deserialize into `A`; the input schema comes from `A`.
+    pub fn typed<A, R, F, Fut>(name: impl Into<String>, handler: F) -> Self
+    where
+        A: DeserializeOwned + schemars::JsonSchema + 'static,
+        R: IntoToolResult,
+        F: Fn(TaskContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let mut tool = Self::new(name, move |cx, args| {
+            let handler = Arc::clone(&handler);
+            async move {
+                let args: A = parse_arguments(args)?;
+                handler(cx, args).await.into_tool_result()
+            }
+        });
+        tool.input_schema = Arc::new(crate::schema::input_schema::<A>());
+        tool.output_schema = R::output_schema().map(Arc::new);
+        tool.output_validator = compile(tool.output_schema.as_deref());
+        tool.validator = None;
+        tool
+    }
+
+    fn validated(mut self) -> Self {
+        self.validator = jsonschema::validator_for(&Value::Object((*self.input_schema).clone()))
+            .ok()
+            .map(Arc::new);
+        self
+    }
+
+    pub(crate) fn output_validator(&self) -> Option<&jsonschema::Validator> {
+        self.output_validator.as_deref()
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The task mode.
+    pub fn mode(&self) -> TaskSupport {
+        self.task_support
+    }
+
+    /// Sets a display title.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Sets the description the model reads.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// Sets the input schema (its root must be `type: object`).
+    pub fn input_schema(mut self, schema: Value) -> Self {
+        if let Value::Object(obj) = schema {
+            self.input_schema = Arc::new(obj);
+        }
+        self.validated()
+    }
+
+    /// Sets the output schema; `structuredContent` is then checked against it.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = schema.as_object().cloned().map(Arc::new);
+        self.output_validator = compile(self.output_schema.as_deref());
+        self
+    }
+
+    /// Sets the behaviour hints.
+    pub fn annotations(mut self, annotations: ToolAnnotations) -> Self {
+        self.annotations = annotations;
+        self
+    }
+
+    /// Sets whether the tool runs as a task.
+    pub fn task_support(mut self, mode: TaskSupport) -> Self {
+        self.task_support = mode;
+        self
+    }
+
+    /// Sets the poll interval suggested to clients of this tool's tasks.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Sets how long this tool's tasks are kept after creation (`None`: until deleted).
+    pub fn ttl(mut self, ttl: Option<Duration>) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Sets what happens to this tool's interrupted tasks after a restart.
+    pub fn on_restart(mut self, policy: RestartPolicy) -> Self {
+        self.on_restart = policy;
+        self
+    }
+
+    pub(crate) fn check(&self) -> Result<(), ToolDefError> {
+        if !is_valid_tool_name(&self.name) {
+            return Err(ToolDefError::InvalidName(self.name.to_string()));
+        }
+        if self.input_schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(ToolDefError::InputNotObject(self.name.to_string()));
+        }
+        if self.on_restart == RestartPolicy::Rerun && self.annotations.idempotent_hint != Some(true)
+        {
+            return Err(ToolDefError::RerunNotIdempotent(self.name.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Checks raw arguments against the input schema, when the handler does not parse them
+    /// into a typed struct itself.
+    pub(crate) fn check_arguments(&self, args: &JsonObject) -> Result<(), ToolError> {
+        let Some(validator) = &self.validator else {
+            return Ok(());
+        };
+        let value = Value::Object(args.clone());
+        let problems: Vec<String> = validator
+            .iter_errors(&value)
+            .take(5)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{path}: {e}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ToolError::invalid_arguments(problems.join("; ")))
+        }
+    }
+
+    /// The tool as listed in `tools/list` (without era-specific fields).
+    pub(crate) fn describe(&self) -> JsonObject {
+        let mut obj = JsonObject::new();
+        obj.insert("name".into(), Value::String(self.name.to_string()));
+        if let Some(title) = &self.title {
+            obj.insert("title".into(), title.clone().into());
+        }
+        if let Some(d) = &self.description {
+            obj.insert("description".into(), d.clone().into());
+        }
+        obj.insert(
+            "inputSchema".into(),
+            Value::Object((*self.input_schema).clone()),
+        );
+        if let Some(schema) = &self.output_schema {
+            obj.insert("outputSchema".into(), Value::Object((**schema).clone()));
+        }
+        if !self.annotations.is_empty() {
+            obj.insert(
+                "annotations".into(),
+                serde_json::to_value(&self.annotations).unwrap_or_default(),
+            );
+        }
+        obj
+    }
+}
+
+fn compile(schema: Option<&JsonObject>) -> Option<Arc<jsonschema::Validator>> {
+    let schema = Value::Object(schema?.clone());
+    jsonschema::validator_for(&schema).ok().map(Arc::new)
+}
+
+/// Reads raw arguments into a typed struct; a mismatch is a tool error that says what is wrong.
+pub fn parse_arguments<A: DeserializeOwned>(args: JsonObject) -> Result<A, ToolError> {
+    serde_json::from_value(Value::Object(args)).map_err(ToolError::invalid_arguments)
+}
+
+/// Structured output: the value becomes `structuredContent` (and a JSON text block), and
+/// the tool's output schema is derived from `T`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Json<T>(pub T);
+
+/// A value a tool may return.
+///
+/// | return type | result |
+/// | --- | --- |
+/// | `String`, `&'static str` | one text block |
+/// | `Content`, `Vec<Content>` | those blocks |
+/// | `CallToolResult` | as is |
+/// | `Json<T>` | `structuredContent` + its JSON as text; output schema from `T` |
+/// | `()` | no content |
+/// | `Result<T, E>` | `T` as above; `E` via [`ToolError`]: `isError: true`, or a JSON-RPC error for a [`ProtocolError`](crate::ProtocolError) |
+pub trait IntoToolResult {
+    /// The result.
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError>;
+
+    /// The output schema this return type implies.
+    fn output_schema() -> Option<JsonObject> {
+        None
+    }
+}
+
+impl IntoToolResult for CallToolResult {
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        Ok(self)
+    }
+}
+
+impl IntoToolResult for String {
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        Ok(CallToolResult::success(vec![Content::text(self)]))
+    }
+}
+
+impl IntoToolResult for &'static str {
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        Ok(CallToolResult::success(vec![Content::text(self)]))
+    }
+}
+
+impl IntoToolResult for Content {
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        Ok(CallToolResult::success(vec![self]))
+    }
+}
+
+impl IntoToolResult for Vec<Content> {
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        Ok(CallToolResult::success(self))
+    }
+}
+
+impl IntoToolResult for () {
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        Ok(CallToolResult::success(Vec::new()))
+    }
+}
+
+impl<T: Serialize + schemars::JsonSchema + 'static> IntoToolResult for Json<T> {
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        let value = serde_json::to_value(&self.0)
+            .map_err(|e| ToolError::new(format!("cannot serialize the tool's output: {e}")))?;
+        Ok(CallToolResult {
+            content: vec![Content::text(value.to_string())],
+            structured_content: Some(value),
+            is_error: false,
+        })
+    }
+
+    fn output_schema() -> Option<JsonObject> {
+        Some(crate::schema::output_schema::<T>())
+    }
+}
+
+impl<T: IntoToolResult, E: Into<ToolError>> IntoToolResult for Result<T, E> {
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        self.map_err(Into::into)
+            .and_then(IntoToolResult::into_tool_result)
+    }
+
+    fn output_schema() -> Option<JsonObject> {
+        T::output_schema()
+    }
+}
+
+/// A tool registered by `#[task_tool]`, collected with `inventory`.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct ToolRegistration {
+    pub name: &'static str,
+    pub title: Option<&'static str>,
+    pub description: &'static str,
+    pub task_support: TaskSupport,
+    pub poll_interval_ms: u64,
+    /// `None`: kept until deleted.
+    pub ttl_ms: Option<u64>,
+    pub read_only: Option<bool>,
+    pub destructive: Option<bool>,
+    pub idempotent: Option<bool>,
+    pub open_world: Option<bool>,
+    pub rerun_on_restart: bool,
+    pub input_schema: fn() -> JsonObject,
+    pub output_schema: fn() -> Option<JsonObject>,
+    pub call: fn(TaskContext, JsonObject) -> ToolFuture,
+    pub module_path: &'static str,
+    pub file: &'static str,
+    pub line: u32,
+}
+
+inventory::collect!(ToolRegistration);
+
+impl ToolRegistration {
+    /// The tool this registration describes.
+    pub fn to_tool(&self) -> Tool {
+        let call = self.call;
+        let output_schema = (self.output_schema)().map(Arc::new);
+        Tool {
+            output_validator: compile(output_schema.as_deref()),
+            name: self.name.into(),
+            title: self.title.map(str::to_owned),
+            description: Some(self.description.to_owned()).filter(|d| !d.is_empty()),
+            input_schema: Arc::new((self.input_schema)()),
+            output_schema,
+            annotations: ToolAnnotations {
+                title: None,
+                read_only_hint: self.read_only,
+                destructive_hint: self.destructive,
+                idempotent_hint: self.idempotent,
+                open_world_hint: self.open_world,
+            },
+            task_support: self.task_support,
+            poll_interval: Duration::from_millis(self.poll_interval_ms),
+            ttl: self.ttl_ms.map(Duration::from_millis),
+            on_restart: if self.rerun_on_restart {
+                RestartPolicy::Rerun
+            } else {
+                RestartPolicy::Fail
+            },
+            handler: Arc::new(call),
+            validator: None,
+            defined_at: format!("{} ({}:{})", self.module_path, self.file, self.line),
+        }
+    }
+}
+
+/// Every tool of a server, by name.
+#[derive(Clone, Debug, Default)]
+pub struct Registry {
+    tools: BTreeMap<Arc<str>, Tool>,
+}
+
+impl Registry {
+    /// Every `#[task_tool]` function linked into this binary.
+    pub fn from_inventory() -> Result<Self, ToolDefError> {
+        let mut registry = Self::default();
+        for registration in inventory::iter::<ToolRegistration> {
+            registry.insert(registration.to_tool())?;
+        }
+        Ok(registry)
+    }
+
+    /// Adds a tool; a second tool with the same name is an error naming both.
+    pub fn insert(&mut self, tool: Tool) -> Result<(), ToolDefError> {
+        tool.check()?;
+        if let Some(existing) = self.tools.get(&tool.name) {
+            return Err(ToolDefError::DuplicateTool {
+                name: tool.name.to_string(),
+                first: existing.defined_at.clone(),
+                second: tool.defined_at.clone(),
+            });
+        }
+        self.tools.insert(Arc::clone(&tool.name), tool);
+        Ok(())
+    }
+
+    /// The tool with this name.
+    pub fn get(&self, name: &str) -> Option<&Tool> {
+        self.tools.get(name)
+    }
+
+    /// All tools, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Tool> {
+        self.tools.values()
+    }
+
+    /// The number of tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// `true` when there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn noop(name: &str) -> Tool {
+        Tool::new(name, |_, _| async { Ok(CallToolResult::default()) })
+    }
+
+    #[test]
+    fn tool_names_follow_the_strict_rule() {
+        for ok in ["a", "get_weather", "v1.2-beta", &"x".repeat(64)] {
+            assert!(is_valid_tool_name(ok), "{ok}");
+        }
+        for bad in ["", "has space", "slash/name", "ünï", &"x".repeat(65)] {
+            assert!(!is_valid_tool_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn duplicate_names_are_an_error_naming_both() {
+        let mut r = Registry::default();
+        r.insert(noop("a")).unwrap();
+        let err = r.insert(noop("a")).unwrap_err();
+        assert!(matches!(err, ToolDefError::DuplicateTool { .. }));
+        assert!(err.to_string().contains("\"a\""));
+    }
+
+    #[test]
+    fn rerun_needs_idempotent() {
+        let tool = noop("a").on_restart(RestartPolicy::Rerun);
+        assert_eq!(
+            tool.check(),
+            Err(ToolDefError::RerunNotIdempotent("a".into()))
+        );
+    }
+
+    #[test]
+    fn raw_arguments_are_validated_against_the_schema() {
+        let tool = noop("a").input_schema(serde_json::json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer"}},
+            "required": ["n"]
+        }));
+        assert!(tool.check_arguments(&JsonObject::new()).is_err());
+        let mut ok = JsonObject::new();
+        ok.insert("n".into(), 3.into());
+        assert!(tool.check_arguments(&ok).is_ok());
+    }
+}

@@ -1,0 +1,138 @@
+//! Newline-delimited JSON-RPC over any `AsyncRead` + `AsyncWrite` pair.
+//!
+//! The same code serves stdio and `tokio::io::duplex` in tests. Each request runs in its own
+//! task, so a long tool call never holds up a ping, a cancellation or the client's answer to
+//! a server request.
+
+use crate::jsonrpc::Message;
+use crate::server::Server;
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// The longest line accepted (16 MiB); a longer one is answered with a parse error and skipped.
+const MAX_LINE: usize = 16 * 1024 * 1024;
+/// Requests handled at once on one connection; further requests wait to be read.
+const MAX_IN_FLIGHT: usize = 1024;
+
+/// Why a transport stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// Reading or writing the byte stream failed.
+    #[error("transport i/o failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Serves one client over a byte stream until the reader reaches end of file.
+pub async fn serve_io<R, W>(server: Server, reader: R, writer: W) -> Result<(), TransportError>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (session, mut outbound) = server.session();
+    let sink = outbound_sender(&session);
+    let writer_task = tokio::spawn(async move {
+        let mut writer = writer;
+        while let Some(line) = outbound.recv().await {
+            writer.write_all(line.as_bytes()).await?;
+            writer.write_all(b"\n").await?;
+            if outbound.is_empty() {
+                writer.flush().await?;
+            }
+        }
+        writer.flush().await?;
+        Ok::<_, std::io::Error>(())
+    });
+
+    let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let mut requests = JoinSet::new();
+    let mut reader = BufReader::new(reader);
+    let mut buf = Vec::new();
+    let read_result = loop {
+        buf.clear();
+        let n = match (&mut reader)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .await
+        {
+            Ok(n) => n,
+            Err(e) => break Err(e),
+        };
+        if n == 0 {
+            break Ok(());
+        }
+        if buf.len() > MAX_LINE && !buf.ends_with(b"\n") {
+            // Skip the rest of an oversized line.
+            let mut rest = Vec::new();
+            if let Err(e) = reader.read_until(b'\n', &mut rest).await {
+                break Err(e);
+            }
+            sink(&parse_error("message too large"));
+            continue;
+        }
+        let text = match std::str::from_utf8(&buf) {
+            Ok(t) => t.trim(),
+            Err(_) => {
+                sink(&parse_error("message is not valid UTF-8"));
+                continue;
+            }
+        };
+        if text.is_empty() {
+            continue;
+        }
+        match Message::parse(text) {
+            Err(error) => sink(&error.to_value().to_string()),
+            Ok(Message::Request(request)) => {
+                let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+                    break Ok(());
+                };
+                let session = session.clone();
+                let sink = sink.clone();
+                requests.spawn(async move {
+                    if let Some(response) = session.handle_request(request).await {
+                        sink(&response.to_value().to_string());
+                    }
+                    drop(permit);
+                });
+            }
+            Ok(other) => {
+                session.handle(other).await;
+            }
+        }
+        // Reap finished request tasks so the set does not grow without bound.
+        while requests.try_join_next().is_some() {}
+    };
+    session.close();
+    while requests.join_next().await.is_some() {}
+    drop(sink);
+    drop(session);
+    let write_result = writer_task
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    read_result?;
+    write_result?;
+    Ok(())
+}
+
+fn parse_error(message: &str) -> String {
+    crate::jsonrpc::Response::error(
+        None,
+        crate::jsonrpc::ErrorObject::new(
+            crate::jsonrpc::PARSE_ERROR,
+            format!("parse error: {message}"),
+        ),
+    )
+    .to_value()
+    .to_string()
+}
+
+fn outbound_sender(
+    session: &crate::router::Session,
+) -> impl Fn(&str) + Clone + Send + Sync + 'static {
+    let sink = session.sink();
+    move |line: &str| {
+        let _ = sink.0.send(line.to_owned());
+    }
+}

@@ -1,0 +1,5 @@
+//! The wire adapters: the only modules that know each protocol era's method set, field
+//! names and error rules.
+
+pub mod v2025_11_25;
+pub mod v2026_07_28;
