@@ -15,6 +15,7 @@ mod router;
 pub mod schema;
 pub mod server;
 mod session;
+pub mod store;
 pub mod task;
 pub mod tool;
 pub mod transport;

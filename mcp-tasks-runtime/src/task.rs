@@ -1,7 +1,15 @@
-//! Task identity and time: ids from the operating system's random number generator and
-//! RFC 3339 timestamps.
+//! The era-neutral task model: ids, the status machine and the stored record.
+//!
+//! One status machine serves both task protocols (MCP 2025-11-25 Tasks and the SEP-2663
+//! `io.modelcontextprotocol/tasks` extension of 2026-07-28): `working ↔ input_required →
+//! completed | failed | cancelled`, and a terminal status never changes.
 
-use std::time::SystemTime;
+use crate::error::CallOutcome;
+use crate::model::{InputRequest, JsonObject};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
 
 /// A fresh random id: 128 bits from the OS RNG (122 of them random in the UUID v4 layout),
 /// written as a lowercase UUID.
@@ -26,9 +34,169 @@ pub fn rfc3339(time: SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 
+/// Where a task is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Running.
+    Working,
+    /// Waiting for the client to answer one or more input requests.
+    InputRequired,
+    /// Finished with a result (in 2026-07-28 also when the result has `isError: true`).
+    Completed,
+    /// Finished with a JSON-RPC error (in 2025-11-25 also with an `isError: true` result).
+    Failed,
+    /// Cancelled by the client.
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Working => "working",
+            Self::InputRequired => "input_required",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// `true` for `completed`, `failed` and `cancelled`.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+    }
+
+    /// The one transition table: may a task go from `self` to `to`?
+    pub fn can_move_to(self, to: Self) -> bool {
+        use TaskStatus::*;
+        match (self, to) {
+            (Working, InputRequired | Completed | Failed | Cancelled) => true,
+            (InputRequired, Working | Completed | Failed | Cancelled) => true,
+            (Working, Working) | (InputRequired, InputRequired) => false,
+            (Completed | Failed | Cancelled, _) => false,
+        }
+    }
+}
+
+impl std::fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for TaskStatus {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "working" => Self::Working,
+            "input_required" => Self::InputRequired,
+            "completed" => Self::Completed,
+            "failed" => Self::Failed,
+            "cancelled" => Self::Cancelled,
+            other => return Err(format!("unknown task status {other:?}")),
+        })
+    }
+}
+
+/// Which task protocol created a task; it decides how a tool error settles the task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TaskProtocol {
+    /// MCP 2025-11-25 Tasks: a tool result with `isError: true` ends `failed`.
+    V2025,
+    /// The 2026-07-28 tasks extension: such a result ends `completed`.
+    V2026,
+}
+
+/// A stored task. Everything a `tasks/get` in either era needs, and what a restart needs
+/// to settle or rerun it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskRecord {
+    /// The id (≥122 random bits).
+    pub id: String,
+    /// The principal or session that owns it; `None` makes the id a bearer handle.
+    pub owner: Option<String>,
+    /// The tool it runs.
+    pub tool: String,
+    /// The arguments it was called with.
+    pub arguments: JsonObject,
+    /// The protocol that created it.
+    pub protocol: TaskProtocol,
+    /// Its status.
+    pub status: TaskStatus,
+    /// A human-readable status line (progress, failure reason).
+    pub status_message: Option<String>,
+    /// When it was created.
+    pub created_at: SystemTime,
+    /// When its status or status message last changed.
+    pub updated_at: SystemTime,
+    /// How long it is kept, counted from creation; `None` means until deleted.
+    pub ttl: Option<Duration>,
+    /// The poll interval suggested to clients.
+    pub poll_interval: Duration,
+    /// The result or error, once `completed` or `failed`.
+    pub outcome: Option<CallOutcome>,
+    /// Input requests the client has not answered yet, by key.
+    pub input_requests: BTreeMap<String, InputRequest>,
+    /// Answers that arrived and the tool has not taken yet, by key.
+    pub input_responses: BTreeMap<String, Value>,
+    /// The number of input keys ever issued (keys are never reused).
+    pub input_seq: u64,
+    /// Bumped by every successful write; the compare-and-set token.
+    pub version: u64,
+}
+
+impl TaskRecord {
+    /// When the task expires, if it has a TTL.
+    pub fn expires_at(&self) -> Option<SystemTime> {
+        self.ttl.map(|ttl| self.created_at + ttl)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use TaskStatus::*;
+
+    const ALL: [TaskStatus; 5] = [Working, InputRequired, Completed, Failed, Cancelled];
+
+    #[test]
+    fn transition_table() {
+        let allowed = [
+            (Working, InputRequired),
+            (Working, Completed),
+            (Working, Failed),
+            (Working, Cancelled),
+            (InputRequired, Working),
+            (InputRequired, Completed),
+            (InputRequired, Failed),
+            (InputRequired, Cancelled),
+        ];
+        for from in ALL {
+            for to in ALL {
+                assert_eq!(
+                    from.can_move_to(to),
+                    allowed.contains(&(from, to)),
+                    "{from} -> {to}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn terminal_statuses_are_final() {
+        for s in ALL {
+            assert_eq!(s.is_terminal(), !ALL.iter().any(|t| s.can_move_to(*t)));
+        }
+    }
+
+    #[test]
+    fn status_names_round_trip() {
+        for s in ALL {
+            assert_eq!(s.as_str().parse::<TaskStatus>().unwrap(), s);
+        }
+    }
 
     #[test]
     fn ids_are_uuid_v4_shaped_and_distinct() {
@@ -41,7 +209,6 @@ mod tests {
 
     #[test]
     fn timestamps_are_rfc3339_utc() {
-        let t = rfc3339(SystemTime::UNIX_EPOCH);
-        assert_eq!(t, "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
     }
 }

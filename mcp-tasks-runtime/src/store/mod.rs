@@ -1,0 +1,89 @@
+//! Task stores: where task records live.
+//!
+//! [`TaskStore`] is the small core every backend implements: create, get, compare-and-set,
+//! delete, owner-scoped listing, expiry and the restart scan. The in-memory store is the
+//! reference backend; durable backends live behind cargo features. Every backend must pass
+//! the shared suite in [`testing::check_store`] unchanged.
+
+use crate::task::TaskRecord;
+use std::future::Future;
+use std::time::SystemTime;
+
+mod memory;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+pub use memory::MemoryTaskStore;
+
+/// Why a store operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// `create` was given an id that already exists.
+    #[error("task {0} already exists")]
+    Duplicate(String),
+    /// A listing cursor the store did not make.
+    #[error("invalid cursor {0:?}")]
+    InvalidCursor(String),
+    /// The backend failed (I/O, connection, constraint).
+    #[error("task store failed: {0}")]
+    Backend(String),
+}
+
+/// One page of an owner's tasks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskPage {
+    /// The tasks, oldest first.
+    pub tasks: Vec<TaskRecord>,
+    /// The cursor of the next page; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// A place to keep tasks.
+///
+/// Every method is safe to call concurrently. A write is visible to every later `get`
+/// (read-your-writes), from this process and from any other process sharing the store.
+pub trait TaskStore: Send + Sync + 'static {
+    /// Stores a new task. When this returns `Ok`, `get` finds it. The record's `version`
+    /// is kept as given.
+    fn create(&self, record: TaskRecord) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The task with this id, or `None`. Expired tasks may still be returned until the
+    /// sweeper removes them; callers check `expires_at` themselves.
+    fn get(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<TaskRecord>, StoreError>> + Send;
+
+    /// Replaces the stored task with `record` if the stored version is `expected_version`.
+    /// The stored copy gets version `expected_version + 1` whatever `record.version` says.
+    /// Returns `Ok(false)`, and changes nothing, when the version differs or the task is gone.
+    fn compare_and_set(
+        &self,
+        record: TaskRecord,
+        expected_version: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Deletes a task. Returns whether it existed.
+    fn delete(&self, id: &str) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// The tasks whose owner equals `owner`, oldest first, at most `limit` per page,
+    /// starting after `cursor` (a `next_cursor` this store returned).
+    fn list(
+        &self,
+        owner: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = Result<TaskPage, StoreError>> + Send;
+
+    /// Deletes up to `limit` tasks that expired at or before `now` and returns their ids.
+    /// Must not scan tasks that have not expired.
+    fn expire(
+        &self,
+        now: SystemTime,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
+
+    /// Every task that is not terminal (`working` or `input_required`), for restart recovery.
+    fn unfinished(&self) -> impl Future<Output = Result<Vec<TaskRecord>, StoreError>> + Send;
+}

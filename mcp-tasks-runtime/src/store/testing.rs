@@ -1,0 +1,1 @@
+//! The shared backend test suite (being written).
