@@ -1,5 +1,501 @@
-//! The in-memory task store (being written).
+//! The in-memory task store: the reference backend, and the default when no durable store
+//! is configured. Tasks are lost when the process exits.
 
-/// The in-memory task store.
-#[derive(Debug, Default)]
-pub struct MemoryTaskStore {}
+use super::{StoreError, TaskPage, TaskStore};
+use crate::task::TaskRecord;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
+
+/// The number of shards; a power of two so a shard is picked with a mask.
+const SHARDS: usize = 32;
+
+/// A task store that keeps tasks in this process's memory.
+///
+/// Tasks are spread over 32 independently locked shards by a hash of their id, so
+/// operations on different tasks rarely contend and no lock is shared by all of them.
+/// Each shard also keeps two key-only indexes:
+///
+/// - an expiry index ordered by `expires_at`, so [`TaskStore::expire`] reads only the tasks
+///   that have expired (plus one entry per shard to see where to stop), earliest first;
+/// - an owner index ordered by a store-wide creation sequence number, so
+///   [`TaskStore::list`] reads only the owner's tasks after the cursor.
+///
+/// Listing cursors encode that sequence number, so a cursor stays valid when the task it
+/// points after is deleted.
+pub struct MemoryTaskStore {
+    shards: Box<[Mutex<Shard>]>,
+    /// The last creation sequence number handed out; the first task gets 1.
+    last_seq: AtomicU64,
+}
+
+/// One shard. Ids are shared between the map and the indexes through `Arc<str>`, so an
+/// index entry costs a pointer rather than another copy of the id.
+#[derive(Default)]
+struct Shard {
+    tasks: HashMap<Arc<str>, Box<Slot>>,
+    /// `(expires_at, id)` of every task here that has a TTL.
+    expiry: BTreeSet<(SystemTime, Arc<str>)>,
+    /// Owned tasks by owner, then by creation sequence number. The owner string is kept once
+    /// per owner and shard, not once per task.
+    owned: HashMap<String, BTreeMap<u64, Arc<str>>>,
+    /// Tasks without an owner, by creation sequence number.
+    unowned: BTreeMap<u64, Arc<str>>,
+}
+
+/// A stored task. Boxed in the map so the map's spare capacity costs a pointer per
+/// empty bucket rather than a whole record.
+struct Slot {
+    record: TaskRecord,
+    seq: u64,
+}
+
+impl Shard {
+    fn owner_index(&self, owner: Option<&str>) -> Option<&BTreeMap<u64, Arc<str>>> {
+        match owner {
+            Some(owner) => self.owned.get(owner),
+            None => Some(&self.unowned),
+        }
+    }
+
+    fn index_owner(&mut self, owner: Option<&str>, seq: u64, id: Arc<str>) {
+        let index = match owner {
+            None => &mut self.unowned,
+            Some(owner) => {
+                if !self.owned.contains_key(owner) {
+                    self.owned.insert(owner.to_owned(), BTreeMap::new());
+                }
+                self.owned.get_mut(owner).expect("inserted above")
+            }
+        };
+        index.insert(seq, id);
+    }
+
+    fn unindex_owner(&mut self, owner: Option<&str>, seq: u64) {
+        match owner {
+            None => {
+                self.unowned.remove(&seq);
+            }
+            Some(owner) => {
+                if let Some(index) = self.owned.get_mut(owner) {
+                    index.remove(&seq);
+                    if index.is_empty() {
+                        self.owned.remove(owner);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes a task and its index entries.
+    fn remove(&mut self, id: &str) -> Option<Box<Slot>> {
+        let (key, slot) = self.tasks.remove_entry(id)?;
+        if let Some(at) = slot.record.expires_at() {
+            self.expiry.remove(&(at, key));
+        }
+        self.unindex_owner(slot.record.owner.as_deref(), slot.seq);
+        Some(slot)
+    }
+}
+
+impl MemoryTaskStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            last_seq: AtomicU64::new(0),
+        }
+    }
+
+    fn shard_index(id: &str) -> usize {
+        // FNV-1a: fast, deterministic and good enough to spread random ids.
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in id.bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        (hash ^ (hash >> 32)) as usize & (SHARDS - 1)
+    }
+
+    fn lock(&self, index: usize) -> MutexGuard<'_, Shard> {
+        // Every critical section leaves the shard consistent before anything can panic
+        // (only allocation can), so a poisoned shard is still safe to use.
+        self.shards[index]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn shard(&self, id: &str) -> MutexGuard<'_, Shard> {
+        self.lock(Self::shard_index(id))
+    }
+}
+
+impl Default for MemoryTaskStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for MemoryTaskStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryTaskStore")
+            .field("shards", &self.shards.len())
+            .field("tasks_created", &self.last_seq.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+fn parse_cursor(cursor: &str) -> Option<u64> {
+    let digits = cursor.strip_prefix('m')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+impl TaskStore for MemoryTaskStore {
+    async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
+        let mut shard = self.shard(&record.id);
+        if shard.tasks.contains_key(record.id.as_str()) {
+            return Err(StoreError::Duplicate(record.id));
+        }
+        let seq = self.last_seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let id: Arc<str> = Arc::from(record.id.as_str());
+        if let Some(at) = record.expires_at() {
+            shard.expiry.insert((at, Arc::clone(&id)));
+        }
+        shard.index_owner(record.owner.as_deref(), seq, Arc::clone(&id));
+        shard.tasks.insert(id, Box::new(Slot { record, seq }));
+        Ok(())
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        Ok(self.shard(id).tasks.get(id).map(|slot| slot.record.clone()))
+    }
+
+    async fn compare_and_set(
+        &self,
+        mut record: TaskRecord,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        let mut guard = self.shard(&record.id);
+        let shard = &mut *guard;
+        let Some(slot) = shard.tasks.get_mut(record.id.as_str()) else {
+            return Ok(false);
+        };
+        if slot.record.version != expected_version {
+            return Ok(false);
+        }
+        record.version = expected_version + 1;
+        let old = std::mem::replace(&mut slot.record, record);
+        let seq = slot.seq;
+        let new = &slot.record;
+        let (old_expiry, new_expiry) = (old.expires_at(), new.expires_at());
+        let new_owner = (old.owner != new.owner).then(|| new.owner.clone());
+        if old_expiry == new_expiry && new_owner.is_none() {
+            return Ok(true);
+        }
+        let (key, _) = shard
+            .tasks
+            .get_key_value(old.id.as_str())
+            .expect("the task was just written");
+        let key = Arc::clone(key);
+        if old_expiry != new_expiry {
+            if let Some(at) = old_expiry {
+                shard.expiry.remove(&(at, Arc::clone(&key)));
+            }
+            if let Some(at) = new_expiry {
+                shard.expiry.insert((at, Arc::clone(&key)));
+            }
+        }
+        if let Some(new_owner) = new_owner {
+            shard.unindex_owner(old.owner.as_deref(), seq);
+            shard.index_owner(new_owner.as_deref(), seq, key);
+        }
+        Ok(true)
+    }
+
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.shard(id).remove(id).is_some())
+    }
+
+    async fn list(
+        &self,
+        owner: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, StoreError> {
+        let after = match cursor {
+            None => 0,
+            Some(c) => parse_cursor(c).ok_or_else(|| StoreError::InvalidCursor(c.to_owned()))?,
+        };
+        // Collect the first `limit + 1` keys of every shard, then merge: one more than a page
+        // tells whether a next page exists. Records are cloned only for the page itself.
+        let wanted = limit.saturating_add(1);
+        let mut keys: Vec<(u64, usize, Arc<str>)> = Vec::new();
+        for index in 0..self.shards.len() {
+            let shard = self.lock(index);
+            if let Some(tasks) = shard.owner_index(owner) {
+                let range = tasks.range((Bound::Excluded(after), Bound::Unbounded));
+                keys.extend(
+                    range
+                        .take(wanted)
+                        .map(|(seq, id)| (*seq, index, Arc::clone(id))),
+                );
+            }
+        }
+        keys.sort_unstable_by_key(|(seq, _, _)| *seq);
+        let more = keys.len() > limit;
+        keys.truncate(limit);
+        let mut tasks = Vec::with_capacity(keys.len());
+        for (seq, index, id) in &keys {
+            // A task deleted, or given to another owner, since its key was read is left out.
+            let shard = self.lock(*index);
+            if let Some(slot) = shard.tasks.get(&**id)
+                && slot.seq == *seq
+                && slot.record.owner.as_deref() == owner
+            {
+                tasks.push(slot.record.clone());
+            }
+        }
+        let next_cursor = more.then(|| {
+            let last = keys.last().map_or(after, |(seq, _, _)| *seq);
+            format!("m{last}")
+        });
+        Ok(TaskPage { tasks, next_cursor })
+    }
+
+    async fn expire(&self, now: SystemTime, limit: usize) -> Result<Vec<String>, StoreError> {
+        // Gather up to `limit` expired keys per shard, keep the `limit` earliest overall, then
+        // delete those still in the index (a concurrent write may have moved or removed one).
+        let mut due: Vec<(SystemTime, usize, Arc<str>)> = Vec::new();
+        for index in 0..self.shards.len() {
+            let shard = self.lock(index);
+            due.extend(
+                shard
+                    .expiry
+                    .iter()
+                    .take_while(|(at, _)| *at <= now)
+                    .take(limit)
+                    .map(|(at, id)| (*at, index, Arc::clone(id))),
+            );
+        }
+        due.sort_unstable_by(|a, b| (a.0, &a.2).cmp(&(b.0, &b.2)));
+        due.truncate(limit);
+        let mut expired = Vec::with_capacity(due.len());
+        for (at, index, id) in due {
+            let mut shard = self.lock(index);
+            let key = (at, id);
+            if shard.expiry.contains(&key)
+                && let Some(slot) = shard.remove(&key.1)
+            {
+                expired.push(slot.record.id);
+            }
+        }
+        Ok(expired)
+    }
+
+    async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        let mut records = Vec::new();
+        for index in 0..self.shards.len() {
+            let shard = self.lock(index);
+            records.extend(
+                shard
+                    .tasks
+                    .values()
+                    .filter(|slot| !slot.record.status.is_terminal())
+                    .map(|slot| slot.record.clone()),
+            );
+        }
+        Ok(records)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing::sample_record;
+    use crate::task::TaskStatus;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
+    }
+
+    /// Every index entry points at a stored task and every stored task is indexed once.
+    fn assert_consistent(store: &MemoryTaskStore) {
+        for index in 0..SHARDS {
+            let shard = store.lock(index);
+            let with_ttl = shard
+                .tasks
+                .values()
+                .filter(|s| s.record.ttl.is_some())
+                .count();
+            assert_eq!(shard.expiry.len(), with_ttl, "shard {index}: expiry index");
+            for (at, id) in &shard.expiry {
+                assert_eq!(shard.tasks[id].record.expires_at(), Some(*at));
+            }
+            let owner_entries: usize =
+                shard.owned.values().map(BTreeMap::len).sum::<usize>() + shard.unowned.len();
+            assert_eq!(
+                owner_entries,
+                shard.tasks.len(),
+                "shard {index}: owner index"
+            );
+            for (owner, tasks) in &shard.owned {
+                assert!(
+                    !tasks.is_empty(),
+                    "shard {index}: empty index kept for {owner}"
+                );
+                for (seq, id) in tasks {
+                    let slot = &shard.tasks[id];
+                    assert_eq!(slot.seq, *seq);
+                    assert_eq!(slot.record.owner.as_deref(), Some(owner.as_str()));
+                }
+            }
+            for (seq, id) in &shard.unowned {
+                assert_eq!(shard.tasks[id].seq, *seq);
+                assert_eq!(shard.tasks[id].record.owner, None);
+            }
+            for (id, slot) in &shard.tasks {
+                assert_eq!(MemoryTaskStore::shard_index(id), index);
+                assert_eq!(**id, *slot.record.id);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn many_tasks_spread_over_every_shard_and_list_in_creation_order() {
+        let store = MemoryTaskStore::new();
+        let mut ids = Vec::new();
+        for n in 0..1000u64 {
+            let owner = if n % 3 == 0 {
+                Some("alice")
+            } else {
+                Some("bob")
+            };
+            let mut record = sample_record(&crate::task::random_id(), owner, at(n));
+            if n % 2 == 0 {
+                record.ttl = Some(Duration::from_secs(5000));
+            }
+            if owner == Some("alice") {
+                ids.push(record.id.clone());
+            }
+            store.create(record).await.unwrap();
+        }
+        assert_consistent(&store);
+        for index in 0..SHARDS {
+            assert!(
+                !store.lock(index).tasks.is_empty(),
+                "shard {index} is empty"
+            );
+        }
+
+        let mut listed = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = store
+                .list(Some("alice"), cursor.as_deref(), 7)
+                .await
+                .unwrap();
+            assert!(page.tasks.len() <= 7);
+            listed.extend(page.tasks.into_iter().map(|t| t.id));
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(listed, ids);
+        assert_eq!(store.unfinished().await.unwrap().len(), 1000);
+    }
+
+    #[tokio::test]
+    async fn expire_reads_only_expired_entries_and_keeps_indexes_in_sync() {
+        let store = MemoryTaskStore::new();
+        for n in 0..200u64 {
+            let mut record = sample_record(&format!("task-{n}"), Some("alice"), at(0));
+            record.ttl = Some(Duration::from_secs(if n < 3 { 10 } else { 1000 + n }));
+            store.create(record).await.unwrap();
+        }
+        let mut expired = store.expire(at(500), 1000).await.unwrap();
+        expired.sort();
+        assert_eq!(expired, ["task-0", "task-1", "task-2"]);
+        let indexed: usize = (0..SHARDS).map(|i| store.lock(i).expiry.len()).sum();
+        assert_eq!(indexed, 197);
+        assert_consistent(&store);
+
+        // Earliest first across shards.
+        let expired = store.expire(at(2000), 3).await.unwrap();
+        assert_eq!(expired, ["task-3", "task-4", "task-5"]);
+
+        // An owner change and a TTL change through compare-and-set move the index entries.
+        let mut record = store.get("task-10").await.unwrap().unwrap();
+        record.owner = Some("carol".into());
+        record.ttl = None;
+        record.status = TaskStatus::Completed;
+        assert!(store.compare_and_set(record, 0).await.unwrap());
+        assert!(store.delete("task-11").await.unwrap());
+        assert_consistent(&store);
+        let page = store.list(Some("carol"), None, 10).await.unwrap();
+        assert_eq!(page.tasks.len(), 1);
+        assert_eq!(page.tasks[0].id, "task-10");
+        assert!(
+            !store
+                .list(Some("alice"), None, 1000)
+                .await
+                .unwrap()
+                .tasks
+                .iter()
+                .any(|t| t.id == "task-10" || t.id == "task-11")
+        );
+    }
+
+    #[tokio::test]
+    async fn zero_limits_return_nothing_and_keep_the_position() {
+        let store = MemoryTaskStore::new();
+        store
+            .create(sample_record("a", Some("alice"), at(0)))
+            .await
+            .unwrap();
+        let page = store.list(Some("alice"), None, 0).await.unwrap();
+        assert!(page.tasks.is_empty());
+        let page = store
+            .list(Some("alice"), page.next_cursor.as_deref(), 5)
+            .await
+            .unwrap();
+        assert_eq!(page.tasks.len(), 1);
+        assert_eq!(page.next_cursor, None);
+        assert!(store.expire(at(1_000_000), 0).await.unwrap().is_empty());
+    }
+
+    #[test]
+    fn cursors_are_strict() {
+        assert_eq!(parse_cursor("m0"), Some(0));
+        assert_eq!(parse_cursor("m42"), Some(42));
+        for bad in [
+            "",
+            "m",
+            "42",
+            "m+1",
+            "m-1",
+            "m1x",
+            "n1",
+            "m99999999999999999999",
+        ] {
+            assert_eq!(parse_cursor(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_stored_task_stays_small() {
+        // The boxed slot is the bulk of the fixed per-task cost; indexes add a few pointers.
+        assert!(
+            std::mem::size_of::<Slot>() <= 512,
+            "{}",
+            std::mem::size_of::<Slot>()
+        );
+    }
+}
