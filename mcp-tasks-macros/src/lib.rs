@@ -1,9 +1,414 @@
-//! The `#[task_tool]` attribute of mcp-tasks.
+//! The `#[task_tool]` attribute of [mcp-tasks](https://docs.rs/mcp-tasks).
+//!
+//! Use it as `mcp_tasks::task_tool` (it is also in `mcp_tasks::prelude`); this crate is an
+//! implementation detail of `mcp-tasks` and its version is pinned by it. The manual is the
+//! documentation of [`task_tool`](macro@task_tool).
+
+mod args;
+mod ast;
+mod duration;
+mod expand;
+mod fallback;
+mod valid;
 
 use proc_macro::TokenStream;
 
-/// Turns an `async fn` into an MCP tool.
+/// Turns an `async fn` into an MCP tool whose calls can run as durable background tasks.
+///
+/// The function stays exactly as written, so it can still be called from unit tests. Next
+/// to it the attribute generates:
+///
+/// - an input type that derives `Deserialize` and `JsonSchema` from the function's ordinary
+///   parameters; its schema is the tool's `inputSchema`;
+/// - a handler that reads the call's arguments into that type, builds the injected
+///   parameters ([`Progress`], [`TaskContext`], ...), awaits the function and turns its return
+///   value into the tool's result;
+/// - a registration that [`Server::from_registry`] finds at startup, wherever the function
+///   is in the crate.
+///
+/// # Example
+///
+/// ```
+/// use mcp_tasks::prelude::*;
+///
+/// /// Render a report of `pages` pages.
+/// ///
+/// /// The model reads this doc comment as the tool's description.
+/// #[task_tool(mode = "optional", poll_interval = "2s", read_only)]
+/// async fn render_report(
+///     #[arg(description = "How many pages to render.")] pages: u32,
+///     #[arg(default = String::from("pdf"))] format: String,
+///     title: Option<String>,
+///     progress: Progress,
+///     cancel: CancellationToken,
+/// ) -> Result<String, ToolError> {
+///     for page in 1..=pages {
+///         if cancel.is_cancelled() {
+///             return Err(ToolError::cancelled());
+///         }
+///         progress.report(page as f64, Some(pages as f64));
+///     }
+///     let title = title.unwrap_or_else(|| "report".into());
+///     Ok(format!("{title}.{format}: {pages} pages"))
+/// }
+///
+/// #[tokio::main(flavor = "current_thread")]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     // The function is untouched: call it directly in unit tests.
+///     let progress = Progress::noop();
+///     let text = render_report(2, "pdf".into(), None, progress, CancellationToken::new())
+///         .await
+///         .unwrap();
+///     assert_eq!(text, "report.pdf: 2 pages");
+///
+///     // Every `#[task_tool]` of the binary is registered.
+///     let server = Server::from_registry()?;
+///     assert_eq!(server.tools().get("render_report").unwrap().mode(), TaskSupport::Optional);
+///     # if false {
+///     server.serve_stdio().await?;
+///     # }
+///     Ok(())
+/// }
+/// ```
+///
+/// The input schema of `render_report` has the properties `pages` (required, with its
+/// description), `format` (optional, default `"pdf"`) and `title` (optional), and refuses any
+/// other property.
+///
+/// # Arguments
+///
+/// | argument | value | default | sets |
+/// | --- | --- | --- | --- |
+/// | `mode` | `"forbidden"`, `"optional"` or `"required"` | `"optional"` | the tool's `taskSupport` ([`TaskSupport`]) |
+/// | `poll_interval` | a duration | `"1s"` | the poll interval suggested to clients of this tool's tasks |
+/// | `ttl` | a duration, or `"none"` | `"1h"` | how long a task is kept after its creation; `"none"`: until deleted |
+/// | `name` | a string of 1 to 64 `A-Z a-z 0-9 _ - .` | the function's name | the tool's name |
+/// | `title` | a string | none | the tool's display title |
+/// | `description` | a string | the function's doc comment | the description the model reads |
+/// | `read_only` | a flag, or `= true` / `= false` | unset | `annotations.readOnlyHint` |
+/// | `destructive` | a flag, or `= true` / `= false` | unset | `annotations.destructiveHint` |
+/// | `idempotent` | a flag, or `= true` / `= false` | unset | `annotations.idempotentHint` |
+/// | `open_world` | a flag, or `= true` / `= false` | unset | `annotations.openWorldHint` |
+/// | `on_restart` | `"fail"` or `"rerun"` | `"fail"` | what becomes of a task that was running when the server stopped |
+/// | `crate` | a path | `::mcp_tasks` | where the generated code finds the runtime |
+///
+/// Every value is checked while compiling: a typo in a mode, a duration or a name is an
+/// error on that literal, not a panic at startup.
+///
+/// ## `mode`, `poll_interval`, `ttl`, `on_restart`: how calls run as tasks
+///
+/// `mode` is the spec's `taskSupport`: `"forbidden"` tools always answer directly,
+/// `"optional"` tools become tasks when the client asks for one, and `"required"` tools are
+/// always tasks (clients that cannot do tasks get an error).
+///
+/// A duration is a whole number followed by a unit: `ms`, `s`, `m` or `h` (`"500ms"`,
+/// `"2s"`, `"1_500ms"`, `"12h"`). It must be greater than zero.
+///
+/// With `on_restart = "fail"`, a task still running when the server stopped ends `failed`.
+/// With `"rerun"`, it runs again from its stored arguments under the same task id, which is
+/// only safe for a tool that is also declared `idempotent`.
+///
+/// ```
+/// # use mcp_tasks::prelude::*;
+/// /// Reindex the search database.
+/// #[task_tool(
+///     mode = "required",
+///     poll_interval = "5s",
+///     ttl = "24h",
+///     idempotent,
+///     on_restart = "rerun",
+/// )]
+/// async fn reindex(progress: Progress) {
+///     progress.message("reindexing");
+/// }
+///
+/// /// Keep the last answer forever.
+/// #[task_tool(ttl = "none", mode = "forbidden")]
+/// async fn answer() -> &'static str {
+///     "42"
+/// }
+/// # fn main() {}
+/// ```
+///
+/// ## `name`, `title`, `description`: how the tool is presented
+///
+/// The name defaults to the function's name (a raw identifier loses its `r#`), and the
+/// description to its doc comment: the lines joined with `\n`, the space after `///` dropped,
+/// and the whole trimmed.
+///
+/// ```
+/// # use mcp_tasks::prelude::*;
+/// /// Not the description: `description = ...` wins.
+/// #[task_tool(
+///     name = "weather.current",
+///     title = "Current weather",
+///     description = "Get the current weather for a city.",
+/// )]
+/// async fn current_weather(city: String) -> String {
+///     format!("sunny in {city}")
+/// }
+/// # fn main() {}
+/// ```
+///
+/// ## `read_only`, `destructive`, `idempotent`, `open_world`: behaviour hints
+///
+/// Each is left out of the tool's `annotations` unless given. A bare flag means `true`.
+///
+/// ```
+/// # use mcp_tasks::prelude::*;
+/// /// Delete a file.
+/// #[task_tool(destructive, idempotent = true, read_only = false, open_world = false)]
+/// async fn delete_file(path: String) -> Result<(), ToolError> {
+///     # let _ = path;
+///     Ok(())
+/// }
+/// # fn main() {}
+/// ```
+///
+/// ## `crate`: reaching the runtime under another name
+///
+/// The generated code names the runtime only through `::mcp_tasks::__private`. When
+/// `mcp-tasks` is renamed in `Cargo.toml`, or re-exported by a crate of your own, point the
+/// attribute at it with a path (or the same path as a string):
+///
+/// ```
+/// use mcp_tasks as rt;
+///
+/// /// Echo the text back.
+/// #[rt::task_tool(crate = crate::rt)]
+/// async fn echo(text: String) -> String {
+///     text
+/// }
+/// # fn main() {}
+/// ```
+///
+/// # Parameters
+///
+/// Each parameter is either a field of the tool's input or a value injected from the call.
+///
+/// ## Input fields
+///
+/// An ordinary parameter becomes a property of the input object, named like the parameter.
+/// Its type must implement `serde::Deserialize` and `schemars::JsonSchema` (derive them with
+/// your own `serde` and `schemars` dependencies). A parameter whose type is spelled
+/// `Option<T>` may be left out, and is then `None`. Properties the function does not take are
+/// refused (the schema says `"additionalProperties": false`).
+///
+/// Input parameters are passed by value (`String`, not `&str`) and must be plain names
+/// (`pages` or `mut pages`); to destructure, take the whole input with `#[input]`.
+///
+/// ## `#[arg(...)]`
+///
+/// | key | effect |
+/// | --- | --- |
+/// | `description = "..."` | the property's description in the schema |
+/// | `default = <expr>` | the value used when the property is missing; evaluated on each call, and listed as the schema's `default` when the type is `Serialize` |
+/// | `rename = "..."` | the property's name in JSON (the Rust name is unchanged) |
+///
+/// A bare `#[arg]` marks the parameter as an input field without changing anything else (see
+/// [below](#a-type-of-your-own-named-progress)).
+///
+/// ```
+/// # use mcp_tasks::prelude::*;
+/// /// Crawl a site.
+/// #[task_tool(read_only)]
+/// async fn crawl(
+///     #[arg(description = "The page to start from.")] url: String,
+///     #[arg(default = 2, description = "How many links deep to go.")] depth: u32,
+///     #[arg(rename = "userAgent")] user_agent: Option<String>,
+/// ) -> String {
+///     format!("{url} {depth} {}", user_agent.unwrap_or_default())
+/// }
+/// # fn main() {}
+/// ```
+///
+/// ## `#[input]`: one type for the whole input
+///
+/// A single parameter marked `#[input]` receives the whole input; its type's schema is the
+/// tool's input schema, so it must be an object (a struct with named fields). No other
+/// parameter can then be an input field, but injected ones are fine. The pattern may
+/// destructure.
+///
+/// ```
+/// # use mcp_tasks::prelude::*;
+/// /// The canvas size.
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Size {
+///     /// Width in pixels.
+///     width: u32,
+///     /// Height in pixels.
+///     height: u32,
+/// }
+///
+/// /// Resize the canvas.
+/// #[task_tool]
+/// async fn resize(#[input] Size { width, height }: Size, progress: Progress) -> String {
+///     progress.report(1.0, Some(1.0));
+///     format!("{width}x{height}")
+/// }
+/// # fn main() {}
+/// ```
+///
+/// ## Injected parameters
+///
+/// | type | what it is |
+/// | --- | --- |
+/// | [`Progress`] | reports progress (and a task's status message) |
+/// | [`TaskContext`] | everything about the call: task id, cancellation, client, logs |
+/// | [`Client`] | asks the client: elicitation, sampling, roots |
+/// | [`CancellationToken`] | fires when the client cancels the call or the task |
+/// | any type marked `#[inject]` | built by its [`FromTaskContext`] implementation |
+///
+/// They are recognised by the last segment of the type's path, so `Progress`,
+/// `mcp_tasks::Progress` and `rt::Progress` are all injected. Each one can be taken once, in
+/// any position. A type alias, or a type of your own that implements [`FromTaskContext`],
+/// needs `#[inject]`:
+///
+/// ```
+/// use mcp_tasks::prelude::*;
+/// use mcp_tasks::FromTaskContext;
+///
+/// /// Who is calling.
+/// struct Caller(Option<String>);
+///
+/// impl FromTaskContext for Caller {
+///     fn from_task_context(cx: &TaskContext) -> Self {
+///         Caller(cx.principal().map(str::to_owned))
+///     }
+/// }
+///
+/// /// Greet the caller.
+/// #[task_tool]
+/// async fn greet(#[inject] caller: Caller, cx: TaskContext, greeting: String) -> String {
+///     cx.info("greeting");
+///     format!("{greeting}, {}", caller.0.unwrap_or_else(|| "stranger".into()))
+/// }
+/// # fn main() {}
+/// ```
+///
+/// ## A type of your own named `Progress`
+///
+/// Recognition goes by name, so a type of your own called `Progress`, `TaskContext`,
+/// `Client` or `CancellationToken` is taken for the injectable one, and the compiler then
+/// says it "cannot be injected into a `#[task_tool]` function". Mark such a parameter `#[arg]`
+/// to make it an input field:
+///
+/// ```
+/// # use mcp_tasks::task_tool;
+/// /// Where the caller got to.
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Progress {
+///     done: u32,
+/// }
+///
+/// /// Resume where the caller left off.
+/// #[task_tool]
+/// async fn resume(#[arg] progress: Progress, reporter: mcp_tasks::Progress) -> String {
+///     reporter.report(progress.done.into(), None);
+///     format!("resuming at {}", progress.done)
+/// }
+/// # fn main() {}
+/// ```
+///
+/// # Return type
+///
+/// The function may return anything that implements [`IntoToolResult`]:
+///
+/// | return type | tool result |
+/// | --- | --- |
+/// | nothing (`()`) | no content |
+/// | `String`, `&'static str` | one text block |
+/// | `Content`, `Vec<Content>` | those blocks |
+/// | `CallToolResult` | as is |
+/// | [`Json<T>`](Json) | `structuredContent`, plus its JSON as text; the tool's `outputSchema` comes from `T` |
+/// | `Result<T, E>` with `E: Into<ToolError>` | `Ok` as above; `Err` becomes a result with `isError: true` (or a JSON-RPC error for a `ProtocolError`) |
+///
+/// Any error type implementing `std::error::Error` converts into [`ToolError`], so `?` works
+/// on most results.
+///
+/// # Compile errors
+///
+/// Mistakes are reported while compiling, on the token that is wrong, and all of them at
+/// once:
+///
+/// | mistake | reported on |
+/// | --- | --- |
+/// | the function is not `async` | `fn` |
+/// | `const`, `unsafe`, `extern "C"` or `...` | that keyword |
+/// | generic parameters or a `where` clause | the generics |
+/// | a `self` parameter | `self` |
+/// | a destructuring pattern on an input field | the pattern |
+/// | an `impl Trait` parameter or return type, a `&` parameter | the type |
+/// | an input type that is not `Deserialize` or `JsonSchema` | that parameter's type |
+/// | an injected type that is not `FromTaskContext` | that parameter's type |
+/// | the same injected type twice | the second one |
+/// | `#[input]` next to an input field | the input field |
+/// | a return type that is not `IntoToolResult` | the return type |
+/// | a future that is not `Send` | the function's name (with a note on the value held across an `.await`) |
+/// | an unknown, repeated or valueless argument | its key; unknown keys list the valid ones |
+/// | a bad mode, duration, name or flag value | the literal |
+/// | `on_restart = "rerun"` without `idempotent` | `"rerun"` |
+/// | a function name that is not a valid tool name | the name (use `name = "..."`) |
+///
+/// For instance, a tool must be an `async fn`:
+///
+/// ```compile_fail
+/// use mcp_tasks::task_tool;
+///
+/// #[task_tool]
+/// fn not_async() {}
+/// # fn main() {}
+/// ```
+///
+/// # Limits
+///
+/// - `#[task_tool]` goes on free functions: not on methods, nor inside `impl` or `trait`
+///   blocks.
+/// - Registration uses [`inventory`](https://docs.rs/inventory): a tool defined in a library
+///   is served only when that library is linked into the binary (use one of its items).
+/// - Two tools with the same name make [`Server::from_registry`] fail with an error naming
+///   both definitions.
+///
+/// # What it expands to
+///
+/// Roughly, for `async fn render(pages: u32, progress: Progress) -> String`:
+///
+/// ```text
+/// async fn render(pages: u32, progress: Progress) -> String { ... } // untouched
+///
+/// const _: () = {
+///     #[derive(Deserialize, JsonSchema)]
+///     #[serde(deny_unknown_fields)]
+///     struct __McpTasksInput { pages: u32 }
+///
+///     fn __mcp_tasks_call(cx: TaskContext, args: JsonObject) -> ToolFuture {
+///         tool_future(async move {
+///             let input: __McpTasksInput = parse_arguments(args)?;
+///             let output = render(input.pages, Progress::from_task_context(&cx)).await;
+///             output.into_tool_result()
+///         })
+///     }
+///
+///     inventory::submit! { ToolRegistration { name: "render", call: __mcp_tasks_call, ... } }
+/// };
+/// ```
+///
+/// Every path goes through `::mcp_tasks::__private` (or the `crate = ...` path), so names in
+/// scope at the call site (a `Result` or `Box` of your own) do not matter. Set the
+/// environment variable `MCP_TASKS_MACROS_DEBUG` while compiling to print each expansion
+/// (`1` for all, or a function's name for one).
+///
+/// [`Progress`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Progress.html
+/// [`TaskContext`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.TaskContext.html
+/// [`Client`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Client.html
+/// [`CancellationToken`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.CancellationToken.html
+/// [`FromTaskContext`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/trait.FromTaskContext.html
+/// [`IntoToolResult`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/trait.IntoToolResult.html
+/// [`ToolError`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.ToolError.html
+/// [`TaskSupport`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/model/enum.TaskSupport.html
+/// [`Server::from_registry`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Server.html#method.from_registry
+/// [Json]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Json.html
 #[proc_macro_attribute]
-pub fn task_tool(_args: TokenStream, item: TokenStream) -> TokenStream {
-    item
+pub fn task_tool(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::task_tool(args.into(), item.into()).into()
 }

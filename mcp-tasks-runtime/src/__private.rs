@@ -26,3 +26,14 @@ pub fn into_tool_result<R: IntoToolResult>(
 ) -> Result<crate::model::CallToolResult, crate::error::ToolError> {
     value.into_tool_result()
 }
+
+/// Boxes a tool's call future (called on the tool's name, so a non-`Send` future is reported there).
+pub fn tool_future<F>(future: F) -> ToolFuture
+where
+    F: ::core::future::Future<
+            Output = Result<crate::model::CallToolResult, crate::error::ToolError>,
+        > + Send
+        + 'static,
+{
+    Box::pin(future)
+}

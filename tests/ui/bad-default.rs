@@ -1,0 +1,6 @@
+use mcp_tasks::task_tool;
+
+#[task_tool]
+async fn tool(#[arg(default = "ten")] _pages: u32) {}
+
+fn main() {}

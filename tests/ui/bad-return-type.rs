@@ -1,0 +1,8 @@
+use mcp_tasks::task_tool;
+
+#[task_tool]
+async fn tool() -> u32 {
+    1
+}
+
+fn main() {}

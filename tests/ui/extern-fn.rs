@@ -1,0 +1,6 @@
+use mcp_tasks::task_tool;
+
+#[task_tool]
+async extern "C" fn tool() {}
+
+fn main() {}

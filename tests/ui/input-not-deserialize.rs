@@ -1,0 +1,11 @@
+use mcp_tasks::task_tool;
+
+#[derive(schemars::JsonSchema)]
+struct Args {
+    pages: u32,
+}
+
+#[task_tool]
+async fn tool(#[input] _args: Args) {}
+
+fn main() {}

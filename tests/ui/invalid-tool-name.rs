@@ -1,0 +1,6 @@
+use mcp_tasks::task_tool;
+
+#[task_tool(name = "render report")]
+async fn tool() {}
+
+fn main() {}

@@ -1,0 +1,11 @@
+use mcp_tasks::task_tool;
+
+#[derive(serde::Deserialize)]
+struct Point {
+    x: f64,
+}
+
+#[task_tool]
+async fn tool(_point: Point) {}
+
+fn main() {}

@@ -1,0 +1,69 @@
+//! Every injectable type at once, in any order among the input fields, plus a type of the
+//! user's own that implements `FromTaskContext` and is marked `#[inject]`.
+
+use mcp_tasks::__private::{ToolRegistration, inventory};
+use mcp_tasks::FromTaskContext;
+use mcp_tasks::prelude::*;
+use serde_json::json;
+
+/// Something the tool needs that is not part of its input.
+struct ToolName(String);
+
+impl FromTaskContext for ToolName {
+    fn from_task_context(cx: &TaskContext) -> Self {
+        ToolName(cx.tool_name().to_owned())
+    }
+}
+
+type Cx = mcp_tasks::TaskContext;
+
+/// Use everything.
+#[task_tool]
+async fn everything(
+    progress: Progress,
+    first: u32,
+    cx: mcp_tasks::TaskContext,
+    client: Client,
+    second: String,
+    cancel: CancellationToken,
+    #[inject] name: ToolName,
+    #[inject] alias: Cx,
+) -> String {
+    progress.report(1.0, None);
+    assert!(!client.supports("sampling"));
+    assert!(!cancel.is_cancelled());
+    assert_eq!(cx.tool_name(), alias.tool_name());
+    format!("{} {first} {second}", name.0)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let tool = inventory::iter::<ToolRegistration>
+        .into_iter()
+        .find(|r| r.name == "everything")
+        .unwrap();
+    let schema = (tool.input_schema)();
+    let properties = schema["properties"].as_object().unwrap();
+    assert_eq!(properties.keys().collect::<Vec<_>>(), ["first", "second"]);
+    assert_eq!(schema["additionalProperties"], json!(false));
+
+    let args = json!({ "first": 1, "second": "two" })
+        .as_object()
+        .unwrap()
+        .clone();
+    let result = (tool.call)(TaskContext::detached("everything"), args)
+        .await
+        .unwrap();
+    assert_eq!(result.content, vec![Content::text("everything 1 two")]);
+
+    // Unknown arguments are refused before the function runs.
+    let args = json!({ "first": 1, "second": "two", "third": 3 })
+        .as_object()
+        .unwrap()
+        .clone();
+    assert!(
+        (tool.call)(TaskContext::detached("everything"), args)
+            .await
+            .is_err()
+    );
+}

@@ -1,0 +1,6 @@
+use mcp_tasks::task_tool;
+
+#[task_tool]
+async unsafe fn tool() {}
+
+fn main() {}

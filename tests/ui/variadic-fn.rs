@@ -1,0 +1,6 @@
+use mcp_tasks::task_tool;
+
+#[task_tool]
+async fn tool(_count: u32, _: ...) {}
+
+fn main() {}
