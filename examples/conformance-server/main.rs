@@ -1,1 +1,261 @@
-fn main() {}
+//! The fixture server of the official MCP conformance suite: the "everything" tools and the
+//! tasks-extension fixtures, all written with `#[task_tool]`.
+//!
+//! ```text
+//! cargo run --example conformance-server -- --stdio
+//! ```
+
+use mcp_tasks::model::{CallToolResult, Content, ElicitAction};
+use mcp_tasks::prelude::*;
+use serde_json::json;
+use std::time::Duration;
+
+/// A 1×1 transparent PNG.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+/// A short silent WAV file.
+const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=";
+
+// ---- The "everything" tools ----
+
+/// Returns a simple text response.
+#[task_tool(mode = "forbidden")]
+async fn test_simple_text() -> &'static str {
+    "This is a simple text response for testing."
+}
+
+/// Returns an image.
+#[task_tool(mode = "forbidden")]
+async fn test_image_content() -> Content {
+    Content::image(PNG, "image/png")
+}
+
+/// Returns audio.
+#[task_tool(mode = "forbidden")]
+async fn test_audio_content() -> Content {
+    Content::audio(WAV, "audio/wav")
+}
+
+/// Returns an embedded resource.
+#[task_tool(mode = "forbidden")]
+async fn test_embedded_resource() -> Content {
+    Content::embedded_text(
+        "test://embedded-resource",
+        "text/plain",
+        "This is an embedded resource content.",
+    )
+}
+
+/// Returns text, an image and a resource.
+#[task_tool(mode = "forbidden")]
+async fn test_multiple_content_types() -> Vec<Content> {
+    vec![
+        Content::text("Multiple content types test:"),
+        Content::image(PNG, "image/png"),
+        Content::embedded_text(
+            "test://mixed-content-resource",
+            "application/json",
+            json!({"test": "data", "value": 123}).to_string(),
+        ),
+    ]
+}
+
+/// Logs three messages while it runs.
+#[task_tool(mode = "forbidden")]
+async fn test_tool_with_logging(cx: TaskContext) -> &'static str {
+    for (i, message) in [
+        "Tool execution started",
+        "Tool processing data",
+        "Tool execution completed",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        cx.info(message);
+    }
+    "Logging test completed"
+}
+
+/// Always fails.
+#[task_tool(mode = "forbidden")]
+async fn test_error_handling() -> Result<String, ToolError> {
+    Err(ToolError::new(
+        "This tool intentionally returns an error for testing",
+    ))
+}
+
+/// Reports progress 0, 50 and 100 out of 100.
+#[task_tool(mode = "forbidden")]
+async fn test_tool_with_progress(progress: Progress) -> &'static str {
+    for (i, done) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        progress.report(done, Some(100.0));
+    }
+    "Progress test completed"
+}
+
+/// Asks the client's model to answer a prompt.
+#[task_tool(mode = "forbidden")]
+async fn test_sampling(
+    #[arg(description = "The prompt to send to the model.")] prompt: String,
+    client: Client,
+) -> Result<String, ToolError> {
+    let answer = client.sample_text(prompt, 100).await?;
+    Ok(format!("LLM response: {answer}"))
+}
+
+/// Asks the user for a username and an email address.
+#[task_tool(mode = "forbidden")]
+async fn test_elicitation(
+    #[arg(description = "The message to show the user.")] message: String,
+    client: Client,
+) -> Result<String, ToolError> {
+    let result = client
+        .elicit(
+            message,
+            json!({
+                "type": "object",
+                "properties": {
+                    "username": {"type": "string", "description": "Your username"},
+                    "email": {"type": "string", "description": "Your email address"}
+                },
+                "required": ["username", "email"]
+            }),
+        )
+        .await?;
+    Ok(format!(
+        "User response: {}",
+        serde_json::to_string(&result)?
+    ))
+}
+
+// ---- The tasks-extension fixtures ----
+
+/// Greets someone.
+#[task_tool(mode = "forbidden")]
+async fn greet(name: String) -> String {
+    format!("Hello, {name}!")
+}
+
+/// Sleeps for `seconds`, then answers.
+#[task_tool(mode = "optional", poll_interval = "200ms")]
+async fn slow_compute(
+    #[arg(default = 1)] seconds: u64,
+    label: Option<String>,
+    progress: Progress,
+    cancel: CancellationToken,
+) -> Result<String, ToolError> {
+    for s in 0..seconds {
+        progress.report_with_message(s as f64, Some(seconds as f64), format!("{s}/{seconds} s"));
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = cancel.cancelled() => return Err(ToolError::cancelled()),
+        }
+    }
+    let label = label.unwrap_or_else(|| "compute".into());
+    Ok(format!("{label} finished after {seconds} s"))
+}
+
+/// Runs for a moment, then fails with a tool error.
+#[task_tool(mode = "required", poll_interval = "200ms")]
+async fn failing_job() -> Result<String, ToolError> {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    Err(ToolError::new("the job failed on purpose"))
+}
+
+/// Runs for a moment, then fails with a JSON-RPC error.
+#[task_tool(mode = "required", poll_interval = "200ms")]
+async fn protocol_error_job() -> Result<String, ToolError> {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    Err(ToolError::protocol(-32603, "the job hit an internal error"))
+}
+
+/// Asks for confirmation before deleting a file.
+#[task_tool(mode = "required", poll_interval = "200ms")]
+async fn confirm_delete(
+    #[arg(default = String::from("example.txt"))] filename: String,
+    client: Client,
+) -> Result<String, ToolError> {
+    let answer = client
+        .elicit(
+            format!("Delete {filename}?"),
+            json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}),
+        )
+        .await?;
+    let confirmed = answer.action == ElicitAction::Accept
+        && answer
+            .content
+            .as_ref()
+            .and_then(|c| c.get("confirm"))
+            .and_then(serde_json::Value::as_bool)
+            == Some(true);
+    Ok(if confirmed {
+        format!("deleted {filename}")
+    } else {
+        format!("kept {filename}")
+    })
+}
+
+/// Asks two questions at once.
+#[task_tool(mode = "required", poll_interval = "200ms")]
+async fn multi_input(client: Client) -> Result<CallToolResult, ToolError> {
+    let name = client.elicit(
+        "What is your name?",
+        json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+    );
+    let confirm = client.elicit(
+        "Shall I go on?",
+        json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}),
+    );
+    let (name, confirm) = tokio::join!(name, confirm);
+    let (name, confirm) = (name?, confirm?);
+    Ok(CallToolResult::success(vec![Content::text(format!(
+        "name: {}, confirm: {}",
+        name.content.unwrap_or_default()["name"],
+        confirm.content.unwrap_or_default()["confirm"]
+    ))]))
+}
+
+/// Asks for a name before it becomes a task, then greets in the background.
+#[task_tool(mode = "required", poll_interval = "200ms")]
+async fn test_tool_with_task(cx: TaskContext) -> Result<String, ToolError> {
+    let answer = cx
+        .client()
+        .elicit(
+            "What is your name?",
+            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+        )
+        .await?;
+    let name = answer
+        .content
+        .as_ref()
+        .and_then(|c| c.get("name"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("stranger")
+        .to_owned();
+    cx.detach().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    Ok(format!("Hello, {name}! (from a task)"))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let server = Server::builder()
+        .name("mcp-tasks-conformance")
+        .version(env!("CARGO_PKG_VERSION"))
+        .registry_tools()
+        .build()?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--stdio") | None => server.serve_stdio().await?,
+        Some(other) => {
+            eprintln!("usage: conformance-server [--stdio]\nunknown argument {other:?}");
+            std::process::exit(2);
+        }
+    }
+    Ok(())
+}

@@ -15,18 +15,6 @@ pub use crate::tool::{IntoToolResult, ToolFuture, ToolRegistration, parse_argume
 /// `Box`, for generated code in crates that shadow the name.
 pub type Box<T> = ::std::boxed::Box<T>;
 
-/// The output schema implied by a tool's return type `R`.
-pub fn output_schema_of<R: IntoToolResult>() -> Option<JsonObject> {
-    R::output_schema()
-}
-
-/// Turns a tool's return value into its result.
-pub fn into_tool_result<R: IntoToolResult>(
-    value: R,
-) -> Result<crate::model::CallToolResult, crate::error::ToolError> {
-    value.into_tool_result()
-}
-
 /// Boxes a tool's call future (called on the tool's name, so a non-`Send` future is reported there).
 pub fn tool_future<F>(future: F) -> ToolFuture
 where

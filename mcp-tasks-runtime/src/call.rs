@@ -218,8 +218,8 @@ impl<F: Future> Future for CatchUnwind<F> {
 pub(crate) enum RunEnd {
     /// The tool returned.
     Returned(Result<CallToolResult, ToolError>),
-    /// The tool panicked.
-    Panicked(String),
+    /// The tool panicked (the message is logged, never sent to the client).
+    Panicked,
     /// The call was cancelled and the future dropped.
     Cancelled,
 }
@@ -240,7 +240,7 @@ pub(crate) async fn run_tool(
             Ok(result) => RunEnd::Returned(result),
             Err(message) => {
                 tracing::error!(tool = %tool.name, panic = %message, "tool panicked");
-                RunEnd::Panicked(message)
+                RunEnd::Panicked
             }
         },
         () = cancel.cancelled() => RunEnd::Cancelled,
@@ -255,7 +255,7 @@ pub(crate) fn outcome_of(tool: &Tool, end: RunEnd) -> Option<CallOutcome> {
             let outcome = CallOutcome::from_tool(result)?;
             Some(check_output(tool, outcome))
         }
-        RunEnd::Panicked(_) => Some(CallOutcome::Error(
+        RunEnd::Panicked => Some(CallOutcome::Error(
             Error::ToolPanicked(tool.name.to_string()).into(),
         )),
         RunEnd::Cancelled => Some(CallOutcome::Error(Error::Cancelled.into())),

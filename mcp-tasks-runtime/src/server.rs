@@ -241,7 +241,7 @@ pub(crate) fn decode_cursor(cursor: &str) -> Option<usize> {
 pub(crate) fn tools_page<'a>(
     server: &'a ServerInner,
     params: &JsonObject,
-) -> Result<(Vec<(&'a Tool, JsonObject)>, Option<String>), crate::Error> {
+) -> Result<(Vec<&'a Tool>, Option<String>), crate::Error> {
     let start = match params.get("cursor") {
         None | Some(Value::Null) => 0,
         Some(Value::String(c)) => decode_cursor(c)
@@ -258,7 +258,6 @@ pub(crate) fn tools_page<'a>(
         .iter()
         .skip(start)
         .take(server.page_size)
-        .map(|t| (t, t.describe()))
         .collect();
     let end = start + page.len();
     let next = (end < server.registry.len()).then(|| encode_cursor(end));

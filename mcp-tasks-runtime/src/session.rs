@@ -46,6 +46,10 @@ pub(crate) struct StatefulState {
 /// A client connection.
 #[derive(Debug)]
 pub(crate) struct Connection {
+    #[expect(
+        dead_code,
+        reason = "the task engine uses it as the owner of stateful tasks"
+    )]
     pub(crate) id: String,
     pub(crate) era: Mutex<Era>,
     pub(crate) sink: Sink,
@@ -53,6 +57,8 @@ pub(crate) struct Connection {
     next_out_id: AtomicU64,
     pending: Mutex<HashMap<RequestId, oneshot::Sender<Result<Value, ErrorObject>>>>,
     inflight: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// Fires when the connection closes; every request token is a child of it.
+    closed: CancellationToken,
 }
 
 const LOG_OFF: u8 = u8::MAX;
@@ -71,6 +77,7 @@ impl Connection {
             next_out_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
             inflight: Mutex::new(HashMap::new()),
+            closed: CancellationToken::new(),
         })
     }
 
@@ -90,7 +97,7 @@ impl Connection {
 
     /// Registers an in-flight request so `notifications/cancelled` can reach it.
     pub(crate) fn track(&self, id: &RequestId) -> CancellationToken {
-        let token = CancellationToken::new();
+        let token = self.closed.child_token();
         self.inflight
             .lock()
             .expect("inflight lock")
@@ -111,9 +118,7 @@ impl Connection {
 
     /// Cancels every in-flight request (the connection is closing).
     pub(crate) fn cancel_all(&self) {
-        for token in self.inflight.lock().expect("inflight lock").values() {
-            token.cancel();
-        }
+        self.closed.cancel();
         self.pending.lock().expect("pending lock").clear();
     }
 

@@ -148,8 +148,14 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
-    /// When the task expires, if it has a TTL.
+    /// When the task may be deleted: `created_at + ttl`, and never while it is still running.
+    ///
+    /// A TTL never aborts work: a task that outlives its TTL is deleted once it is terminal
+    /// (the engine then keeps its result readable for a short while).
     pub fn expires_at(&self) -> Option<SystemTime> {
+        if !self.status.is_terminal() {
+            return None;
+        }
         self.ttl.map(|ttl| self.created_at + ttl)
     }
 }

@@ -332,7 +332,7 @@ mod tests {
             let with_ttl = shard
                 .tasks
                 .values()
-                .filter(|s| s.record.ttl.is_some())
+                .filter(|s| s.record.expires_at().is_some())
                 .count();
             assert_eq!(shard.expiry.len(), with_ttl, "shard {index}: expiry index");
             for (at, id) in &shard.expiry {
@@ -418,6 +418,7 @@ mod tests {
         for n in 0..200u64 {
             let mut record = sample_record(&format!("task-{n}"), Some("alice"), at(0));
             record.ttl = Some(Duration::from_secs(if n < 3 { 10 } else { 1000 + n }));
+            record.status = TaskStatus::Completed;
             store.create(record).await.unwrap();
         }
         let mut expired = store.expire(at(500), 1000).await.unwrap();

@@ -50,10 +50,7 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// The task with this id, or `None`. Expired tasks may still be returned until the
     /// sweeper removes them; callers check `expires_at` themselves.
-    fn get(
-        &self,
-        id: &str,
-    ) -> impl Future<Output = Result<Option<TaskRecord>, StoreError>> + Send;
+    fn get(&self, id: &str) -> impl Future<Output = Result<Option<TaskRecord>, StoreError>> + Send;
 
     /// Replaces the stored task with `record` if the stored version is `expected_version`.
     /// The stored copy gets version `expected_version + 1` whatever `record.version` says.
@@ -76,7 +73,8 @@ pub trait TaskStore: Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<TaskPage, StoreError>> + Send;
 
-    /// Deletes up to `limit` tasks that expired at or before `now` and returns their ids.
+    /// Deletes up to `limit` tasks whose [`TaskRecord::expires_at`] is at or before `now` and
+    /// returns their ids. Tasks that are still running have no expiry and are never deleted.
     /// Must not scan tasks that have not expired.
     fn expire(
         &self,

@@ -714,14 +714,18 @@ async fn expire<S: TaskStore>(store: S) -> Outcome {
     let ttl = |id: &str, owner: Option<&str>, created: u64, ttl: Duration| {
         let mut record = sample_record(id, owner, at(created));
         record.ttl = Some(ttl);
+        record.status = TaskStatus::Completed;
         record
     };
     let secs = Duration::from_secs;
-    let mut finished = ttl("e-2", None, 10, secs(500));
-    finished.status = TaskStatus::Completed;
+    let mut failed = ttl("e-2", None, 10, secs(500));
+    failed.status = TaskStatus::Failed;
+    // Running work is never deleted, however old: it expires once it is terminal.
+    let mut running = ttl("k-running", Some("alice"), 0, secs(1));
+    running.status = TaskStatus::Working;
     let records = [
         ttl("e-1", Some("alice"), 0, secs(100)),
-        finished,
+        failed,
         ttl("e-3", Some("alice"), 900, secs(100)),
         ttl("e-4", None, 0, secs(999)),
         ttl("e-5", Some("bob"), 500, Duration::ZERO),
@@ -733,6 +737,7 @@ async fn expire<S: TaskStore>(store: S) -> Outcome {
             secs(1000) + Duration::from_millis(1),
         ),
         ttl("k-later", None, 999, secs(2)),
+        running,
         ttl("d-deleted", Some("alice"), 0, secs(10)),
     ];
     create_all(&store, &records).await?;
@@ -770,7 +775,7 @@ async fn expire<S: TaskStore>(store: S) -> Outcome {
     }
     ensure_eq!(seen, expired, "the tasks expire deleted");
 
-    for record in &records[5..8] {
+    for record in &records[5..9] {
         ensure_same(
             &get_some(&store, &record.id).await?,
             record,
@@ -785,6 +790,25 @@ async fn expire<S: TaskStore>(store: S) -> Outcome {
     ensure!(
         store.get("k-no-ttl").await.step("get")?.is_some(),
         "a task without a TTL expired"
+    );
+    ensure!(
+        store.get("k-running").await.step("get")?.is_some(),
+        "a running task expired"
+    );
+    let mut done = get_some(&store, "k-running").await?;
+    let version = done.version;
+    done.status = TaskStatus::Cancelled;
+    ensure!(
+        store
+            .compare_and_set(done, version)
+            .await
+            .step("compare_and_set")?,
+        "compare_and_set of k-running returned false"
+    );
+    ensure_eq!(
+        expire_ids(&store, at(1001), 100).await?,
+        id_set(&["k-running"]),
+        "expire after the running task ended"
     );
     Ok(())
 }

@@ -90,7 +90,10 @@ pub(crate) async fn dispatch(
 fn tools_list(server: &Server, request: &Request) -> Result<Value, ErrorObject> {
     let params = params_object(request)?;
     let (page, next) = tools_page(&server.inner, &params)?;
-    let tools: Vec<Value> = page.into_iter().map(|(_, t)| Value::Object(t)).collect();
+    let tools: Vec<Value> = page
+        .into_iter()
+        .map(|t| Value::Object(t.describe()))
+        .collect();
     let mut result = json!({ "tools": tools });
     if let Some(next) = next {
         result["nextCursor"] = next.into();

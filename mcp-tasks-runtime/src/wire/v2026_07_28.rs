@@ -138,7 +138,10 @@ fn discover(server: &Server) -> Value {
 
 fn tools_list(server: &Server, params: &JsonObject) -> Result<Value, ErrorObject> {
     let (page, next) = tools_page(&server.inner, params)?;
-    let tools: Vec<Value> = page.into_iter().map(|(_, t)| Value::Object(t)).collect();
+    let tools: Vec<Value> = page
+        .into_iter()
+        .map(|t| Value::Object(t.describe()))
+        .collect();
     let mut result = json!({
         "tools": tools,
         "ttlMs": server.inner.list_ttl.as_millis() as u64,
