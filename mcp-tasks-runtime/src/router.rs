@@ -27,11 +27,20 @@ impl Server {
     /// Opens a session. The receiver yields every message the server sends outside of direct
     /// responses, one JSON text per message.
     pub fn session(&self) -> (Session, mpsc::UnboundedReceiver<String>) {
+        self.session_for(None)
+    }
+
+    /// Opens a session on behalf of an authenticated principal. Tasks created in it belong
+    /// to that principal, and only that principal can read, answer or cancel them.
+    pub fn session_for(
+        &self,
+        principal: Option<String>,
+    ) -> (Session, mpsc::UnboundedReceiver<String>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (
             Session {
                 server: self.clone(),
-                conn: Connection::new(Sink(tx)),
+                conn: Connection::new(Sink(tx), principal.map(Into::into)),
             },
             rx,
         )
@@ -67,8 +76,19 @@ impl Session {
 
     /// Handles a request; `None` when the request was cancelled and must not be answered.
     pub async fn handle_request(&self, request: Request) -> Option<Response> {
+        self.handle_request_on(request, None).await
+    }
+
+    /// Handles a request whose notifications and server-to-client requests go to `stream`
+    /// (an HTTP response stream, say) instead of the session's outbound channel.
+    pub async fn handle_request_on(
+        &self,
+        request: Request,
+        stream: Option<mpsc::UnboundedSender<String>>,
+    ) -> Option<Response> {
         let id = request.id.clone();
-        let outcome = dispatch(&self.server, &self.conn, request, self.conn.sink.clone()).await?;
+        let sink = stream.map_or_else(|| self.conn.sink.clone(), Sink);
+        let outcome = dispatch(&self.server, &self.conn, request, sink).await?;
         Some(match outcome {
             Ok(v) => Response::result(id, v),
             Err(e) => Response::error(Some(id), e),
@@ -95,6 +115,25 @@ impl Session {
 
     pub(crate) fn sink(&self) -> Sink {
         self.conn.sink.clone()
+    }
+
+    /// Cancels one in-flight request, as `notifications/cancelled` would (an HTTP client
+    /// closed its response stream, say). Unknown ids are ignored.
+    pub fn cancel_request(&self, id: &RequestId) {
+        self.conn.cancel(id);
+    }
+
+    /// `true` once `initialize` fixed this session to the stateful era.
+    pub fn is_stateful(&self) -> bool {
+        matches!(self.conn.era(), Era::Stateful(_))
+    }
+
+    /// The protocol version the session negotiated at `initialize`, if it is stateful.
+    pub fn protocol_version(&self) -> Option<&'static str> {
+        match self.conn.era() {
+            Era::Stateful(s) => Some(s.version),
+            _ => None,
+        }
     }
 
     /// Cancels everything still running for this session (the client went away).

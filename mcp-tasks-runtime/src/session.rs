@@ -51,6 +51,8 @@ pub(crate) struct Connection {
         reason = "the task engine uses it as the owner of stateful tasks"
     )]
     pub(crate) id: String,
+    /// The authenticated principal of every request on this connection, if any.
+    pub(crate) principal: Option<Arc<str>>,
     pub(crate) era: Mutex<Era>,
     pub(crate) sink: Sink,
     log_level: AtomicU8,
@@ -68,9 +70,10 @@ fn level_code(level: LogLevel) -> u8 {
 }
 
 impl Connection {
-    pub(crate) fn new(sink: Sink) -> Arc<Self> {
+    pub(crate) fn new(sink: Sink, principal: Option<Arc<str>>) -> Arc<Self> {
         Arc::new(Self {
             id: crate::task::random_id(),
+            principal,
             era: Mutex::new(Era::Undecided),
             sink,
             log_level: AtomicU8::new(level_code(LogLevel::Info)),

@@ -165,7 +165,7 @@ async fn tools_call(
         Arc::clone(&tool.name),
         cancel.clone(),
         state.client_capabilities.clone(),
-        None,
+        conn.principal.clone(),
         backend,
     );
     let end = run_tool(tool, cx, args, &cancel).await;

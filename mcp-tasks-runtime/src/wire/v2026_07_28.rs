@@ -178,10 +178,14 @@ async fn tools_call(
         };
         let mut answers = match params.get("requestState") {
             None | Some(Value::Null) => BTreeMap::new(),
-            Some(Value::String(state)) => {
-                mrtr::open(&server.inner.state_key, state, name, &args, None)
-                    .map_err(|e| Error::InvalidParams(e.to_string()))?
-            }
+            Some(Value::String(state)) => mrtr::open(
+                &server.inner.state_key,
+                state,
+                name,
+                &args,
+                conn.principal.as_deref(),
+            )
+            .map_err(|e| Error::InvalidParams(e.to_string()))?,
             Some(_) => {
                 return Err(Error::InvalidParams(
                     "`requestState` must be a string".into(),
@@ -218,7 +222,7 @@ async fn tools_call(
         Arc::clone(&tool.name),
         cancel.clone(),
         meta.client_capabilities,
-        None,
+        conn.principal.clone(),
         Arc::clone(&backend) as _,
     );
     let end = run_tool(tool, cx, args.clone(), &cancel).await;
@@ -239,7 +243,7 @@ async fn tools_call(
                 &server.inner.state_key,
                 &tool.name,
                 &args,
-                None,
+                conn.principal.as_deref(),
                 server.inner.request_state_ttl,
                 &backend.used_answers(),
             );
