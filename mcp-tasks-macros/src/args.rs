@@ -8,7 +8,7 @@ use syn::parse::Parser;
 use syn::{Expr, Lit, LitStr, Path};
 
 /// Every argument `#[task_tool]` accepts, in the order the manual lists them.
-pub(crate) const KEYS: [&str; 12] = [
+pub(crate) const KEYS: [&str; 13] = [
     "mode",
     "poll_interval",
     "ttl",
@@ -20,6 +20,7 @@ pub(crate) const KEYS: [&str; 12] = [
     "idempotent",
     "open_world",
     "on_restart",
+    "prelude",
     "crate",
 ];
 
@@ -48,6 +49,8 @@ pub(crate) struct TaskToolArgs {
     pub(crate) open_world: Option<bool>,
     /// `on_restart = "..."`: whether to rerun, and the literal for errors.
     pub(crate) on_restart: Option<(bool, LitStr)>,
+    /// `prelude`: the call runs inline until it awaits `detach()`.
+    pub(crate) prelude: Option<bool>,
     /// `crate = path`.
     pub(crate) krate: Option<Path>,
 }
@@ -116,6 +119,7 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> TaskToolArgs {
                 "destructive" => args.destructive = Some(true),
                 "idempotent" => args.idempotent = Some(true),
                 "open_world" => args.open_world = Some(true),
+                "prelude" => args.prelude = Some(true),
                 _ => errors.spanned(
                     &meta.path,
                     format_args!("`{key}` needs a value: `{key} = {}`", example(&key)),
@@ -164,6 +168,7 @@ impl TaskToolArgs {
             "destructive" => self.destructive = boolean(key, value, errors),
             "idempotent" => self.idempotent = boolean(key, value, errors),
             "open_world" => self.open_world = boolean(key, value, errors),
+            "prelude" => self.prelude = boolean(key, value, errors),
             "on_restart" => {
                 self.on_restart = string(key, value, errors).and_then(|lit| {
                     match lit.value().as_str() {
@@ -402,7 +407,7 @@ mod tests {
                 "invalid `mode` \"sometimes\": expected `\"forbidden\"`, `\"optional\"` or `\"required\"`",
                 "`poll_interval` must be greater than zero",
                 "invalid `ttl` \"2 days\": expected `\"none\"` or a number followed by `ms`, `s`, `m` or `h`",
-                "unknown `#[task_tool]` argument `colour`; expected one of: `mode`, `poll_interval`, `ttl`, `name`, `title`, `description`, `read_only`, `destructive`, `idempotent`, `open_world`, `on_restart`, `crate`",
+                "unknown `#[task_tool]` argument `colour`; expected one of: `mode`, `poll_interval`, `ttl`, `name`, `title`, `description`, `read_only`, `destructive`, `idempotent`, `open_world`, `on_restart`, `prelude`, `crate`",
                 "`mode` specified more than once",
                 "invalid tool name \"\": use 1 to 64 of `A-Z a-z 0-9 _ - .`",
                 "`read_only` expects `true` or `false`",

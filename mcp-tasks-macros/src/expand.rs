@@ -193,6 +193,7 @@ fn registration(
     let idempotent = flag(args.idempotent);
     let open_world = flag(args.open_world);
     let rerun = args.on_restart.as_ref().is_some_and(|(rerun, _)| *rerun);
+    let prelude = args.prelude.unwrap_or(false);
     // `line!()` spanned on the name reports the line of the function, not of the attribute.
     let line = quote_spanned!(ident.span()=> ::core::line!());
     quote! {
@@ -209,6 +210,7 @@ fn registration(
                 idempotent: #idempotent,
                 open_world: #open_world,
                 rerun_on_restart: #rerun,
+                prelude: #prelude,
                 input_schema: #p::input_schema::<#input_ty>,
                 output_schema: #ret_trait::output_schema,
                 call: __mcp_tasks_call,
@@ -522,6 +524,7 @@ mod tests {
                 "idempotent",
                 "open_world",
                 "rerun_on_restart",
+                "prelude",
                 "input_schema",
                 "output_schema",
                 "call",

@@ -90,6 +90,7 @@ use proc_macro::TokenStream;
 /// | `idempotent` | a flag, or `= true` / `= false` | unset | `annotations.idempotentHint` |
 /// | `open_world` | a flag, or `= true` / `= false` | unset | `annotations.openWorldHint` |
 /// | `on_restart` | `"fail"` or `"rerun"` | `"fail"` | what becomes of a task that was running when the server stopped |
+/// | `prelude` | a flag, or `= true` / `= false` | unset | the call runs inline until it awaits [`TaskContext::detach`]; questions asked before that are answered in synchronous rounds (2026-07-28) |
 /// | `crate` | a path | `::mcp_tasks` | where the generated code finds the runtime |
 ///
 /// Every value is checked while compiling: a typo in a mode, a duration or a name is an

@@ -95,7 +95,6 @@ impl TaskContext {
         )
     }
 
-    #[expect(dead_code, reason = "the task engine sets it")]
     pub(crate) fn set_task_id(&self, id: &str) {
         *self.inner.task_id.lock().expect("task id lock") = Some(id.to_owned());
     }

@@ -55,6 +55,15 @@ pub enum Error {
     /// The request was cancelled before it finished.
     #[error("request cancelled")]
     Cancelled,
+    /// The server cannot take more work right now.
+    #[error("server busy: {0}")]
+    Busy(String),
+    /// No task with this id is visible to the caller (unknown, expired or another owner's).
+    #[error("failed to retrieve task: task not found")]
+    TaskNotFound,
+    /// `tasks/cancel` on a task that already ended (2025-11-25).
+    #[error("cannot cancel task: already in terminal status '{0}'")]
+    TaskTerminal(String),
     /// Anything else that went wrong inside the server.
     #[error("internal error: {0}")]
     Internal(String),
@@ -68,9 +77,11 @@ impl From<Error> for ErrorObject {
                 ErrorObject::new(jsonrpc::INVALID_REQUEST, message)
             }
             Error::MethodNotFound(_) => ErrorObject::new(jsonrpc::METHOD_NOT_FOUND, message),
-            Error::InvalidParams(_) | Error::UnknownTool(_) => {
-                ErrorObject::new(jsonrpc::INVALID_PARAMS, message)
-            }
+            Error::Busy(_) => ErrorObject::new(jsonrpc::SERVER_BUSY, message),
+            Error::InvalidParams(_)
+            | Error::UnknownTool(_)
+            | Error::TaskNotFound
+            | Error::TaskTerminal(_) => ErrorObject::new(jsonrpc::INVALID_PARAMS, message),
             Error::UnsupportedVersion {
                 requested,
                 supported,

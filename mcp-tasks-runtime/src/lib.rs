@@ -7,6 +7,7 @@
 
 mod call;
 pub mod context;
+pub mod engine;
 pub mod error;
 pub mod jsonrpc;
 pub mod model;
@@ -25,6 +26,7 @@ pub mod wire;
 pub mod __private;
 
 pub use context::{Client, FromTaskContext, Progress, TaskContext};
+pub use engine::EngineConfig;
 pub use error::{CallOutcome, Error, ProtocolError, ToolError};
 pub use router::Session;
 pub use server::{BuildError, Implementation, Server, ServerBuilder};

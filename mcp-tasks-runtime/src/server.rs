@@ -1,8 +1,11 @@
 //! The server: its identity, its tools and its settings, shared by every connection.
 
+use crate::engine::{Engine, EngineConfig};
 use crate::model::JsonObject;
+use crate::store::{MemoryTaskStore, TaskStore};
 use crate::tool::{Registry, Tool, ToolDefError};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +51,7 @@ pub(crate) struct ServerInner {
     pub(crate) state_key: [u8; 32],
     pub(crate) request_state_ttl: Duration,
     pub(crate) list_ttl: Duration,
+    pub(crate) engine: Arc<Engine>,
 }
 
 /// An MCP server. Cheap to clone; every clone serves the same tools.
@@ -97,9 +101,12 @@ impl Server {
     }
 }
 
+type MakeEngine = Box<dyn FnOnce(EngineConfig, HashMap<String, usize>) -> Arc<Engine> + Send>;
+
 /// Builds a [`Server`].
-#[derive(Debug)]
 pub struct ServerBuilder {
+    make_engine: MakeEngine,
+    engine_config: EngineConfig,
     info: Implementation,
     instructions: Option<String>,
     tools: Vec<Tool>,
@@ -110,9 +117,23 @@ pub struct ServerBuilder {
     list_ttl: Duration,
 }
 
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("info", &self.info)
+            .field("tools", &self.tools.len())
+            .field("engine_config", &self.engine_config)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Default for ServerBuilder {
     fn default() -> Self {
         Self {
+            make_engine: Box::new(|config, limits| {
+                Engine::new(MemoryTaskStore::new(), config, limits)
+            }),
+            engine_config: EngineConfig::default(),
             info: Implementation {
                 name: "mcp-tasks-server".into(),
                 version: env!("CARGO_PKG_VERSION").into(),
@@ -185,6 +206,18 @@ impl ServerBuilder {
         self
     }
 
+    /// Keeps tasks in `store` (default: in memory).
+    pub fn store<S: TaskStore>(mut self, store: S) -> Self {
+        self.make_engine = Box::new(move |config, limits| Engine::new(store, config, limits));
+        self
+    }
+
+    /// Sets the task engine's limits and timings.
+    pub fn engine_config(mut self, config: EngineConfig) -> Self {
+        self.engine_config = config;
+        self
+    }
+
     /// Builds the server. Fails on a malformed tool or a duplicate tool name.
     pub fn build(self) -> Result<Server, BuildError> {
         let mut registry = if self.from_registry {
@@ -203,8 +236,14 @@ impl ServerBuilder {
                 key
             }
         };
+        let limits = registry
+            .iter()
+            .filter_map(|t| Some((t.name.to_string(), t.max_concurrency?)))
+            .collect();
+        let engine = (self.make_engine)(self.engine_config, limits);
         Ok(Server {
             inner: Arc::new(ServerInner {
+                engine,
                 info_value: self.info.to_value(),
                 info: self.info,
                 instructions: self.instructions,

@@ -46,10 +46,6 @@ pub(crate) struct StatefulState {
 /// A client connection.
 #[derive(Debug)]
 pub(crate) struct Connection {
-    #[expect(
-        dead_code,
-        reason = "the task engine uses it as the owner of stateful tasks"
-    )]
     pub(crate) id: String,
     /// The authenticated principal of every request on this connection, if any.
     pub(crate) principal: Option<Arc<str>>,
@@ -133,6 +129,19 @@ impl Connection {
         params: Value,
         cancel: &CancellationToken,
     ) -> Result<Result<Value, ErrorObject>, RequestAborted> {
+        self.request_observed(sink, method, params, cancel, |_| {})
+            .await
+    }
+
+    /// [`Connection::request`], handing the request message to `observe` as it is sent.
+    pub(crate) async fn request_observed(
+        &self,
+        sink: &Sink,
+        method: &str,
+        params: Value,
+        cancel: &CancellationToken,
+        observe: impl FnOnce(&Value),
+    ) -> Result<Result<Value, ErrorObject>, RequestAborted> {
         let id = RequestId::String(format!(
             "srv-{}",
             self.next_out_id.fetch_add(1, Ordering::Relaxed)
@@ -142,14 +151,14 @@ impl Connection {
             .lock()
             .expect("pending lock")
             .insert(id.clone(), tx);
-        sink.send(
-            &Request {
-                id: id.clone(),
-                method: method.into(),
-                params: Some(params),
-            }
-            .to_value(),
-        );
+        let message = Request {
+            id: id.clone(),
+            method: method.into(),
+            params: Some(params),
+        }
+        .to_value();
+        observe(&message);
+        sink.send(&message);
         tokio::select! {
             answer = rx => answer.map_err(|_| RequestAborted::Closed),
             () = cancel.cancelled() => {

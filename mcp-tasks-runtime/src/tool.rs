@@ -74,6 +74,9 @@ pub struct Tool {
     pub(crate) poll_interval: Duration,
     pub(crate) ttl: Option<Duration>,
     pub(crate) on_restart: RestartPolicy,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) max_concurrency: Option<usize>,
+    pub(crate) prelude: bool,
     pub(crate) handler: ToolHandler,
     pub(crate) validator: Option<Arc<jsonschema::Validator>>,
     pub(crate) output_validator: Option<Arc<jsonschema::Validator>>,
@@ -132,6 +135,9 @@ impl Tool {
             poll_interval: DEFAULT_POLL_INTERVAL,
             ttl: Some(DEFAULT_TTL),
             on_restart: RestartPolicy::Fail,
+            deadline: None,
+            max_concurrency: None,
+            prelude: false,
             handler,
             validator: None,
             output_validator: None,
@@ -232,6 +238,27 @@ impl Tool {
     /// Sets how long this tool's tasks are kept after creation (`None`: until deleted).
     pub fn ttl(mut self, ttl: Option<Duration>) -> Self {
         self.ttl = ttl;
+        self
+    }
+
+    /// Sets a deadline for one run of a task of this tool: past it the task is cancelled and
+    /// ends `failed`. Separate from the TTL, which only says how long the task is kept.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Sets how many tasks of this tool may run at once (others wait in the queue).
+    pub fn max_concurrency(mut self, n: usize) -> Self {
+        self.max_concurrency = Some(n.max(1));
+        self
+    }
+
+    /// Declares a synchronous prelude: in the 2026-07-28 era a call runs inline, asking its
+    /// questions in `InputRequiredResult` rounds, until it awaits
+    /// [`TaskContext::detach`](crate::TaskContext::detach); only then does it become a task.
+    pub fn prelude(mut self, prelude: bool) -> Self {
+        self.prelude = prelude;
         self
     }
 
@@ -422,6 +449,7 @@ pub struct ToolRegistration {
     pub idempotent: Option<bool>,
     pub open_world: Option<bool>,
     pub rerun_on_restart: bool,
+    pub prelude: bool,
     pub input_schema: fn() -> JsonObject,
     pub output_schema: fn() -> Option<JsonObject>,
     pub call: fn(TaskContext, JsonObject) -> ToolFuture,
@@ -459,6 +487,9 @@ impl ToolRegistration {
             } else {
                 RestartPolicy::Fail
             },
+            deadline: None,
+            max_concurrency: None,
+            prelude: self.prelude,
             handler: Arc::new(call),
             validator: None,
             defined_at: format!("{} ({}:{})", self.module_path, self.file, self.line),

@@ -4,18 +4,23 @@
 //! remembered between requests. Every result has a `resultType`. A tool's questions to the
 //! client become `InputRequiredResult` rounds (MRTR).
 
-use crate::call::{LogGate, MrtrBackend, Notifier, outcome_of, run_tool};
-use crate::context::TaskContext;
-use crate::error::{CallOutcome, Error};
-use crate::jsonrpc::{ErrorObject, Request};
-use crate::model::{JsonObject, LogLevel};
+use crate::call::{LogGate, MrtrBackend, Notifier, RunEnd, outcome_of, run_tool};
+use crate::context::{BoxFuture, CallBackend, TaskContext};
+use crate::engine::{Flavor, NewTask};
+use crate::error::{CallOutcome, Error, ToolError};
+use crate::jsonrpc::{self, ErrorObject, Request};
+use crate::model::{InputRequest, JsonObject, LogLevel, TaskSupport};
 use crate::mrtr;
 use crate::router::{META_PROTOCOL_VERSION, params_object};
 use crate::server::{Server, tools_page};
 use crate::session::{Connection, Sink};
+use crate::task::{TaskProtocol, TaskRecord, TaskStatus, rfc3339};
+use crate::tool::Tool;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::task::Poll;
+use tokio_util::sync::CancellationToken;
 
 /// The stateless revision.
 pub const VERSION: &str = "2026-07-28";
@@ -25,9 +30,20 @@ pub const SUPPORTED: [&str; 1] = [VERSION];
 const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+/// The id of the tasks extension (SEP-2663).
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// Methods this era defines.
-const METHODS: [&str; 3] = ["server/discover", "tools/list", "tools/call"];
+const METHODS: [&str; 7] = [
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "subscriptions/listen",
+];
 
 /// What a request's `_meta` says about the client.
 #[derive(Debug)]
@@ -115,9 +131,200 @@ pub(crate) async fn dispatch(
         "server/discover" => Ok(complete(server, discover(server), "complete")),
         "tools/list" => tools_list(server, &params).map(|v| complete(server, v, "complete")),
         "tools/call" => return tools_call(server, conn, &request, params, meta, sink).await,
+        "subscriptions/listen" => {
+            return listen(server, conn, &request, &params, &meta, sink).await;
+        }
+        "tasks/get" | "tasks/update" | "tasks/cancel" => {
+            tasks(server, conn, &request, &params, &meta)
+                .await
+                .map(|v| complete(server, v, "complete"))
+        }
         other => Err(Error::MethodNotFound(other.to_owned()).into()),
     };
     Some(result)
+}
+
+/// `true` when this request's client capabilities declare the tasks extension.
+fn declares_tasks(meta: &RequestMeta) -> bool {
+    meta.client_capabilities
+        .get("extensions")
+        .and_then(|e| e.get(TASKS_EXTENSION))
+        .is_some_and(|v| !v.is_null())
+}
+
+fn missing_tasks_capability() -> Error {
+    Error::MissingCapability {
+        required: json!({ "extensions": { TASKS_EXTENSION: {} } }),
+    }
+}
+
+/// A task as this era shows it: the `DetailedTask` of the extension.
+pub(crate) fn detailed_task(rec: &TaskRecord) -> Value {
+    let mut task = json!({
+        "taskId": rec.id,
+        "status": rec.status.as_str(),
+        "createdAt": rfc3339(rec.created_at),
+        "lastUpdatedAt": rfc3339(rec.updated_at),
+        "ttlMs": rec.ttl.map(|t| t.as_millis() as u64),
+        "pollIntervalMs": (rec.poll_interval.as_millis() as u64).max(1),
+    });
+    if let Some(message) = &rec.status_message {
+        task["statusMessage"] = message.clone().into();
+    }
+    match (rec.status, &rec.outcome) {
+        (TaskStatus::InputRequired, _) => {
+            task["inputRequests"] = serde_json::to_value(&rec.input_requests).unwrap_or_default();
+        }
+        (TaskStatus::Completed, Some(CallOutcome::Result(r))) => {
+            task["result"] = serde_json::to_value(r).unwrap_or_default();
+        }
+        (TaskStatus::Failed, Some(CallOutcome::Error(e))) => {
+            task["error"] = serde_json::to_value(e).unwrap_or_default();
+        }
+        (TaskStatus::Failed, _) => {
+            let message = rec
+                .status_message
+                .clone()
+                .unwrap_or_else(|| "the task failed".into());
+            task["error"] = json!({ "code": jsonrpc::INTERNAL_ERROR, "message": message });
+        }
+        _ => {}
+    }
+    task
+}
+
+/// The `CreateTaskResult` of the extension: flat, without result, error or input requests.
+fn create_task_result(server: &Server, rec: &TaskRecord) -> Value {
+    let mut task = detailed_task(rec);
+    if let Value::Object(t) = &mut task {
+        for key in ["result", "error", "inputRequests"] {
+            t.remove(key);
+        }
+    }
+    complete(server, task, "task")
+}
+
+async fn tasks(
+    server: &Server,
+    conn: &Arc<Connection>,
+    request: &Request,
+    params: &JsonObject,
+    meta: &RequestMeta,
+) -> Result<Value, ErrorObject> {
+    // The capability gate comes before anything else, even an unknown id.
+    if !declares_tasks(meta) {
+        return Err(missing_tasks_capability().into());
+    }
+    let id = params
+        .get("taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::InvalidParams("`taskId` must be a string".into()))?;
+    let engine = &server.inner.engine;
+    let owner = conn.principal.as_deref();
+    match request.method.as_str() {
+        "tasks/get" => {
+            let rec = engine.get(id, owner).await?.ok_or(Error::TaskNotFound)?;
+            Ok(detailed_task(&rec))
+        }
+        "tasks/update" => {
+            let responses = match params.get("inputResponses") {
+                Some(Value::Object(r)) => r,
+                _ => {
+                    return Err(
+                        Error::InvalidParams("`inputResponses` must be an object".into()).into(),
+                    );
+                }
+            };
+            engine
+                .answer(id, owner, responses)
+                .await?
+                .ok_or(Error::TaskNotFound)?;
+            Ok(json!({}))
+        }
+        _ => {
+            engine.cancel(id, owner).await?.ok_or(Error::TaskNotFound)?;
+            Ok(json!({}))
+        }
+    }
+}
+
+/// `subscriptions/listen`: acknowledges, then streams `notifications/tasks` for the tasks
+/// asked for until the client cancels the request.
+async fn listen(
+    server: &Server,
+    conn: &Arc<Connection>,
+    request: &Request,
+    params: &JsonObject,
+    meta: &RequestMeta,
+    sink: Sink,
+) -> Option<Result<Value, ErrorObject>> {
+    let wanted: Vec<String> = params
+        .get("notifications")
+        .and_then(|n| n.get("taskIds"))
+        .and_then(Value::as_array)
+        .map(|ids| {
+            ids.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    if !wanted.is_empty() && !declares_tasks(meta) {
+        return Some(Err(missing_tasks_capability().into()));
+    }
+    let engine = &server.inner.engine;
+    let owner = conn.principal.as_deref();
+    let mut honoured = Vec::new();
+    for id in wanted {
+        match engine.get(&id, owner).await {
+            Ok(Some(_)) => honoured.push(id),
+            Ok(None) => {}
+            Err(e) => return Some(Err(e.into())),
+        }
+    }
+    let subscription = serde_json::to_value(&request.id).unwrap_or_default();
+    let cancel = conn.track(&request.id);
+    sink.notify(
+        "notifications/subscriptions/acknowledged",
+        json!({
+            "notifications": { "taskIds": honoured },
+            "_meta": { META_SUBSCRIPTION_ID: subscription },
+        }),
+    );
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    for id in &honoured {
+        let _ = tx.send(id.clone());
+        if let Some(mut changed) = engine.watch(id) {
+            let tx = tx.clone();
+            let id = id.clone();
+            tokio::spawn(async move {
+                while changed.changed().await.is_ok() {
+                    if tx.send(id.clone()).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    }
+    drop(tx);
+    loop {
+        let id = tokio::select! {
+            id = rx.recv() => id,
+            () = cancel.cancelled() => break,
+        };
+        let Some(id) = id else {
+            // Every task is settled and nothing more will change; wait for the client.
+            cancel.cancelled().await;
+            break;
+        };
+        if let Ok(Some(rec)) = engine.get(&id, owner).await {
+            let mut params = detailed_task(&rec);
+            params["_meta"] = json!({ META_SUBSCRIPTION_ID: subscription });
+            sink.notify("notifications/tasks", params);
+        }
+    }
+    conn.untrack(&request.id);
+    None
 }
 
 fn discover(server: &Server) -> Value {
@@ -126,6 +333,7 @@ fn discover(server: &Server) -> Value {
         "supportedVersions": SUPPORTED,
         "capabilities": {
             "tools": { "listChanged": false },
+            "extensions": { TASKS_EXTENSION: {} },
         },
         "ttlMs": inner.list_ttl.as_millis() as u64,
         "cacheScope": "public",
@@ -209,6 +417,19 @@ async fn tools_call(
         Ok(p) => p,
         Err(e) => return Some(Err(e.into())),
     };
+    let as_task = match (tool.task_support, declares_tasks(&meta)) {
+        (TaskSupport::Forbidden, _) | (TaskSupport::Optional, false) => false,
+        (TaskSupport::Optional | TaskSupport::Required, true) => true,
+        (TaskSupport::Required, false) => return Some(Err(missing_tasks_capability().into())),
+    };
+    if as_task {
+        let notifier = Notifier {
+            sink,
+            progress_token: meta.progress_token.clone(),
+            log: LogGate::Request(meta.log_level),
+        };
+        return Some(start_task(server, conn, tool, args, answers, meta, notifier).await);
+    }
     let cancel = conn.track(&request.id);
     let backend = Arc::new(MrtrBackend::new(
         answers,
@@ -237,25 +458,190 @@ async fn tools_call(
             "complete",
         ))),
         Some(CallOutcome::Error(e)) => Some(Err(e)),
-        None => {
-            let asked = backend.take_asked();
-            let state = mrtr::seal(
-                &server.inner.state_key,
-                &tool.name,
-                &args,
-                conn.principal.as_deref(),
-                server.inner.request_state_ttl,
-                &backend.used_answers(),
-            );
-            let requests: JsonObject = asked
-                .into_iter()
-                .map(|(k, r)| (k, serde_json::to_value(r).unwrap_or_default()))
-                .collect();
-            Some(Ok(complete(
-                server,
-                json!({ "inputRequests": requests, "requestState": state }),
-                "input_required",
-            )))
+        None => Some(Ok(input_required(server, conn, tool, &args, &backend))),
+    }
+}
+
+fn new_task(conn: &Connection, tool: &Tool, args: JsonObject, meta: RequestMeta) -> NewTask {
+    NewTask {
+        tool: tool.clone(),
+        args,
+        owner: conn.principal.as_deref().map(str::to_owned),
+        protocol: TaskProtocol::V2026,
+        requested_ttl: None,
+        client_capabilities: meta.client_capabilities,
+        principal: conn.principal.clone(),
+        flavor: Flavor::V2026,
+        on_status: None,
+    }
+}
+
+/// Runs a call as a task. A tool with a prelude runs inline first: questions it asks before
+/// its first real suspension are answered in `InputRequiredResult` rounds, and only then is
+/// the task created (SEP-2663: finish MRTR rounds before going async).
+async fn start_task(
+    server: &Server,
+    conn: &Arc<Connection>,
+    tool: &Tool,
+    args: JsonObject,
+    answers: BTreeMap<String, Value>,
+    meta: RequestMeta,
+    notifier: Notifier,
+) -> Result<Value, ErrorObject> {
+    let engine = &server.inner.engine;
+    if !tool.prelude {
+        let rec = engine.start(new_task(conn, tool, args, meta)).await?;
+        return Ok(create_task_result(server, &rec));
+    }
+    let prelude = Arc::new(Prelude {
+        mrtr: MrtrBackend::new(answers, notifier),
+        task: OnceLock::new(),
+    });
+    let cancel = CancellationToken::new();
+    let cx = TaskContext::new(
+        Arc::clone(&tool.name),
+        cancel.clone(),
+        meta.client_capabilities.clone(),
+        conn.principal.clone(),
+        Arc::clone(&prelude) as _,
+    );
+    if let Err(e) = tool.check_arguments(&args) {
+        return finish_inline(
+            server,
+            conn,
+            tool,
+            &args,
+            &prelude,
+            RunEnd::Returned(Err(e)),
+        );
+    }
+    let mut future = Some((tool.handler)(cx.clone(), args.clone()));
+    // One poll: the prelude runs until the tool first waits on something real.
+    let polled = std::future::poll_fn(|task_cx| {
+        let f = future.as_mut().expect("polled once");
+        Poll::Ready(std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+            || f.as_mut().poll(task_cx),
+        )))
+    })
+    .await;
+    match polled {
+        Err(_) => finish_inline(server, conn, tool, &args, &prelude, RunEnd::Panicked),
+        Ok(Poll::Ready(result)) => finish_inline(
+            server,
+            conn,
+            tool,
+            &args,
+            &prelude,
+            RunEnd::Returned(result),
+        ),
+        Ok(Poll::Pending) => {
+            let future = future.take().expect("polled once");
+            let rec = engine
+                .adopt(
+                    new_task(conn, tool, args, meta),
+                    future,
+                    cancel,
+                    |id, backend| {
+                        cx.set_task_id(id);
+                        let _ = prelude.task.set(backend);
+                    },
+                )
+                .await?;
+            Ok(create_task_result(server, &rec))
         }
+    }
+}
+
+/// Answers a prelude call that ended without becoming a task.
+fn finish_inline(
+    server: &Server,
+    conn: &Connection,
+    tool: &Tool,
+    args: &JsonObject,
+    prelude: &Prelude,
+    end: RunEnd,
+) -> Result<Value, ErrorObject> {
+    match outcome_of(tool, end) {
+        Some(CallOutcome::Result(r)) => Ok(complete(
+            server,
+            serde_json::to_value(r).unwrap_or_default(),
+            "complete",
+        )),
+        Some(CallOutcome::Error(e)) => Err(e),
+        None => Ok(input_required(server, conn, tool, args, &prelude.mrtr)),
+    }
+}
+
+/// The `InputRequiredResult` for the questions a call asked, with its signed state.
+fn input_required(
+    server: &Server,
+    conn: &Connection,
+    tool: &Tool,
+    args: &JsonObject,
+    mrtr: &MrtrBackend,
+) -> Value {
+    let asked = mrtr.take_asked();
+    let state = mrtr::seal(
+        &server.inner.state_key,
+        &tool.name,
+        args,
+        conn.principal.as_deref(),
+        server.inner.request_state_ttl,
+        &mrtr.used_answers(),
+    );
+    let requests: JsonObject = asked
+        .into_iter()
+        .map(|(k, r)| (k, serde_json::to_value(r).unwrap_or_default()))
+        .collect();
+    complete(
+        server,
+        json!({ "inputRequests": requests, "requestState": state }),
+        "input_required",
+    )
+}
+
+/// The backend of a prelude call: MRTR rounds until the task exists, the task after.
+struct Prelude {
+    mrtr: MrtrBackend,
+    task: OnceLock<Arc<dyn CallBackend>>,
+}
+
+impl CallBackend for Prelude {
+    fn input(&self, request: InputRequest) -> BoxFuture<'_, Result<Value, ToolError>> {
+        match self.task.get() {
+            Some(task) => task.input(request),
+            None => self.mrtr.input(request),
+        }
+    }
+
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        match self.task.get() {
+            Some(task) => task.progress(progress, total, message),
+            None => self.mrtr.progress(progress, total, message),
+        }
+    }
+
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
+        match self.task.get() {
+            Some(task) => task.log(level, logger, data),
+            None => self.mrtr.log(level, logger, data),
+        }
+    }
+
+    fn detach(&self) -> BoxFuture<'_, ()> {
+        if self.task.get().is_some() {
+            return Box::pin(async {});
+        }
+        // Not a task yet: give up the first poll, which turns the call into one.
+        let mut yielded = false;
+        Box::pin(std::future::poll_fn(move |cx| {
+            if yielded || self.task.get().is_some() {
+                Poll::Ready(())
+            } else {
+                yielded = true;
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        }))
     }
 }
