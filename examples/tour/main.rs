@@ -6,84 +6,82 @@
 //! cargo run --example tour -- --stdio # serve the tour's tools on stdin/stdout instead
 //! ```
 
-use mcp_tasks::model::{CallToolResult, Content};
+use mcp_tasks::model::ElicitAction;
 use mcp_tasks::prelude::*;
 use serde_json::{Value, json};
+use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, WriteHalf};
 
-fn server() -> anyhow::Result<Server> {
-    let greet = Tool::typed("greet", |_cx, args: GreetArgs| async move {
-        format!("Hello, {}!", args.name)
+/// Greet someone by name.
+#[task_tool(mode = "forbidden")]
+async fn greet(#[arg(description = "Who to greet.")] name: String) -> String {
+    format!("Hello, {name}!")
+}
+
+/// Count down from `from`, reporting progress on the way.
+#[task_tool(mode = "optional", poll_interval = "100ms")]
+async fn countdown(
+    #[arg(description = "Where to start.")] from: u32,
+    progress: Progress,
+) -> String {
+    for i in 0..from {
+        progress.report_with_message(
+            f64::from(i + 1),
+            Some(f64::from(from)),
+            format!("{} left", from - i - 1),
+        );
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    "liftoff".to_owned()
+}
+
+/// Ask before deleting a file.
+#[task_tool(mode = "optional", poll_interval = "100ms", destructive)]
+async fn delete_file(
+    #[arg(description = "The file to delete.")] file: String,
+    client: Client,
+) -> Result<String, ToolError> {
+    let answer = client
+        .elicit(
+            format!("Really delete {file}?"),
+            json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}),
+        )
+        .await?;
+    let yes = answer.action == ElicitAction::Accept
+        && answer
+            .content
+            .and_then(|c| c.get("confirm").and_then(Value::as_bool))
+            == Some(true);
+    Ok(if yes {
+        format!("deleted {file}")
+    } else {
+        format!("kept {file}")
     })
-    .description("Greet someone by name.");
-    let countdown = Tool::typed(
-        "countdown",
-        |cx: TaskContext, args: CountdownArgs| async move {
-            let progress = cx.progress();
-            for i in 0..args.from {
-                progress.report_with_message(
-                    f64::from(i + 1),
-                    Some(f64::from(args.from)),
-                    format!("{} left", args.from - i - 1),
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-            Ok::<_, ToolError>(CallToolResult::success(vec![Content::text("liftoff")]))
-        },
-    )
-    .description("Count down, reporting progress on the way.");
-    let confirm = Tool::typed("confirm", |cx: TaskContext, args: ConfirmArgs| async move {
-        let answer = cx
-            .client()
-            .elicit(
-                format!("Really delete {}?", args.file),
-                json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}),
-            )
-            .await?;
-        let yes = answer.content.and_then(|c| c.get("confirm").and_then(Value::as_bool));
-        Ok::<_, ToolError>(if yes == Some(true) {
-            format!("deleted {}", args.file)
-        } else {
-            format!("kept {}", args.file)
-        })
-    })
-    .description("Ask before deleting a file.");
-    Ok(Server::builder()
-        .name("tour")
-        .version(env!("CARGO_PKG_VERSION"))
-        .instructions("A tour of mcp-tasks.")
-        .tool(greet)
-        .tool(countdown)
-        .tool(confirm)
-        .build()?)
 }
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct GreetArgs {
-    /// Who to greet.
-    name: String,
-}
-
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct CountdownArgs {
-    /// Where to start.
-    from: u32,
-}
-
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct ConfirmArgs {
-    /// The file to delete.
-    file: String,
+/// Crunch numbers for a long time (until cancelled).
+#[task_tool(mode = "required", poll_interval = "100ms")]
+async fn crunch(cancel: CancellationToken, progress: Progress) -> Result<String, ToolError> {
+    let mut n = 0.0;
+    loop {
+        n += 1.0;
+        progress.report(n, None);
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            () = cancel.cancelled() => return Err(ToolError::cancelled()),
+        }
+    }
 }
 
 /// A scripted client that prints every message it sends and receives.
-struct Client {
+struct Script {
     lines: Lines<BufReader<tokio::io::ReadHalf<DuplexStream>>>,
     writer: WriteHalf<DuplexStream>,
     next: u64,
+    meta: Option<Value>,
 }
 
-impl Client {
+impl Script {
     async fn send(&mut self, message: Value) -> anyhow::Result<()> {
         println!("  → {}", compact(&message));
         self.writer
@@ -92,14 +90,24 @@ impl Client {
         Ok(())
     }
 
-    /// Sends a request and prints everything until its response arrives. Server requests are
-    /// answered by `answer`.
-    async fn call(
+    /// Sends a request and prints everything until its response arrives. Server requests
+    /// (elicitation) are answered by `answer`.
+    async fn call_with(
         &mut self,
         method: &str,
-        params: Value,
+        mut params: Value,
         mut answer: impl FnMut(&Value) -> Value,
     ) -> anyhow::Result<Value> {
+        if let Some(meta) = &self.meta
+            && let Some(p) = params.as_object_mut()
+        {
+            let m = p.entry("_meta").or_insert_with(|| json!({}));
+            if let (Some(m), Some(meta)) = (m.as_object_mut(), meta.as_object()) {
+                for (k, v) in meta {
+                    m.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
         self.next += 1;
         let id = self.next;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
@@ -122,29 +130,48 @@ impl Client {
             }
         }
     }
+
+    async fn call(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+        self.call_with(method, params, |_| json!({})).await
+    }
+
+    /// Polls `tasks/get` at the task's poll interval until its status is one of `want`.
+    async fn poll(&mut self, id: &str, want: &[&str]) -> anyhow::Result<Value> {
+        loop {
+            let r = self.call("tasks/get", json!({"taskId": id})).await?;
+            let status = r["result"]["status"].as_str().unwrap_or_default();
+            if want.contains(&status) {
+                return Ok(r);
+            }
+            let wait = r["result"]["pollIntervalMs"]
+                .as_u64()
+                .or_else(|| r["result"]["pollInterval"].as_u64())
+                .unwrap_or(200);
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+        }
+    }
 }
 
 fn compact(message: &Value) -> String {
+    let mut message = message.clone();
+    // The server's identity rides on every 2026-07-28 result; once is enough to read.
+    if let Some(meta) = message
+        .pointer_mut("/result/_meta")
+        .and_then(Value::as_object_mut)
+    {
+        meta.remove("io.modelcontextprotocol/serverInfo");
+        if meta.is_empty() {
+            message["result"].as_object_mut().map(|r| r.remove("_meta"));
+        }
+    }
     let mut text = message.to_string();
-    if text.len() > 220 {
-        text.truncate(217);
-        text.push_str("...");
+    if text.chars().count() > 230 {
+        text = text.chars().take(227).collect::<String>() + "...";
     }
     text
 }
 
-fn meta(caps: Value) -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": caps,
-    })
-}
-
-fn no_requests(_: &Value) -> Value {
-    json!({})
-}
-
-async fn connect(server: &Server) -> Client {
+async fn connect(server: &Server, meta: Option<Value>) -> Script {
     let (client_end, server_end) = tokio::io::duplex(64 * 1024);
     let (server_read, server_write) = tokio::io::split(server_end);
     let server = server.clone();
@@ -152,109 +179,189 @@ async fn connect(server: &Server) -> Client {
         async move { mcp_tasks::transport::serve_io(server, server_read, server_write).await },
     );
     let (read, writer) = tokio::io::split(client_end);
-    Client {
+    Script {
         lines: BufReader::new(read).lines(),
         writer,
         next: 0,
+        meta,
     }
+}
+
+fn heading(text: &str) {
+    println!("\n{text}");
+}
+
+fn task_id(r: &Value) -> String {
+    r["result"]["taskId"]
+        .as_str()
+        .or_else(|| r["result"]["task"]["taskId"].as_str())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let server = server()?;
+    let server = Server::builder()
+        .name("tour")
+        .version(env!("CARGO_PKG_VERSION"))
+        .instructions("A tour of mcp-tasks.")
+        .registry_tools()
+        .build()?;
     if std::env::args().any(|a| a == "--stdio") {
         server.serve_stdio().await?;
         return Ok(());
     }
 
-    println!("mcp-tasks tour: one server, two protocol eras.\n");
-    println!("1. A 2025-11-25 client: initialize, list tools, call them.");
-    let mut c = connect(&server).await;
+    println!("mcp-tasks tour: four #[task_tool] functions, one server, two protocol eras.");
+
+    heading("1. A 2025-11-25 client (stateful): initialize, list the tools, call one.");
+    let mut c = connect(&server, None).await;
     c.call(
         "initialize",
         json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
                "clientInfo": {"name": "tour", "version": "1"}}),
-        no_requests,
     )
     .await?;
     c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .await?;
-    c.call("tools/list", json!({}), no_requests).await?;
+    c.call("tools/list", json!({})).await?;
     c.call(
         "tools/call",
         json!({"name": "greet", "arguments": {"name": "World"}}),
-        no_requests,
     )
     .await?;
-    println!("\n   Progress arrives as notifications on the caller's token:");
-    c.call(
-        "tools/call",
-        json!({"name": "countdown", "arguments": {"from": 3}, "_meta": {"progressToken": "cd"}}),
-        no_requests,
-    )
-    .await?;
-    println!("\n   A tool asks the user a question: the server sends elicitation/create.");
-    c.call(
-        "tools/call",
-        json!({"name": "confirm", "arguments": {"file": "notes.txt"}}),
+
+    heading(
+        "   A task: `params.task` turns the call into a handle; progress keeps the caller's token.",
+    );
+    let r = c
+        .call(
+            "tools/call",
+            json!({"name": "countdown", "arguments": {"from": 3}, "task": {"ttl": 600000},
+                   "_meta": {"progressToken": "cd"}}),
+        )
+        .await?;
+    let id = task_id(&r);
+    c.call("tasks/get", json!({"taskId": id})).await?;
+    println!("   tasks/result blocks until the task ends, then answers with the tool's result:");
+    c.call("tasks/result", json!({"taskId": id})).await?;
+
+    heading(
+        "   input_required: the task asks a question; the server sends elicitation/create tagged with the task.",
+    );
+    let r = c
+        .call(
+            "tools/call",
+            json!({"name": "delete_file", "arguments": {"file": "notes.txt"}, "task": {}}),
+        )
+        .await?;
+    let id = task_id(&r);
+    c.call_with(
+        "tasks/result",
+        json!({"taskId": id}),
         |_| json!({"action": "accept", "content": {"confirm": true}}),
     )
     .await?;
-    println!("\n   Bad input gets a clear answer and the session goes on:");
+
+    heading("   Cancellation: tasks/cancel stops the work; a second cancel is refused.");
+    let r = c
+        .call("tools/call", json!({"name": "crunch", "task": {}}))
+        .await?;
+    let id = task_id(&r);
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    c.call("tasks/cancel", json!({"taskId": id})).await?;
+    c.call("tasks/cancel", json!({"taskId": id})).await?;
+
+    heading("   Bad input gets a clear answer and the session goes on.");
     c.call(
         "tools/call",
         json!({"name": "greet", "arguments": {"name": 7}}),
-        no_requests,
     )
     .await?;
-    c.call("tools/call", json!({"name": "nope"}), no_requests)
-        .await?;
+    c.call("tools/call", json!({"name": "crunch"})).await?;
 
-    println!("\n2. A 2026-07-28 client: stateless, every request carries its own _meta.");
-    let mut c = connect(&server).await;
-    c.call(
-        "server/discover",
-        json!({"_meta": meta(json!({}))}),
-        no_requests,
+    heading(
+        "2. A 2026-07-28 client (stateless): each request carries its version and capabilities.",
+    );
+    let caps = json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let mut c = connect(
+        &server,
+        Some(json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": caps,
+        })),
     )
-    .await?;
-    c.call(
-        "tools/call",
-        json!({"name": "greet", "arguments": {"name": "World"}, "_meta": meta(json!({}))}),
-        no_requests,
-    )
-    .await?;
-    println!("\n   The same question becomes an InputRequiredResult round (MRTR):");
-    let caps = json!({"elicitation": {}});
-    let first = c
+    .await;
+    c.call("server/discover", json!({})).await?;
+
+    heading("   The server decides: with the tasks extension declared, countdown becomes a task.");
+    let r = c
         .call(
             "tools/call",
-            json!({"name": "confirm", "arguments": {"file": "notes.txt"}, "_meta": meta(caps.clone())}),
-            no_requests,
+            json!({"name": "countdown", "arguments": {"from": 2}}),
+        )
+        .await?;
+    let id = task_id(&r);
+    c.poll(&id, &["completed"]).await?;
+
+    heading("   input_required: the question waits in tasks/get; tasks/update answers it.");
+    let r = c
+        .call(
+            "tools/call",
+            json!({"name": "delete_file", "arguments": {"file": "draft.md"}}),
+        )
+        .await?;
+    let id = task_id(&r);
+    let r = c.poll(&id, &["input_required"]).await?;
+    let key = r["result"]["inputRequests"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .unwrap_or_default();
+    c.call(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"confirm": false}}}}),
+    )
+    .await?;
+    c.poll(&id, &["completed"]).await?;
+
+    heading("   Cancellation is an empty acknowledgement; the task then settles.");
+    let r = c.call("tools/call", json!({"name": "crunch"})).await?;
+    let id = task_id(&r);
+    c.call("tasks/cancel", json!({"taskId": id})).await?;
+    c.poll(&id, &["cancelled"]).await?;
+
+    heading(
+        "   Without the extension, the same tool runs inline and asks through an InputRequiredResult round.",
+    );
+    let mut plain = connect(
+        &server,
+        Some(json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        })),
+    )
+    .await;
+    let first = plain
+        .call(
+            "tools/call",
+            json!({"name": "delete_file", "arguments": {"file": "old.log"}}),
         )
         .await?;
     let key = first["result"]["inputRequests"]
         .as_object()
         .and_then(|m| m.keys().next().cloned())
         .unwrap_or_default();
-    c.call(
-        "tools/call",
-        json!({"name": "confirm", "arguments": {"file": "notes.txt"}, "_meta": meta(caps),
-               "requestState": first["result"]["requestState"],
-               "inputResponses": {key: {"action": "accept", "content": {"confirm": false}}}}),
-        no_requests,
-    )
-    .await?;
-    println!("\n   Removed methods answer -32601; unknown versions -32022:");
-    c.call("ping", json!({"_meta": meta(json!({}))}), no_requests)
+    plain
+        .call(
+            "tools/call",
+            json!({"name": "delete_file", "arguments": {"file": "old.log"},
+                   "requestState": first["result"]["requestState"],
+                   "inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}}),
+        )
         .await?;
-    c.call(
-        "tools/list",
-        json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01",
-                         "io.modelcontextprotocol/clientCapabilities": {}}}),
-        no_requests,
-    )
-    .await?;
+    println!("   A task-only tool tells such a client what it is missing (-32021):");
+    plain.call("tools/call", json!({"name": "crunch"})).await?;
+
     println!("\nDone.");
     Ok(())
 }
