@@ -3,12 +3,18 @@
 //!
 //! ```text
 //! cargo run --example conformance-server -- --stdio
+//! cargo run --example conformance-server -- --http 127.0.0.1:3000
 //! ```
+//!
+//! Over HTTP the endpoint is `/mcp`; `cargo xtask conformance` runs the official suite
+//! against it.
 
 use mcp_tasks::model::{CallToolResult, Content, ElicitAction};
 use mcp_tasks::prelude::*;
 use serde_json::json;
 use std::time::Duration;
+
+mod everything;
 
 /// A 1×1 transparent PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
@@ -247,13 +253,26 @@ async fn main() -> anyhow::Result<()> {
     let server = Server::builder()
         .name("mcp-tasks-conformance")
         .version(env!("CARGO_PKG_VERSION"))
-        .registry_tools()
+        .registry_tools();
+    let server = everything::tools()
+        .into_iter()
+        .fold(server, |server, tool| server.tool(tool))
         .build()?;
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("--stdio") | None => server.serve_stdio().await?,
-        Some(other) => {
-            eprintln!("usage: conformance-server [--stdio]\nunknown argument {other:?}");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["--stdio"] | [] => server.serve_stdio().await?,
+        ["--http", addr] => {
+            let addr: std::net::SocketAddr = addr.parse()?;
+            let handle = server
+                .serve_http(mcp_tasks::transport::http::HttpConfig::new().bind(addr))
+                .await?;
+            eprintln!("listening on {}", handle.url("/mcp"));
+            handle.wait().await?;
+        }
+        other => {
+            eprintln!("usage: conformance-server [--stdio | --http ADDR]");
+            eprintln!("unexpected arguments {other:?}");
             std::process::exit(2);
         }
     }

@@ -1,12 +1,18 @@
 //! Project commands: `cargo xtask <command>`.
 
+mod conformance;
+
 use anyhow::{Result, bail};
+use std::path::PathBuf;
 
 const HELP: &str = "\
 cargo xtask <command>
 
 commands:
-  help    print this help
+  conformance   run the official MCP conformance suite against examples/conformance-server
+                over HTTP (2025-11-25, 2026-07-28 and every tasks-* scenario); fails on any
+                failure not listed in xtask/conformance-baseline.yml
+  help          print this help
 ";
 
 fn main() -> Result<()> {
@@ -16,9 +22,16 @@ fn main() -> Result<()> {
             print!("{HELP}");
             Ok(())
         }
+        Some("conformance") => conformance::run(args.collect()),
         Some(other) => {
             eprint!("{HELP}");
             bail!("unknown command `{other}`")
         }
     }
+}
+
+/// The workspace root: the parent of this crate's directory.
+fn project_root() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    dir.parent().map(PathBuf::from).unwrap_or(dir)
 }

@@ -1,5 +1,7 @@
 //! Transports: newline-delimited JSON over any byte stream, and stdio.
 
+#[cfg(feature = "http")]
+pub mod http;
 mod io;
 
 pub use io::{TransportError, serve_io};

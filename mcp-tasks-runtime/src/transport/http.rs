@@ -1,0 +1,1065 @@
+//! Streamable HTTP: both protocol eras on one endpoint (feature `http`).
+//!
+//! ```no_run
+//! # async fn run(server: mcp_tasks_runtime::Server) -> Result<(), Box<dyn std::error::Error>> {
+//! use mcp_tasks_runtime::transport::http::HttpConfig;
+//! let handle = server.serve_http(HttpConfig::new().bind(([127, 0, 0, 1], 8080))).await?;
+//! println!("serving on http://{}/mcp", handle.local_addr());
+//! handle.shutdown().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # One endpoint, two eras
+//!
+//! - **2026-07-28 (stateless).** A POST whose request carries the 2026 `_meta` (or whose
+//!   `MCP-Protocol-Version` header names a version that is not a stateful one) runs in a fresh
+//!   session on behalf of the request's principal. `MCP-Protocol-Version`, `Mcp-Method`,
+//!   `Mcp-Name` and the tool's `Mcp-Param-{Name}` headers must mirror the body (else HTTP 400,
+//!   `-32020`). Errors map to HTTP statuses: `-32601` is 404; `-32600`, `-32602`, `-32020`,
+//!   `-32021` and `-32022` are 400. GET and DELETE answer 405. Closing the response stream
+//!   cancels the request.
+//! - **2025-11-25 (stateful).** A POST of `initialize` without `Mcp-Session-Id` opens a
+//!   session; the id comes back in the `Mcp-Session-Id` header and must be sent on every later
+//!   request (400 when missing, 404 when unknown, ended or owned by another principal).
+//!   Notifications and responses answer 202. GET opens the session's stream for messages the
+//!   server sends on its own; DELETE ends the session. Closing a stream does not cancel
+//!   anything (the spec says so): events stay in a bounded log per stream and a GET with
+//!   `Last-Event-ID` replays what followed that event.
+//!
+//! # JSON or SSE
+//!
+//! A request's response is `application/json` when the request finishes before it produces
+//! any notification or server-to-client request: quick calls cost one plain response and
+//! errors keep their HTTP status. The first such message switches the response to
+//! `text/event-stream`: the messages, then the response, then the end of the stream. A
+//! stateful stream starts with a priming event (an id, `retry:` and empty data) so it can be
+//! resumed. SSE responses carry `Cache-Control: no-cache` and `X-Accel-Buffering: no`.
+//!
+//! # The GET stream
+//!
+//! One reader at a time per session: a new GET **replaces** the previous one, whose response
+//! ends. Replacing (rather than refusing with 409) means a client whose connection died
+//! without the server noticing can always reconnect. Messages sent while no GET is open wait
+//! in the stream's log and go out on the next GET.
+//!
+//! # Security
+//!
+//! [`HttpConfig`] binds 127.0.0.1 unless told otherwise, accepts only `Host` values and
+//! `Origin`s on loopback unless more are allowed (403 otherwise: DNS-rebinding protection),
+//! limits request bodies (413), and can authenticate every request with a hook whose
+//! principal owns the tasks it creates and the sessions it opens.
+
+mod headers;
+mod sse;
+
+use crate::error::Error;
+use crate::jsonrpc::{self, ErrorObject, Message, Request, RequestId, Response};
+use crate::router::{META_PROTOCOL_VERSION, Session};
+use crate::server::Server;
+use crate::transport::TransportError;
+use crate::wire::v2025_11_25;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response as HttpResponse};
+use serde_json::Value;
+use sse::{CancelOnDrop, EventLog, LiveSse, Out, spawn_request};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// The session header of 2025-11-25.
+const SESSION_ID: &str = "mcp-session-id";
+/// The header a client resumes a stream with.
+const LAST_EVENT_ID: &str = "last-event-id";
+/// Finished request streams kept per session for resumption, beyond the live ones.
+const FINISHED_STREAMS_KEPT: usize = 32;
+/// Stateful protocol versions that are not supported but still recognised as stateful.
+const OLD_STATEFUL: [&str; 1] = ["2024-11-05"];
+
+/// Decides who makes a request, from its headers (a bearer token, say).
+///
+/// `Ok(Some(principal))` for an authenticated caller, `Ok(None)` for an anonymous one (allow
+/// it only if the server is meant to be open), `Err` to refuse the request. Tasks belong to the
+/// principal that created them: no other principal can read, answer or cancel them.
+pub type Authenticator = Arc<dyn Fn(&HeaderMap) -> Result<Option<String>, AuthError> + Send + Sync>;
+
+/// Why an [`Authenticator`] refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// No or invalid credentials: HTTP 401, with a `WWW-Authenticate` challenge if given.
+    #[error("unauthorized: {message}")]
+    Unauthorized {
+        /// What was wrong, for the client.
+        message: String,
+        /// The `WWW-Authenticate` header value, e.g. `Bearer realm="mcp"`.
+        challenge: Option<String>,
+    },
+    /// Valid credentials without access: HTTP 403.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+}
+
+impl AuthError {
+    /// A 401 with a `Bearer` challenge.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::Unauthorized {
+            message: message.into(),
+            challenge: Some("Bearer".into()),
+        }
+    }
+}
+
+/// Settings of the HTTP transport. Every setting has a safe default.
+#[derive(Clone)]
+pub struct HttpConfig {
+    bind: SocketAddr,
+    path: String,
+    allowed_origins: Vec<String>,
+    allowed_hosts: Vec<String>,
+    any_host: bool,
+    body_limit: usize,
+    authenticator: Option<Authenticator>,
+    event_buffer: usize,
+    retry: Duration,
+    keep_alive: Option<Duration>,
+    max_sessions: usize,
+    session_idle: Duration,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("bind", &self.bind)
+            .field("path", &self.path)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("any_host", &self.any_host)
+            .field("body_limit", &self.body_limit)
+            .field("authenticator", &self.authenticator.is_some())
+            .field("event_buffer", &self.event_buffer)
+            .field("max_sessions", &self.max_sessions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            path: "/mcp".into(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            any_host: false,
+            body_limit: 4 * 1024 * 1024,
+            authenticator: None,
+            event_buffer: 256,
+            retry: Duration::from_secs(1),
+            keep_alive: Some(Duration::from_secs(15)),
+            max_sessions: 10_000,
+            session_idle: Duration::from_secs(30 * 60),
+            shutdown: CancellationToken::new(),
+        }
+    }
+}
+
+impl HttpConfig {
+    /// The defaults: `127.0.0.1` on a free port, path `/mcp`, loopback `Host`s and `Origin`s
+    /// only, 4 MiB bodies, no authentication, 256 events kept per stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the address [`Server::serve_http`] listens on (port 0 picks a free port).
+    pub fn bind(mut self, addr: impl Into<SocketAddr>) -> Self {
+        self.bind = addr.into();
+        self
+    }
+
+    /// Sets the endpoint's path (default `/mcp`).
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path = path.into();
+        self
+    }
+
+    /// Also accepts requests whose `Origin` is exactly `origin` (`https://app.example.com`).
+    /// Origins on loopback (`localhost`, `127.0.0.1`, `[::1]`, any port) are always accepted;
+    /// requests without `Origin` (not from a browser) too.
+    pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
+        self.allowed_origins.push(origin.into());
+        self
+    }
+
+    /// Also accepts requests whose `Host` is `host` (a name, optionally with `:port`).
+    /// Loopback hosts are always accepted. Needed when serving on a non-loopback address.
+    pub fn allow_host(mut self, host: impl Into<String>) -> Self {
+        self.allowed_hosts.push(host.into().to_ascii_lowercase());
+        self
+    }
+
+    /// Accepts any `Host` (behind a reverse proxy that checks it, say). `Origin` is still checked.
+    pub fn allow_any_host(mut self) -> Self {
+        self.any_host = true;
+        self
+    }
+
+    /// Sets the largest request body accepted (default 4 MiB); larger ones get 413.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// Authenticates every request; see [`Authenticator`].
+    pub fn authenticator<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&HeaderMap) -> Result<Option<String>, AuthError> + Send + Sync + 'static,
+    {
+        self.authenticator = Some(Arc::new(f));
+        self
+    }
+
+    /// Sets how many events each stateful stream keeps for resumption (default 256).
+    pub fn event_buffer(mut self, events: usize) -> Self {
+        self.event_buffer = events.max(1);
+        self
+    }
+
+    /// Sets the reconnection delay announced in `retry:` (default 1 s).
+    pub fn sse_retry(mut self, retry: Duration) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets how often an idle GET stream sends a keep-alive comment (default 15 s; `None`
+    /// for never).
+    pub fn keep_alive(mut self, every: Option<Duration>) -> Self {
+        self.keep_alive = every;
+        self
+    }
+
+    /// Sets how many stateful sessions may exist at once (default 10 000); `initialize`
+    /// beyond that gets 503 once idle sessions have been dropped.
+    pub fn max_sessions(mut self, n: usize) -> Self {
+        self.max_sessions = n.max(1);
+        self
+    }
+
+    /// Sets how long a stateful session with nothing running and no open stream is kept
+    /// (default 30 minutes).
+    pub fn session_idle_timeout(mut self, idle: Duration) -> Self {
+        self.session_idle = idle;
+        self
+    }
+
+    /// Ends the GET and `subscriptions/listen` streams when `token` is cancelled, so that a
+    /// graceful shutdown of a server this router is mounted in does not wait for them.
+    /// [`Server::serve_http`] does this itself.
+    pub fn shutdown_signal(mut self, token: CancellationToken) -> Self {
+        self.shutdown = token;
+        self
+    }
+}
+
+/// A running standalone HTTP server, from [`Server::serve_http`].
+#[derive(Debug)]
+pub struct HttpHandle {
+    local_addr: SocketAddr,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl HttpHandle {
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The endpoint's URL on the listening address, e.g. `http://127.0.0.1:4242/mcp`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.local_addr)
+    }
+
+    /// Stops accepting connections, ends the GET streams, lets in-flight requests finish
+    /// their responses, and returns once every connection is closed.
+    pub async fn shutdown(self) -> Result<(), TransportError> {
+        self.shutdown.cancel();
+        self.wait().await
+    }
+
+    /// Waits until the server stops (after [`HttpHandle::shutdown`] from a clone of its
+    /// token, or an I/O error).
+    pub async fn wait(self) -> Result<(), TransportError> {
+        match self.task.await {
+            Ok(result) => result.map_err(TransportError::Io),
+            Err(e) => Err(TransportError::Io(std::io::Error::other(e))),
+        }
+    }
+}
+
+impl Server {
+    /// The MCP endpoint as an axum [`Router`], to serve or to mount in an application.
+    ///
+    /// Serve it with `TCP_NODELAY` on accepted sockets (as [`Server::serve_http`] does):
+    /// SSE events are small writes that must not wait on Nagle's algorithm.
+    pub fn http_router(&self, config: HttpConfig) -> Router {
+        let path = config.path.clone();
+        let limit = config.body_limit;
+        let app = Arc::new(App {
+            server: self.clone(),
+            config,
+            sessions: Mutex::new(HashMap::new()),
+            epoch: Instant::now(),
+        });
+        Router::new()
+            .route(&path, axum::routing::post(post).get(get).delete(delete))
+            .layer(DefaultBodyLimit::max(limit))
+            .with_state(app)
+    }
+
+    /// Serves the MCP endpoint on `config`'s address until [`HttpHandle::shutdown`].
+    pub async fn serve_http(&self, config: HttpConfig) -> Result<HttpHandle, TransportError> {
+        use axum::serve::ListenerExt as _;
+        let listener = tokio::net::TcpListener::bind(config.bind).await?;
+        let local_addr = listener.local_addr()?;
+        let shutdown = config.shutdown.clone();
+        let router = self.http_router(config);
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            }
+        });
+        let stop = shutdown.clone();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        });
+        tracing::debug!(%local_addr, "serving MCP over HTTP");
+        Ok(HttpHandle {
+            local_addr,
+            shutdown,
+            task,
+        })
+    }
+}
+
+struct App {
+    server: Server,
+    config: HttpConfig,
+    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    epoch: Instant,
+}
+
+/// A 2025-11-25 session over HTTP.
+struct HttpSession {
+    session: Session,
+    principal: Option<String>,
+    version: &'static str,
+    streams: Mutex<Streams>,
+    /// Fires when the session ends; stops its GET stream and its outbound pump.
+    closed: CancellationToken,
+    /// Requests running and streams open; a session with none is idle.
+    active: AtomicUsize,
+    last_seen: AtomicU64,
+}
+
+/// The stream logs of a session: number 0 is the GET stream, the others belong to POSTs.
+struct Streams {
+    next: u64,
+    logs: HashMap<u64, Arc<EventLog>>,
+    finished: VecDeque<u64>,
+}
+
+/// Counts one activity on a session for as long as it lives.
+struct Active(Arc<HttpSession>);
+
+impl Active {
+    fn new(session: &Arc<HttpSession>) -> Self {
+        session.active.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(session))
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl App {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_secs()
+    }
+
+    /// Checks `Host` and `Origin` (DNS-rebinding protection) and authenticates.
+    fn admit(&self, headers: &HeaderMap) -> Result<Option<String>, Refused> {
+        if !self.config.any_host
+            && let Some(host) = headers.get(header::HOST)
+        {
+            let host = host.to_str().unwrap_or_default().to_ascii_lowercase();
+            let ok = is_loopback_host(&host)
+                || self
+                    .config
+                    .allowed_hosts
+                    .iter()
+                    .any(|a| *a == host || host_name(&host) == a);
+            if !ok {
+                tracing::debug!(%host, "request refused: Host not allowed");
+                return Err(Refused::new(StatusCode::FORBIDDEN, "Host not allowed"));
+            }
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or_default();
+            let ok = is_loopback_origin(origin)
+                || self.config.allowed_origins.iter().any(|a| a == origin);
+            if !ok {
+                tracing::debug!(%origin, "request refused: Origin not allowed");
+                return Err(Refused::new(StatusCode::FORBIDDEN, "Origin not allowed"));
+            }
+        }
+        match &self.config.authenticator {
+            None => Ok(None),
+            Some(auth) => auth(headers).map_err(|e| {
+                let (status, challenge) = match &e {
+                    AuthError::Unauthorized { challenge, .. } => {
+                        (StatusCode::UNAUTHORIZED, challenge.clone())
+                    }
+                    AuthError::Forbidden(_) => (StatusCode::FORBIDDEN, None),
+                };
+                Refused {
+                    status,
+                    message: e.to_string(),
+                    challenge,
+                }
+            }),
+        }
+    }
+
+    /// The session with this id, if it exists and belongs to `principal`.
+    fn session(&self, id: &str, principal: &Option<String>) -> Option<Arc<HttpSession>> {
+        let found = self
+            .sessions
+            .lock()
+            .expect("sessions lock")
+            .get(id)
+            .cloned()
+            .filter(|s| s.principal == *principal)?;
+        found.last_seen.store(self.now(), Ordering::Relaxed);
+        Some(found)
+    }
+
+    /// Registers a new session; `None` when there is no room even after dropping idle ones.
+    fn register(&self, session: Arc<HttpSession>) -> Option<String> {
+        let mut sessions = self.sessions.lock().expect("sessions lock");
+        if sessions.len() >= self.config.max_sessions {
+            let now = self.now();
+            let idle = self.config.session_idle.as_secs();
+            sessions.retain(|_, s| {
+                let keep = s.active.load(Ordering::Relaxed) > 0
+                    || now.saturating_sub(s.last_seen.load(Ordering::Relaxed)) < idle;
+                if !keep {
+                    s.end();
+                }
+                keep
+            });
+            if sessions.len() >= self.config.max_sessions {
+                return None;
+            }
+        }
+        let id = crate::task::random_id();
+        sessions.insert(id.clone(), session);
+        Some(id)
+    }
+
+    fn remove(&self, id: &str) -> Option<Arc<HttpSession>> {
+        self.sessions.lock().expect("sessions lock").remove(id)
+    }
+}
+
+impl HttpSession {
+    fn end(&self) {
+        self.closed.cancel();
+        self.session.close();
+    }
+
+    fn log(&self, id: u64) -> Option<Arc<EventLog>> {
+        self.streams
+            .lock()
+            .expect("streams lock")
+            .logs
+            .get(&id)
+            .cloned()
+    }
+
+    /// Opens the log of a new POST stream.
+    fn new_stream(&self, capacity: usize) -> Arc<EventLog> {
+        let mut streams = self.streams.lock().expect("streams lock");
+        let id = streams.next;
+        streams.next += 1;
+        let log = Arc::new(EventLog::new(id, capacity));
+        streams.logs.insert(id, Arc::clone(&log));
+        log
+    }
+
+    /// Keeps a finished POST stream for resumption, dropping the oldest finished ones.
+    fn stream_finished(&self, id: u64) {
+        let mut streams = self.streams.lock().expect("streams lock");
+        streams.finished.push_back(id);
+        while streams.finished.len() > FINISHED_STREAMS_KEPT {
+            if let Some(old) = streams.finished.pop_front() {
+                streams.logs.remove(&old);
+            }
+        }
+    }
+}
+
+/// A request refused before its body is read.
+struct Refused {
+    status: StatusCode,
+    message: String,
+    challenge: Option<String>,
+}
+
+impl Refused {
+    fn new(status: StatusCode, message: &str) -> Self {
+        Self {
+            status,
+            message: message.to_owned(),
+            challenge: None,
+        }
+    }
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> HttpResponse {
+        let mut response = plain_error(self.status, &self.message);
+        if let Some(c) = self.challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, c);
+        }
+        response
+    }
+}
+
+fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    host.rsplit_once(':').map_or(host, |(h, port)| {
+        if port.bytes().all(|b| b.is_ascii_digit()) {
+            h
+        } else {
+            host
+        }
+    })
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    let name = host_name(host);
+    matches!(name, "localhost" | "127.0.0.1" | "::1")
+}
+
+fn is_loopback_origin(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    !rest.contains('/') && is_loopback_host(&rest.to_ascii_lowercase())
+}
+
+/// A JSON-RPC error without id, for refusals before a message is read.
+fn plain_error(status: StatusCode, message: &str) -> HttpResponse {
+    let response = Response::error(None, ErrorObject::new(jsonrpc::INVALID_REQUEST, message));
+    json(status, &response)
+}
+
+fn json(status: StatusCode, response: &Response) -> HttpResponse {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        response.to_value().to_string(),
+    )
+        .into_response()
+}
+
+fn error_response(status: StatusCode, id: Option<RequestId>, error: Error) -> HttpResponse {
+    json(status, &Response::error(id, error.into()))
+}
+
+/// The HTTP status of a 2026-07-28 response.
+fn stateless_status(response: &Response) -> StatusCode {
+    match &response.outcome {
+        Ok(_) => StatusCode::OK,
+        Err(e) => match e.code {
+            jsonrpc::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+            jsonrpc::PARSE_ERROR
+            | jsonrpc::INVALID_REQUEST
+            | jsonrpc::INVALID_PARAMS
+            | jsonrpc::HEADER_MISMATCH
+            | jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY
+            | jsonrpc::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
+            _ => StatusCode::OK,
+        },
+    }
+}
+
+fn sse_response(body: Body, session_id: Option<&str>) -> HttpResponse {
+    let mut response = HttpResponse::new(body);
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
+    if let Some(v) = session_id.and_then(|s| HeaderValue::from_str(s).ok()) {
+        h.insert(HeaderName::from_static(SESSION_ID), v);
+    }
+    response
+}
+
+fn is_stateful_version(v: &str) -> bool {
+    v2025_11_25::SUPPORTED.contains(&v) || OLD_STATEFUL.contains(&v)
+}
+
+/// `true` for a request of the stateless era: the 2026 `_meta`, or a version header that no
+/// stateful revision has.
+fn is_stateless(request: &Request, version: Option<&str>) -> bool {
+    let has_meta = request
+        .params
+        .as_ref()
+        .and_then(|p| p.get("_meta"))
+        .and_then(Value::as_object)
+        .is_some_and(|m| {
+            m.contains_key(META_PROTOCOL_VERSION)
+                || m.keys().any(|k| k.starts_with("io.modelcontextprotocol/"))
+        });
+    has_meta
+        || version.is_some_and(|v| !is_stateful_version(v))
+        || request.method == "server/discover"
+}
+
+async fn post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> HttpResponse {
+    let principal = match app.admit(&headers) {
+        Ok(p) => p,
+        Err(refused) => return refused.into_response(),
+    };
+    if let Some(ct) = headers.get(header::CONTENT_TYPE)
+        && !ct
+            .to_str()
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+            .starts_with("application/json")
+    {
+        return plain_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        );
+    }
+    let message = match std::str::from_utf8(&body)
+        .map_err(|_| {
+            Response::error(
+                None,
+                ErrorObject::new(jsonrpc::PARSE_ERROR, "parse error: body is not UTF-8"),
+            )
+        })
+        .and_then(Message::parse)
+    {
+        Ok(m) => m,
+        Err(error) => return json(StatusCode::BAD_REQUEST, &error),
+    };
+    let version = match headers::text(&headers, headers::PROTOCOL_VERSION) {
+        Ok(v) => v.map(str::to_owned),
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, None, e),
+    };
+    let session_id = headers
+        .get(SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    match message {
+        Message::Request(request) => {
+            tracing::debug!(method = %request.method, id = %request.id, "HTTP request");
+            if is_stateless(&request, version.as_deref()) {
+                return stateless(&app, &headers, principal, request).await;
+            }
+            let Some(session_id) = session_id else {
+                if request.method == "initialize" {
+                    return initialize(&app, principal, request).await;
+                }
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    Some(request.id),
+                    Error::InvalidRequest(
+                        "missing Mcp-Session-Id header: send `initialize` first, or use the 2026-07-28 `_meta`"
+                            .into(),
+                    ),
+                );
+            };
+            let Some(session) = app.session(&session_id, &principal) else {
+                return session_not_found(Some(request.id));
+            };
+            if let Err(e) = check_session_version(&session, version.as_deref()) {
+                return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
+            }
+            stateful(&app, session, request).await
+        }
+        other => {
+            let Some(session_id) = session_id else {
+                let stateless_client = version.as_deref().is_some_and(|v| !is_stateful_version(v));
+                return if stateless_client && matches!(other, Message::Notification(_)) {
+                    StatusCode::ACCEPTED.into_response()
+                } else {
+                    error_response(
+                        StatusCode::BAD_REQUEST,
+                        None,
+                        Error::InvalidRequest("missing Mcp-Session-Id header".into()),
+                    )
+                };
+            };
+            let Some(session) = app.session(&session_id, &principal) else {
+                return session_not_found(None);
+            };
+            if let Err(e) = check_session_version(&session, version.as_deref()) {
+                return error_response(StatusCode::BAD_REQUEST, None, e);
+            }
+            session.session.handle(other).await;
+            StatusCode::ACCEPTED.into_response()
+        }
+    }
+}
+
+fn session_not_found(id: Option<RequestId>) -> HttpResponse {
+    error_response(
+        StatusCode::NOT_FOUND,
+        id,
+        Error::InvalidRequest(
+            "session not found: it ended or never existed; initialize again".into(),
+        ),
+    )
+}
+
+/// A request on a session must name the session's version, if it names one (else 400).
+fn check_session_version(session: &HttpSession, version: Option<&str>) -> Result<(), Error> {
+    match version {
+        Some(v) if v != session.version => Err(Error::InvalidRequest(format!(
+            "MCP-Protocol-Version {v:?} does not match the session's {:?}",
+            session.version
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// A 2026-07-28 request: checked headers, a fresh session, JSON or a cancellable stream.
+async fn stateless(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    principal: Option<String>,
+    request: Request,
+) -> HttpResponse {
+    if let Err(e) = headers::check_stateless(&app.server, headers, &request) {
+        tracing::debug!(error = %e, "header mismatch");
+        return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
+    }
+    if request.method == "initialize" {
+        // The stateless era has no handshake; the router would read it as a 2025 one.
+        let error = Error::MethodNotFound("initialize".into());
+        return error_response(StatusCode::NOT_FOUND, Some(request.id), error);
+    }
+    let listen = request.method == "subscriptions/listen";
+    let (session, _outbound) = app.server.session_for(principal);
+    let mut guard = CancelOnDrop::new(session.clone(), request.id.clone());
+    let mut out = spawn_request(session, request);
+    match out.recv().await {
+        Some(Out::Done(Some(response))) => {
+            guard.disarm();
+            json(stateless_status(&response), &response)
+        }
+        Some(Out::Done(None)) | None => {
+            guard.disarm();
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Some(Out::Message(first)) => {
+            let stop = listen.then(|| app.config.shutdown.clone());
+            sse_response(Body::new(LiveSse::new(first, out, guard, stop)), None)
+        }
+    }
+}
+
+/// `initialize` without a session: opens one if the handshake succeeds.
+async fn initialize(app: &Arc<App>, principal: Option<String>, request: Request) -> HttpResponse {
+    let id = request.id.clone();
+    let (session, outbound) = app.server.session_for(principal.clone());
+    let Some(response) = session.handle_request(request).await else {
+        return StatusCode::NO_CONTENT.into_response();
+    };
+    let version = session.protocol_version();
+    let (true, Some(version)) = (response.outcome.is_ok(), version) else {
+        session.close();
+        return json(StatusCode::BAD_REQUEST, &response);
+    };
+    let closed = app.config.shutdown.child_token();
+    let standalone = Arc::new(EventLog::new(0, app.config.event_buffer));
+    let http_session = Arc::new(HttpSession {
+        session,
+        principal,
+        version,
+        streams: Mutex::new(Streams {
+            next: 1,
+            logs: HashMap::from([(0, Arc::clone(&standalone))]),
+            finished: VecDeque::new(),
+        }),
+        closed: closed.clone(),
+        active: AtomicUsize::new(0),
+        last_seen: AtomicU64::new(app.now()),
+    });
+    let Some(session_id) = app.register(Arc::clone(&http_session)) else {
+        http_session.end();
+        return error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(id),
+            Error::Internal("too many sessions".into()),
+        );
+    };
+    // Messages the server sends on its own go to the GET stream's log.
+    tokio::spawn(async move {
+        let mut outbound = outbound;
+        loop {
+            tokio::select! {
+                message = outbound.recv() => match message {
+                    Some(m) => standalone.push(&m),
+                    None => break,
+                },
+                () = closed.cancelled() => break,
+            }
+        }
+        standalone.finish();
+    });
+    tracing::debug!(session = %session_id, %version, "session opened");
+    let mut http = json(StatusCode::OK, &response);
+    if let Ok(v) = HeaderValue::from_str(&session_id) {
+        http.headers_mut()
+            .insert(HeaderName::from_static(SESSION_ID), v);
+    }
+    http
+}
+
+/// A request on a 2025-11-25 session: JSON, or a resumable stream that outlives the
+/// connection.
+async fn stateful(app: &Arc<App>, session: Arc<HttpSession>, request: Request) -> HttpResponse {
+    let active = Active::new(&session);
+    let mut out = spawn_request(session.session.clone(), request);
+    let first = match out.recv().await {
+        Some(Out::Done(Some(response))) => return json(StatusCode::OK, &response),
+        Some(Out::Done(None)) | None => return StatusCode::NO_CONTENT.into_response(),
+        Some(Out::Message(first)) => first,
+    };
+    let log = session.new_stream(app.config.event_buffer);
+    log.push(&first);
+    let pump_log = Arc::clone(&log);
+    let pump_session = Arc::clone(&session);
+    tokio::spawn(async move {
+        let _active = active;
+        while let Some(item) = out.recv().await {
+            match item {
+                Out::Message(m) => pump_log.push(&m),
+                Out::Done(response) => {
+                    if let Some(r) = response {
+                        pump_log.push(&r.to_value().to_string());
+                    }
+                    break;
+                }
+            }
+        }
+        pump_log.finish();
+        pump_session.stream_finished(pump_log.id);
+    });
+    // A POST stream ends when its response is sent, not at shutdown: in-flight requests finish.
+    let body = log.follow(1, app.config.retry, None, CancellationToken::new());
+    sse_response(Body::new(body), None)
+}
+
+async fn get(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse {
+    let principal = match app.admit(&headers) {
+        Ok(p) => p,
+        Err(refused) => return refused.into_response(),
+    };
+    let Some(session_id) = headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) else {
+        let version = headers::text(&headers, headers::PROTOCOL_VERSION)
+            .ok()
+            .flatten();
+        if version.is_some_and(is_stateful_version) {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                None,
+                Error::InvalidRequest("missing Mcp-Session-Id header".into()),
+            );
+        }
+        return method_not_allowed();
+    };
+    let Some(session) = app.session(session_id, &principal) else {
+        return session_not_found(None);
+    };
+    let accepts_sse = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream") || v.contains("*/*"));
+    if !accepts_sse {
+        return plain_error(
+            StatusCode::NOT_ACCEPTABLE,
+            "a GET stream needs Accept: text/event-stream",
+        );
+    }
+    let (log, from) = match headers.get(LAST_EVENT_ID).and_then(|v| v.to_str().ok()) {
+        None => {
+            let Some(log) = session.log(0) else {
+                return session_not_found(None);
+            };
+            let from = log.undelivered();
+            (log, from)
+        }
+        Some(last) => {
+            let parsed = last
+                .trim()
+                .split_once('-')
+                .and_then(|(s, n)| Some((s.parse::<u64>().ok()?, n.parse::<u64>().ok()?)));
+            let found = parsed.and_then(|(s, n)| {
+                session
+                    .log(s)
+                    .filter(|log| log.knows(n))
+                    .map(|log| (log, n + 1))
+            });
+            match found {
+                Some(f) => f,
+                None => {
+                    return plain_error(
+                        StatusCode::BAD_REQUEST,
+                        "unknown or expired Last-Event-ID",
+                    );
+                }
+            }
+        }
+    };
+    tracing::debug!(session = %session_id, stream = log.id, from, "GET stream");
+    let stop = if log.id == 0 || !log.is_done() {
+        session.closed.clone()
+    } else {
+        CancellationToken::new()
+    };
+    let active = Active::new(&session);
+    let body = log.follow(from, app.config.retry, app.config.keep_alive, stop);
+    let body = Body::new(WithGuard {
+        body,
+        _guard: active,
+    });
+    sse_response(body, None)
+}
+
+/// A body that keeps a value alive as long as it is being sent.
+struct WithGuard<B, G> {
+    body: B,
+    _guard: G,
+}
+
+impl<B: http_body::Body + Unpin, G: Unpin> http_body::Body for WithGuard<B, G> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+}
+
+async fn delete(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse {
+    let principal = match app.admit(&headers) {
+        Ok(p) => p,
+        Err(refused) => return refused.into_response(),
+    };
+    let Some(session_id) = headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) else {
+        return method_not_allowed();
+    };
+    if app.session(session_id, &principal).is_none() {
+        return session_not_found(None);
+    }
+    if let Some(session) = app.remove(session_id) {
+        session.end();
+        tracing::debug!(session = %session_id, "session ended by the client");
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+fn method_not_allowed() -> HttpResponse {
+    let mut response = plain_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this endpoint takes POST (GET and DELETE need a 2025-11-25 session)",
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_and_origins() {
+        for host in [
+            "localhost",
+            "localhost:3000",
+            "127.0.0.1:9",
+            "[::1]:80",
+            "[::1]",
+        ] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in [
+            "evil.example.com",
+            "evil.example.com:80",
+            "127.0.0.2",
+            "localhost.evil",
+        ] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+        assert!(is_loopback_origin("http://localhost:5173"));
+        assert!(is_loopback_origin("https://127.0.0.1"));
+        assert!(!is_loopback_origin("http://evil.example.com"));
+        assert!(!is_loopback_origin("null"));
+        assert!(!is_loopback_origin("http://localhost.evil.com"));
+    }
+
+    #[test]
+    fn stateless_is_decided_by_meta_or_version_header() {
+        let request = |params: Value| Request {
+            id: 1.into(),
+            method: "tools/list".into(),
+            params: Some(params),
+        };
+        let meta = serde_json::json!({"_meta": {META_PROTOCOL_VERSION: "2026-07-28"}});
+        assert!(is_stateless(&request(meta), None));
+        assert!(is_stateless(
+            &request(serde_json::json!({})),
+            Some("2026-07-28")
+        ));
+        assert!(is_stateless(&request(serde_json::json!({})), Some("v999")));
+        assert!(!is_stateless(
+            &request(serde_json::json!({})),
+            Some("2025-11-25")
+        ));
+        assert!(!is_stateless(&request(serde_json::json!({})), None));
+    }
+}

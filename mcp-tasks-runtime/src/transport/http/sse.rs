@@ -1,0 +1,444 @@
+//! Server-sent events: framing, response bodies, and the bounded per-stream event logs that
+//! let a 2025-11-25 client resume a dropped stream with `Last-Event-ID`.
+//!
+//! Every event is framed completely before it is handed to hyper as one data frame, so it
+//! goes out in one write.
+
+use crate::jsonrpc::{RequestId, Response};
+use crate::router::Session;
+use axum::body::Bytes;
+use http_body::Frame;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// One event: an optional id and one JSON-RPC message.
+pub(crate) fn event(id: Option<&str>, data: &str) -> Bytes {
+    let mut s = String::with_capacity(data.len() + 32);
+    if let Some(id) = id {
+        s.push_str("id: ");
+        s.push_str(id);
+        s.push('\n');
+    }
+    s.push_str("data: ");
+    s.push_str(data);
+    s.push_str("\n\n");
+    Bytes::from(s)
+}
+
+/// The priming event: an id to resume from, the reconnection delay, and empty data.
+pub(crate) fn priming(id: &str, retry: Duration) -> Bytes {
+    Bytes::from(format!(
+        "id: {id}\nretry: {}\ndata: \n\n",
+        retry.as_millis()
+    ))
+}
+
+/// A comment that keeps idle connections (and proxies) from timing out.
+const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+
+/// What a running request produces: messages for its stream, then its response.
+#[derive(Debug)]
+pub(crate) enum Out {
+    /// A notification or a server-to-client request for the request's stream.
+    Message(String),
+    /// The response; `None` when the request was cancelled and must not be answered.
+    Done(Option<Response>),
+}
+
+/// Runs one request in its own task so that neither a dropped connection nor a slow reader
+/// can stop it half-way; its messages and response arrive on the returned receiver.
+pub(crate) fn spawn_request(
+    session: Session,
+    request: crate::jsonrpc::Request,
+) -> mpsc::UnboundedReceiver<Out> {
+    let (out, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let (note_tx, mut notes) = mpsc::unbounded_channel();
+        let call = session.handle_request_on(request, Some(note_tx));
+        tokio::pin!(call);
+        let response = loop {
+            tokio::select! {
+                biased;
+                Some(message) = notes.recv() => {
+                    let _ = out.send(Out::Message(message));
+                }
+                response = &mut call => break response,
+            }
+        };
+        while let Ok(message) = notes.try_recv() {
+            let _ = out.send(Out::Message(message));
+        }
+        let _ = out.send(Out::Done(response));
+    });
+    rx
+}
+
+/// Cancels a request when dropped while armed: the client closed the response stream of a
+/// 2026-07-28 request, which is how that revision cancels over HTTP.
+#[derive(Debug)]
+pub(crate) struct CancelOnDrop {
+    session: Session,
+    id: RequestId,
+    armed: bool,
+}
+
+impl CancelOnDrop {
+    pub(crate) fn new(session: Session, id: RequestId) -> Self {
+        Self {
+            session,
+            id,
+            armed: true,
+        }
+    }
+
+    /// The request finished; dropping the guard no longer cancels it.
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::debug!(id = %self.id, "response stream closed: request cancelled");
+            self.session.cancel_request(&self.id);
+        }
+    }
+}
+
+/// The SSE body of a 2026-07-28 request: its messages, then its response. Dropping it before
+/// the response cancels the request.
+pub(crate) struct LiveSse {
+    pending: Option<Bytes>,
+    out: mpsc::UnboundedReceiver<Out>,
+    guard: CancelOnDrop,
+    /// Ends the stream early at shutdown (for streams that never end on their own).
+    stop: Option<Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>>,
+    done: bool,
+}
+
+impl LiveSse {
+    pub(crate) fn new(
+        first: String,
+        out: mpsc::UnboundedReceiver<Out>,
+        guard: CancelOnDrop,
+        stop: Option<CancellationToken>,
+    ) -> Self {
+        Self {
+            pending: Some(event(None, &first)),
+            out,
+            guard,
+            stop: stop.map(|s| Box::pin(s.cancelled_owned())),
+            done: false,
+        }
+    }
+}
+
+impl http_body::Body for LiveSse {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = &mut *self;
+        if let Some(bytes) = this.pending.take() {
+            return Poll::Ready(Some(Ok(Frame::data(bytes))));
+        }
+        if this.done {
+            return Poll::Ready(None);
+        }
+        match this.out.poll_recv(cx) {
+            Poll::Ready(Some(Out::Message(m))) => {
+                Poll::Ready(Some(Ok(Frame::data(event(None, &m)))))
+            }
+            Poll::Ready(Some(Out::Done(response))) => {
+                this.guard.disarm();
+                this.done = true;
+                Poll::Ready(
+                    response.map(|r| Ok(Frame::data(event(None, &r.to_value().to_string())))),
+                )
+            }
+            Poll::Ready(None) => {
+                this.done = true;
+                Poll::Ready(None)
+            }
+            Poll::Pending => match this.stop.as_mut().map(|s| s.as_mut().poll(cx)) {
+                Some(Poll::Ready(())) => {
+                    this.done = true;
+                    Poll::Ready(None)
+                }
+                _ => Poll::Pending,
+            },
+        }
+    }
+}
+
+/// The SSE body of a stream read from an [`EventLog`] by a forwarding task.
+pub(crate) struct ChannelSse {
+    rx: mpsc::Receiver<Bytes>,
+}
+
+impl ChannelSse {
+    pub(crate) fn new(rx: mpsc::Receiver<Bytes>) -> Self {
+        Self { rx }
+    }
+}
+
+impl http_body::Body for ChannelSse {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.rx
+            .poll_recv(cx)
+            .map(|b| b.map(|bytes| Ok(Frame::data(bytes))))
+    }
+}
+
+/// The bounded log of one SSE stream of a 2025-11-25 session.
+///
+/// Writers append; at most one reader (an open HTTP response) follows it at a time, and a new
+/// reader supersedes the old one. Events stay in the log after they are sent, up to its
+/// capacity, so a client that lost the connection can ask for them again.
+#[derive(Debug)]
+pub(crate) struct EventLog {
+    /// The stream number: the part of every event id before the `-`.
+    pub(crate) id: u64,
+    state: Mutex<LogState>,
+    changed: watch::Sender<u64>,
+}
+
+#[derive(Debug)]
+struct LogState {
+    events: VecDeque<(u64, Bytes)>,
+    capacity: usize,
+    next_seq: u64,
+    /// The highest sequence number handed to a reader.
+    delivered: u64,
+    /// The generation of the current reader; a reader of another generation stops.
+    reader: u64,
+    done: bool,
+}
+
+impl EventLog {
+    pub(crate) fn new(id: u64, capacity: usize) -> Self {
+        Self {
+            id,
+            state: Mutex::new(LogState {
+                events: VecDeque::new(),
+                capacity: capacity.max(1),
+                next_seq: 1,
+                delivered: 0,
+                reader: 0,
+                done: false,
+            }),
+            changed: watch::channel(0).0,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LogState> {
+        self.state.lock().expect("event log lock")
+    }
+
+    /// Appends one message; the oldest events go when the log is full.
+    pub(crate) fn push(&self, message: &str) {
+        {
+            let mut st = self.lock();
+            let seq = st.next_seq;
+            st.next_seq += 1;
+            let bytes = event(Some(&format!("{}-{seq}", self.id)), message);
+            st.events.push_back((seq, bytes));
+            while st.events.len() > st.capacity {
+                st.events.pop_front();
+            }
+        }
+        self.changed.send_modify(|v| *v += 1);
+    }
+
+    /// Marks the stream complete: readers end once they have sent everything.
+    pub(crate) fn finish(&self) {
+        self.lock().done = true;
+        self.changed.send_modify(|v| *v += 1);
+    }
+
+    /// `true` once the stream is complete.
+    pub(crate) fn is_done(&self) -> bool {
+        self.lock().done
+    }
+
+    /// `true` when `seq` is an event this log has issued or could still issue.
+    pub(crate) fn knows(&self, seq: u64) -> bool {
+        seq < self.lock().next_seq
+    }
+
+    /// The sequence number a new reader without `Last-Event-ID` starts at: the first event
+    /// no reader has taken yet.
+    pub(crate) fn undelivered(&self) -> u64 {
+        self.lock().delivered + 1
+    }
+
+    /// Starts following the log from `from` (a sequence number) with a forwarding task,
+    /// superseding the current reader. The body ends when the log is done and fully sent,
+    /// when `stop` fires, or when a newer reader takes over.
+    pub(crate) fn follow(
+        self: &std::sync::Arc<Self>,
+        from: u64,
+        retry: Duration,
+        keep_alive: Option<Duration>,
+        stop: CancellationToken,
+    ) -> ChannelSse {
+        let generation = {
+            let mut st = self.lock();
+            st.reader += 1;
+            st.reader
+        };
+        self.changed.send_modify(|v| *v += 1);
+        let (tx, rx) = mpsc::channel(1);
+        let log = std::sync::Arc::clone(self);
+        tokio::spawn(async move {
+            log.forward(generation, from, retry, keep_alive, tx, stop)
+                .await;
+        });
+        ChannelSse::new(rx)
+    }
+
+    async fn forward(
+        &self,
+        generation: u64,
+        mut cursor: u64,
+        retry: Duration,
+        keep_alive: Option<Duration>,
+        tx: mpsc::Sender<Bytes>,
+        stop: CancellationToken,
+    ) {
+        let prime = priming(&format!("{}-{}", self.id, cursor.saturating_sub(1)), retry);
+        if tx.send(prime).await.is_err() {
+            return;
+        }
+        let mut changes = self.changed.subscribe();
+        loop {
+            changes.borrow_and_update();
+            let (batch, finished) = {
+                let st = self.lock();
+                if st.reader != generation {
+                    return;
+                }
+                let batch: Vec<(u64, Bytes)> = st
+                    .events
+                    .iter()
+                    .filter(|(seq, _)| *seq >= cursor)
+                    .cloned()
+                    .collect();
+                (batch, st.done)
+            };
+            let caught_up = batch.is_empty();
+            for (seq, bytes) in batch {
+                if tx.send(bytes).await.is_err() {
+                    return;
+                }
+                cursor = seq + 1;
+                let mut st = self.lock();
+                st.delivered = st.delivered.max(seq);
+            }
+            if !caught_up {
+                continue;
+            }
+            if finished {
+                return;
+            }
+            let idle = async {
+                match keep_alive {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return },
+                () = tx.closed() => return,
+                () = stop.cancelled() => return,
+                () = idle => {
+                    if tx.send(Bytes::from_static(KEEP_ALIVE)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    async fn read_all(mut body: ChannelSse) -> String {
+        let mut text = String::new();
+        while let Some(b) = body.rx.recv().await {
+            text.push_str(std::str::from_utf8(&b).unwrap());
+        }
+        text
+    }
+
+    #[tokio::test]
+    async fn a_reader_gets_the_priming_event_then_everything_then_the_end() {
+        let log = Arc::new(EventLog::new(3, 8));
+        log.push("{\"a\":1}");
+        let body = log.follow(
+            1,
+            Duration::from_millis(500),
+            None,
+            CancellationToken::new(),
+        );
+        log.push("{\"b\":2}");
+        log.finish();
+        let text = read_all(body).await;
+        assert_eq!(
+            text,
+            "id: 3-0\nretry: 500\ndata: \n\nid: 3-1\ndata: {\"a\":1}\n\nid: 3-2\ndata: {\"b\":2}\n\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn resuming_replays_only_what_followed_the_last_event() {
+        let log = Arc::new(EventLog::new(1, 8));
+        for i in 0..4 {
+            log.push(&i.to_string());
+        }
+        log.finish();
+        let text = read_all(log.follow(3, Duration::ZERO, None, CancellationToken::new())).await;
+        assert!(text.starts_with("id: 1-2\n"), "{text}");
+        assert!(text.contains("id: 1-3\ndata: 2\n") && text.contains("id: 1-4\ndata: 3\n"));
+        assert!(!text.contains("data: 1\n"));
+    }
+
+    #[tokio::test]
+    async fn a_new_reader_supersedes_the_old_one_and_the_log_stays_bounded() {
+        let log = Arc::new(EventLog::new(0, 2));
+        let first = log.follow(1, Duration::ZERO, None, CancellationToken::new());
+        let _second = log.follow(1, Duration::ZERO, None, CancellationToken::new());
+        // The first reader ends on its own (after at most its priming event).
+        let text = read_all(first).await;
+        assert!(!text.contains("data: x"));
+        for m in ["x", "y", "z"] {
+            log.push(m);
+        }
+        log.finish();
+        let text = read_all(log.follow(1, Duration::ZERO, None, CancellationToken::new())).await;
+        assert!(
+            !text.contains("data: x\n") && text.contains("data: z\n"),
+            "{text}"
+        );
+    }
+}
