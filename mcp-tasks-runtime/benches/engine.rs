@@ -1,0 +1,191 @@
+//! Task engine benchmark: creates, `tasks/get` and memory per task as the store fills up.
+//!
+//! Whole requests go through a session (JSON parsing, the 2026-07-28 adapter, the engine and
+//! the in-memory store), without a transport.
+//!
+//! ```text
+//! cargo bench -p mcp-tasks-runtime --bench engine            # 1,000 and 100,000 stored tasks
+//! MCP_TASKS_BENCH_SIZES=1000,30000 cargo bench -p mcp-tasks-runtime --bench engine
+//! ```
+
+use mcp_tasks_runtime::model::{CallToolResult, Content, JsonObject, TaskSupport};
+use mcp_tasks_runtime::{Server, Session, Tool};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const MEASURE: Duration = Duration::from_secs(2);
+
+fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    })
+}
+
+fn server() -> Server {
+    Server::builder()
+        .tool(
+            Tool::new("quick", |_, args: JsonObject| async move {
+                let n = args.get("n").and_then(Value::as_u64).unwrap_or(0);
+                Ok(CallToolResult::success(vec![Content::text(n.to_string())]))
+            })
+            .task_support(TaskSupport::Optional),
+        )
+        .build()
+        .expect("server")
+}
+
+async fn create(session: &Session, n: u64) -> String {
+    let call = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                      "params": {"name": "quick", "arguments": {"n": n}, "_meta": meta()}});
+    let r: Value =
+        serde_json::from_str(&session.handle_text(&call.to_string()).await.unwrap()).unwrap();
+    r["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a task: {r}"))
+        .to_owned()
+}
+
+async fn get(session: &Session, id: &str) -> Value {
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get",
+                      "params": {"taskId": id, "_meta": meta()}});
+    serde_json::from_str(&session.handle_text(&call.to_string()).await.unwrap()).unwrap()
+}
+
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+/// Runs `op` from `workers` concurrent callers for [`MEASURE`] and returns operations/s.
+async fn rate<F, Fut>(workers: usize, op: F) -> f64
+where
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let op = Arc::clone(&op);
+        let done = Arc::clone(&done);
+        handles.push(tokio::spawn(async move {
+            let mut i = w as u64 * 1_000_000_000;
+            while start.elapsed() < MEASURE {
+                op(i).await;
+                i += 1;
+                done.fetch_add(1, Ordering::Relaxed);
+                // A transport would yield here; without it the callers starve the executors.
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+fn main() {
+    // Each size runs in a fresh process, so memory freed by one run does not hide the next
+    // one's growth.
+    if let Ok(one) = std::env::var("MCP_TASKS_BENCH_ONE") {
+        let size = one.parse().expect("a size");
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(run(size));
+        return;
+    }
+    let sizes: Vec<u64> = std::env::var("MCP_TASKS_BENCH_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1_000, 100_000]);
+    println!(
+        "| stored tasks | fill time | fill rate (creates/s, 64 callers) | memory per task (RSS) | tasks/get/s (16 callers) | creates/s (16 callers) |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for size in sizes {
+        let status = std::process::Command::new(std::env::current_exe().expect("bench binary"))
+            .env("MCP_TASKS_BENCH_ONE", size.to_string())
+            .status()
+            .expect("run one size");
+        assert!(status.success(), "size {size} failed");
+    }
+}
+
+async fn run(size: u64) {
+    {
+        let server = server();
+        let (session, _out) = server.session();
+        let before = rss_bytes();
+        let started = Instant::now();
+        let ids = Arc::new(tokio::sync::Mutex::new(Vec::with_capacity(size as usize)));
+        let next = Arc::new(AtomicU64::new(0));
+        let mut fillers = Vec::new();
+        for _ in 0..64 {
+            let session = session.clone();
+            let ids = Arc::clone(&ids);
+            let next = Arc::clone(&next);
+            fillers.push(tokio::spawn(async move {
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= size {
+                        break;
+                    }
+                    let id = create(&session, n).await;
+                    ids.lock().await.push(id);
+                    tokio::task::yield_now().await;
+                }
+            }));
+        }
+        for f in fillers {
+            f.await.unwrap();
+        }
+        let fill = started.elapsed();
+        // Let every task finish so the store holds settled tasks with results.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let per_task = rss_bytes().saturating_sub(before) as f64 / size as f64;
+        let ids: Arc<Vec<String>> = Arc::new(std::mem::take(&mut *ids.lock().await));
+        let get_rate = {
+            let session = session.clone();
+            let ids = Arc::clone(&ids);
+            rate(16, move |i| {
+                let session = session.clone();
+                let ids = Arc::clone(&ids);
+                async move {
+                    let id = &ids[(i.wrapping_mul(2_654_435_761) % ids.len() as u64) as usize];
+                    let r = get(&session, id).await;
+                    assert!(r["result"]["status"].is_string(), "{r}");
+                }
+            })
+            .await
+        };
+        let create_rate = {
+            let session = session.clone();
+            rate(16, move |i| {
+                let session = session.clone();
+                async move {
+                    create(&session, i).await;
+                }
+            })
+            .await
+        };
+        println!(
+            "| {size} | {:.2} s | {:.0} | {:.0} B | {get_rate:.0} | {create_rate:.0} |",
+            fill.as_secs_f64(),
+            size as f64 / fill.as_secs_f64(),
+            per_task
+        );
+    }
+}
