@@ -16,7 +16,7 @@ use crate::model::{InputRequest, JsonObject, LogLevel};
 use crate::session::{Connection, RequestAborted, Sink};
 use crate::store::{StoreError, TaskPage, TaskStore};
 use crate::task::{TaskProtocol, TaskRecord, TaskStatus, random_id};
-use crate::tool::{Tool, ToolFuture};
+use crate::tool::{Registry, RestartPolicy, Tool, ToolFuture};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -78,6 +78,7 @@ trait DynStore: Send + Sync {
         now: SystemTime,
         limit: usize,
     ) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+    fn unfinished(&self) -> BoxFuture<'_, Result<Vec<TaskRecord>, StoreError>>;
 }
 
 impl<S: TaskStore> DynStore for S {
@@ -108,6 +109,9 @@ impl<S: TaskStore> DynStore for S {
         limit: usize,
     ) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         Box::pin(TaskStore::expire(self, now, limit))
+    }
+    fn unfinished(&self) -> BoxFuture<'_, Result<Vec<TaskRecord>, StoreError>> {
+        Box::pin(TaskStore::unfinished(self))
     }
 }
 
@@ -823,6 +827,115 @@ impl Engine {
         }
     }
 
+    /// Settles the tasks an earlier process left unfinished: a tool declared
+    /// `on_restart = "rerun"` runs again from its stored arguments under the same id; every
+    /// other task (and any task whose tool no longer exists) ends `failed` with `-32603`.
+    /// Nothing is re-executed silently: each rerun is logged.
+    pub(crate) async fn recover(&self, registry: &Registry) -> Result<Recovery, Error> {
+        let mut report = Recovery::default();
+        for rec in self.store_unfinished().await? {
+            if self.live(&rec.id).is_some() {
+                continue;
+            }
+            match registry.get(&rec.tool) {
+                Some(tool) if tool.on_restart == RestartPolicy::Rerun => {
+                    self.rerun(tool.clone(), rec).await?;
+                    report.rerun += 1;
+                }
+                _ => {
+                    let retention = self.config.min_retention;
+                    let (_, changed) = self
+                        .update(&rec.id, |r| {
+                            if r.status.is_terminal() {
+                                return false;
+                            }
+                            r.status = TaskStatus::Failed;
+                            r.status_message =
+                                Some("The server restarted before the task finished.".into());
+                            r.outcome = Some(CallOutcome::Error(
+                                Error::Internal(
+                                    "the task was interrupted by a server restart".into(),
+                                )
+                                .into(),
+                            ));
+                            r.input_requests.clear();
+                            keep_readable(r, retention);
+                            true
+                        })
+                        .await?
+                        .unwrap_or((rec, false));
+                    if changed {
+                        report.failed += 1;
+                    }
+                }
+            }
+        }
+        if report.rerun + report.failed > 0 {
+            tracing::info!(
+                rerun = report.rerun,
+                failed = report.failed,
+                "settled tasks interrupted by a restart"
+            );
+        }
+        Ok(report)
+    }
+
+    async fn store_unfinished(&self) -> Result<Vec<TaskRecord>, Error> {
+        Ok(self.store.unfinished().await?)
+    }
+
+    async fn rerun(&self, tool: Tool, rec: TaskRecord) -> Result<(), Error> {
+        self.admit()?;
+        let live = Arc::new(Live {
+            cancel: CancellationToken::new(),
+            changed: watch::Sender::new(rec.version),
+            on_status: None,
+            outstanding: Mutex::default(),
+            delivery: Mutex::default(),
+        });
+        self.live[shard_of(&rec.id)]
+            .lock()
+            .expect("live lock")
+            .insert(rec.id.clone(), Arc::clone(&live));
+        let updated = self
+            .update(&rec.id, |r| {
+                if r.status.is_terminal() {
+                    return false;
+                }
+                r.status = TaskStatus::Working;
+                r.status_message = Some("Running again after a server restart.".into());
+                r.input_requests.clear();
+                r.input_responses.clear();
+                true
+            })
+            .await;
+        let record = match updated {
+            Ok(Some((record, true))) => record,
+            other => {
+                self.live[shard_of(&rec.id)]
+                    .lock()
+                    .expect("live lock")
+                    .remove(&rec.id);
+                self.backlog.fetch_sub(1, Ordering::AcqRel);
+                return other.map(|_| ());
+            }
+        };
+        tracing::info!(task = %record.id, tool = %record.tool, "rerunning a task after a restart");
+        // The client's capabilities were not kept: a rerun cannot ask the client anything.
+        let backend = self.backend(&record.id, &live, Flavor::V2026);
+        let cx = TaskContext::new(
+            Arc::clone(&tool.name),
+            live.cancel.clone(),
+            json!({}),
+            record.owner.as_deref().map(Into::into),
+            backend,
+        );
+        cx.set_task_id(&record.id);
+        let future = (tool.handler)(cx, record.arguments.clone());
+        self.launch(tool, record, live, future);
+        Ok(())
+    }
+
     async fn set_status_message(&self, id: &str, message: String) {
         let _ = self
             .update(id, |rec| {
@@ -834,6 +947,15 @@ impl Engine {
             })
             .await;
     }
+}
+
+/// What [`Server::recover`](crate::Server::recover) did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Tasks run again (tools declared `on_restart = "rerun"`).
+    pub rerun: usize,
+    /// Tasks settled as `failed`.
+    pub failed: usize,
 }
 
 /// The `_meta` key that ties a message to a task (2025-11-25).

@@ -26,7 +26,7 @@ pub mod wire;
 pub mod __private;
 
 pub use context::{Client, FromTaskContext, Progress, TaskContext};
-pub use engine::EngineConfig;
+pub use engine::{EngineConfig, Recovery};
 pub use error::{CallOutcome, Error, ProtocolError, ToolError};
 pub use router::Session;
 pub use server::{BuildError, Implementation, Server, ServerBuilder};

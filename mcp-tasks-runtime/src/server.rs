@@ -1,6 +1,6 @@
 //! The server: its identity, its tools and its settings, shared by every connection.
 
-use crate::engine::{Engine, EngineConfig};
+use crate::engine::{Engine, EngineConfig, Recovery};
 use crate::model::JsonObject;
 use crate::store::{MemoryTaskStore, TaskStore};
 use crate::tool::{Registry, Tool, ToolDefError};
@@ -52,6 +52,8 @@ pub(crate) struct ServerInner {
     pub(crate) request_state_ttl: Duration,
     pub(crate) list_ttl: Duration,
     pub(crate) engine: Arc<Engine>,
+    recovered: tokio::sync::Mutex<()>,
+    recovered_done: std::sync::atomic::AtomicBool,
 }
 
 /// An MCP server. Cheap to clone; every clone serves the same tools.
@@ -98,6 +100,21 @@ impl Server {
     /// The server's identity.
     pub fn info(&self) -> &Implementation {
         &self.inner.info
+    }
+
+    /// Settles tasks that an earlier run of the server left unfinished in the store (see
+    /// `on_restart`). The transports call it once before they serve; call it yourself when
+    /// you drive sessions directly. Later calls do nothing.
+    pub async fn recover(&self) -> Result<Recovery, crate::Error> {
+        let _once = self.inner.recovered.lock().await;
+        if self
+            .inner
+            .recovered_done
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return Ok(Recovery::default());
+        }
+        self.inner.engine.recover(&self.inner.registry).await
     }
 }
 
@@ -244,6 +261,8 @@ impl ServerBuilder {
         Ok(Server {
             inner: Arc::new(ServerInner {
                 engine,
+                recovered: tokio::sync::Mutex::new(()),
+                recovered_done: std::sync::atomic::AtomicBool::new(false),
                 info_value: self.info.to_value(),
                 info: self.info,
                 instructions: self.instructions,

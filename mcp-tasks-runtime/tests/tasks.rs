@@ -906,3 +906,85 @@ async fn ten_thousand_concurrent_short_tasks_all_finish_with_their_own_results()
         );
     }
 }
+
+// ---- restart ----
+
+fn interrupted(id: &str, tool: &str) -> mcp_tasks_runtime::task::TaskRecord {
+    let now = std::time::SystemTime::now();
+    mcp_tasks_runtime::task::TaskRecord {
+        id: id.into(),
+        owner: None,
+        tool: tool.into(),
+        arguments: json!({"n": 7}).as_object().unwrap().clone(),
+        protocol: mcp_tasks_runtime::task::TaskProtocol::V2026,
+        status: mcp_tasks_runtime::task::TaskStatus::Working,
+        status_message: None,
+        created_at: now,
+        updated_at: now,
+        ttl: Some(Duration::from_secs(3600)),
+        poll_interval: Duration::from_secs(1),
+        outcome: None,
+        input_requests: Default::default(),
+        input_responses: Default::default(),
+        input_seq: 0,
+        version: 3,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_reruns_idempotent_tools_and_fails_the_rest() {
+    use mcp_tasks_runtime::store::{MemoryTaskStore, TaskStore};
+    let store = MemoryTaskStore::new();
+    for (id, tool) in [
+        ("again", "redo"),
+        ("lost", "quick"),
+        ("orphan", "removed_tool"),
+    ] {
+        store.create(interrupted(id, tool)).await.unwrap();
+    }
+    let mut done = interrupted("finished", "quick");
+    done.status = mcp_tasks_runtime::task::TaskStatus::Completed;
+    done.outcome = Some(mcp_tasks_runtime::CallOutcome::Result(
+        CallToolResult::success(vec![Content::text("kept")]),
+    ));
+    store.create(done).await.unwrap();
+
+    let redo = Tool::new("redo", |_, args: JsonObject| async move {
+        text(format!("redone {}", args["n"]))
+    })
+    .task_support(TaskSupport::Optional)
+    .annotations(mcp_tasks_runtime::model::ToolAnnotations {
+        idempotent_hint: Some(true),
+        ..Default::default()
+    })
+    .on_restart(mcp_tasks_runtime::RestartPolicy::Rerun);
+    let mut b = Server::builder().store(store).tool(redo);
+    for t in tools() {
+        b = b.tool(t);
+    }
+    let server = b.build().unwrap();
+    let report = server.recover().await.unwrap();
+    assert_eq!((report.rerun, report.failed), (1, 2));
+    assert_eq!(
+        server.recover().await.unwrap(),
+        Default::default(),
+        "only once"
+    );
+
+    let mut c = Client::stateless(&server, None, tasks_caps());
+    let r = c.poll_until("again", &["completed"]).await;
+    assert_eq!(r["result"]["result"]["content"][0]["text"], "redone 7");
+    for id in ["lost", "orphan"] {
+        let r = c.get(id).await;
+        assert_eq!(r["result"]["status"], "failed", "{id}");
+        assert_eq!(r["result"]["error"]["code"], -32603);
+        assert!(
+            r["result"]["statusMessage"]
+                .as_str()
+                .unwrap()
+                .contains("restarted")
+        );
+    }
+    let r = c.get("finished").await;
+    assert_eq!(r["result"]["result"]["content"][0]["text"], "kept");
+}

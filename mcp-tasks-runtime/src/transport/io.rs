@@ -31,6 +31,9 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    if let Err(e) = server.recover().await {
+        tracing::error!(error = %e, "cannot settle the tasks of an earlier run");
+    }
     let (session, mut outbound) = server.session();
     let sink = outbound_sender(&session);
     let writer_task = tokio::spawn(async move {
