@@ -117,3 +117,130 @@ async fn eof_with_a_call_in_flight_ends_cleanly() {
     p.write.shutdown().await.unwrap();
     p.server.await.unwrap().unwrap();
 }
+
+fn task_server() -> Server {
+    use mcp_tasks_runtime::model::TaskSupport;
+    Server::builder()
+        .tool(
+            Tool::new("confirm", |cx, _| async move {
+                cx.progress().report(1.0, Some(2.0));
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let answer = cx
+                    .client()
+                    .elicit(
+                        "go?",
+                        json!({"type": "object", "properties": {"go": {"type": "boolean"}}}),
+                    )
+                    .await?;
+                Ok(CallToolResult::success(vec![Content::text(format!(
+                    "go={}",
+                    answer.content.unwrap_or_default()["go"]
+                ))]))
+            })
+            .task_support(TaskSupport::Optional),
+        )
+        .build()
+        .unwrap()
+}
+
+fn open_with(server: Server) -> Pipe {
+    let (client, server_end) = tokio::io::duplex(4096);
+    let (r, w) = tokio::io::split(server_end);
+    let server = tokio::spawn(serve_io(server, r, w));
+    let (read, write) = tokio::io::split(client);
+    Pipe {
+        write,
+        lines: BufReader::new(read).lines(),
+        server,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn v1_task_lifecycle_over_a_pipe() {
+    let mut p = open_with(task_server());
+    p.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}}}}"#).await;
+    p.recv().await;
+    p.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"confirm","task":{"ttl":1000},"_meta":{"progressToken":7}}}"#).await;
+    let mut id = None;
+    let mut asked = None;
+    // The create result, progress on token 7, then (while input is required) the tagged question.
+    while asked.is_none() {
+        let m = p.recv().await;
+        if m["id"] == 2 {
+            id = Some(m["result"]["task"]["taskId"].as_str().unwrap().to_owned());
+            let get =
+                json!({"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId": id}});
+            p.send(&get.to_string()).await;
+        } else if m["method"] == "notifications/progress" {
+            assert_eq!(m["params"]["progressToken"], 7);
+        } else if m["method"] == "elicitation/create" {
+            assert_eq!(
+                m["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+                json!(id)
+            );
+            asked = Some(m["id"].clone());
+        }
+    }
+    let reply =
+        json!({"jsonrpc":"2.0","id": asked, "result": {"action":"accept","content":{"go":true}}});
+    p.send(&reply.to_string()).await;
+    loop {
+        let m = p.recv().await;
+        if m["id"] == 3 {
+            assert_eq!(m["result"]["content"][0]["text"], "go=true");
+            assert_eq!(
+                m["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+                json!(id)
+            );
+            break;
+        }
+    }
+    p.write.shutdown().await.unwrap();
+    p.server.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn v2_task_lifecycle_over_a_pipe() {
+    let mut p = open_with(task_server());
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {"elicitation": {},
+                          "extensions": {"io.modelcontextprotocol/tasks": {}}}});
+    p.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"confirm","_meta": meta}}).to_string()).await;
+    let r = p.recv().await;
+    assert_eq!(r["result"]["resultType"], "task");
+    let id = r["result"]["taskId"].clone();
+    let mut n = 1;
+    let key = loop {
+        n += 1;
+        p.send(&json!({"jsonrpc":"2.0","id":n,"method":"tasks/get","params":{"taskId": id, "_meta": meta}}).to_string()).await;
+        let r = p.recv().await;
+        if r["result"]["status"] == "input_required" {
+            break r["result"]["inputRequests"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .next()
+                .unwrap()
+                .clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    p.send(&json!({"jsonrpc":"2.0","id":"u","method":"tasks/update","params":{"taskId": id, "_meta": meta,
+        "inputResponses": {key: {"action": "accept", "content": {"go": false}}}}}).to_string()).await;
+    assert_eq!(
+        p.recv().await["result"],
+        json!({"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "mcp-tasks-server", "version": env!("CARGO_PKG_VERSION")}}})
+    );
+    loop {
+        n += 1;
+        p.send(&json!({"jsonrpc":"2.0","id":n,"method":"tasks/get","params":{"taskId": id, "_meta": meta}}).to_string()).await;
+        let r = p.recv().await;
+        if r["result"]["status"] == "completed" {
+            assert_eq!(r["result"]["result"]["content"][0]["text"], "go=false");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    p.write.shutdown().await.unwrap();
+    p.server.await.unwrap().unwrap();
+}
