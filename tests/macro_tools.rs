@@ -1,0 +1,174 @@
+//! Tools declared with `#[task_tool]` are listed with their schemas and callable in both eras.
+
+use mcp_tasks::Session;
+use mcp_tasks::prelude::*;
+use serde_json::{Value, json};
+
+/// Add two numbers.
+#[task_tool(mode = "forbidden", read_only)]
+async fn add(
+    #[arg(description = "The first addend.")] a: i64,
+    #[arg(default = 1)] b: i64,
+) -> Json<Sum> {
+    Json(Sum { sum: a + b })
+}
+
+#[derive(serde::Serialize, schemars::JsonSchema)]
+struct Sum {
+    sum: i64,
+}
+
+/// Slowly shout a word.
+#[task_tool(mode = "optional", poll_interval = "250ms", ttl = "10m")]
+async fn shout(word: String, progress: Progress) -> Result<String, ToolError> {
+    progress.report(1.0, Some(1.0));
+    if word.is_empty() {
+        return Err(ToolError::new("nothing to shout"));
+    }
+    Ok(word.to_uppercase())
+}
+
+async fn call(session: &Session, id: u64, method: &str, params: Value) -> Value {
+    let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    serde_json::from_str(&session.handle_text(&msg.to_string()).await.unwrap()).unwrap()
+}
+
+fn meta(tasks: bool) -> Value {
+    let caps = if tasks {
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    } else {
+        json!({})
+    };
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+           "io.modelcontextprotocol/clientCapabilities": caps})
+}
+
+#[tokio::test]
+async fn macro_tools_are_listed_with_their_schemas() {
+    let server = Server::from_registry().unwrap();
+    let (s, _out) = server.session();
+    call(
+        &s,
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+    )
+    .await;
+    let r = call(&s, 2, "tools/list", json!({})).await;
+    let tools = r["result"]["tools"].as_array().unwrap();
+    let add = tools.iter().find(|t| t["name"] == "add").unwrap();
+    assert_eq!(add["description"], "Add two numbers.");
+    assert_eq!(add["inputSchema"]["type"], "object");
+    assert_eq!(add["inputSchema"]["required"], json!(["a"]));
+    assert_eq!(
+        add["inputSchema"]["properties"]["a"]["description"],
+        "The first addend."
+    );
+    assert_eq!(add["inputSchema"]["properties"]["b"]["default"], 1);
+    assert_eq!(add["outputSchema"]["properties"]["sum"]["type"], "integer");
+    assert_eq!(add["annotations"]["readOnlyHint"], true);
+    assert_eq!(add["execution"]["taskSupport"], "forbidden");
+    let shout = tools.iter().find(|t| t["name"] == "shout").unwrap();
+    assert_eq!(shout["execution"]["taskSupport"], "optional");
+    assert!(shout.get("outputSchema").is_none());
+}
+
+#[tokio::test]
+async fn macro_tools_are_callable_in_the_stateful_era() {
+    let server = Server::from_registry().unwrap();
+    let (s, _out) = server.session();
+    call(
+        &s,
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+    )
+    .await;
+    let r = call(
+        &s,
+        2,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 2}}),
+    )
+    .await;
+    assert_eq!(r["result"]["structuredContent"], json!({"sum": 3}));
+    let r = call(
+        &s,
+        3,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 2, "c": 1}}),
+    )
+    .await;
+    assert_eq!(
+        r["result"]["isError"], true,
+        "unknown fields are refused: {r}"
+    );
+    let r = call(
+        &s,
+        4,
+        "tools/call",
+        json!({"name": "shout", "arguments": {"word": "hey"}, "task": {}}),
+    )
+    .await;
+    let id = r["result"]["task"]["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(r["result"]["task"]["pollInterval"], 250);
+    assert_eq!(r["result"]["task"]["ttl"], 600_000);
+    let r = call(&s, 5, "tasks/result", json!({"taskId": id})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "HEY");
+    let r = call(
+        &s,
+        6,
+        "tools/call",
+        json!({"name": "shout", "arguments": {"word": ""}}),
+    )
+    .await;
+    assert_eq!(r["result"]["isError"], true);
+    assert_eq!(r["result"]["content"][0]["text"], "nothing to shout");
+}
+
+#[tokio::test]
+async fn macro_tools_are_callable_in_the_stateless_era() {
+    let server = Server::from_registry().unwrap();
+    let (s, _out) = server.session();
+    let r = call(
+        &s,
+        1,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 5, "b": 5}, "_meta": meta(false)}),
+    )
+    .await;
+    assert_eq!(r["result"]["structuredContent"], json!({"sum": 10}));
+    assert_eq!(r["result"]["resultType"], "complete");
+    let r = call(
+        &s,
+        2,
+        "tools/call",
+        json!({"name": "shout", "arguments": {"word": "x"}, "_meta": meta(false)}),
+    )
+    .await;
+    assert_eq!(r["result"]["content"][0]["text"], "X");
+    let r = call(
+        &s,
+        3,
+        "tools/call",
+        json!({"name": "shout", "arguments": {"word": "y"}, "_meta": meta(true)}),
+    )
+    .await;
+    assert_eq!(r["result"]["resultType"], "task");
+    let id = r["result"]["taskId"].as_str().unwrap().to_owned();
+    for n in 0..100 {
+        let r = call(
+            &s,
+            10 + n,
+            "tasks/get",
+            json!({"taskId": id, "_meta": meta(true)}),
+        )
+        .await;
+        if r["result"]["status"] == "completed" {
+            assert_eq!(r["result"]["result"]["content"][0]["text"], "Y");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the task did not complete");
+}
