@@ -236,8 +236,10 @@ impl HttpConfig {
         self
     }
 
-    /// Sets how often an idle GET stream sends a keep-alive comment (default 15 s; `None`
-    /// for never).
+    /// Sets how often a quiet SSE stream (a GET stream, or a request that has sent nothing
+    /// for a while) sends a keep-alive comment (default 15 s; `None` for never). Besides
+    /// keeping proxies from closing the connection, the write is how a client that went away
+    /// is noticed, and for 2026-07-28 requests that cancels them.
     pub fn keep_alive(mut self, every: Option<Duration>) -> Self {
         self.keep_alive = every;
         self
@@ -790,7 +792,8 @@ async fn stateless(
         }
         Some(Out::Message(first)) => {
             let stop = listen.then(|| app.config.shutdown.clone());
-            sse_response(Body::new(LiveSse::new(first, out, guard, stop)), None)
+            let body = LiveSse::new(first, out, guard, stop, app.config.keep_alive);
+            sse_response(Body::new(body), None)
         }
     }
 }

@@ -121,6 +121,9 @@ pub(crate) struct LiveSse {
     guard: CancelOnDrop,
     /// Ends the stream early at shutdown (for streams that never end on their own).
     stop: Option<Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>>,
+    /// Sends a comment when the request has been quiet this long: proxies keep the
+    /// connection, and a client that went away is noticed on the write.
+    keep_alive: Option<(Duration, Pin<Box<tokio::time::Sleep>>)>,
     done: bool,
 }
 
@@ -130,12 +133,14 @@ impl LiveSse {
         out: mpsc::UnboundedReceiver<Out>,
         guard: CancelOnDrop,
         stop: Option<CancellationToken>,
+        keep_alive: Option<Duration>,
     ) -> Self {
         Self {
             pending: Some(event(None, &first)),
             out,
             guard,
             stop: stop.map(|s| Box::pin(s.cancelled_owned())),
+            keep_alive: keep_alive.map(|d| (d, Box::pin(tokio::time::sleep(d)))),
             done: false,
         }
     }
@@ -171,13 +176,20 @@ impl http_body::Body for LiveSse {
                 this.done = true;
                 Poll::Ready(None)
             }
-            Poll::Pending => match this.stop.as_mut().map(|s| s.as_mut().poll(cx)) {
-                Some(Poll::Ready(())) => {
+            Poll::Pending => {
+                if let Some(Poll::Ready(())) = this.stop.as_mut().map(|s| s.as_mut().poll(cx)) {
                     this.done = true;
-                    Poll::Ready(None)
+                    return Poll::Ready(None);
                 }
-                _ => Poll::Pending,
-            },
+                if let Some((every, sleep)) = &mut this.keep_alive
+                    && sleep.as_mut().poll(cx).is_ready()
+                {
+                    let next = tokio::time::Instant::now() + *every;
+                    sleep.as_mut().reset(next);
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(KEEP_ALIVE)))));
+                }
+                Poll::Pending
+            }
         }
     }
 }

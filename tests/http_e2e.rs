@@ -1,0 +1,840 @@
+//! The Streamable HTTP transport end to end: a real server on an ephemeral loopback port,
+//! driven by a real HTTP client through both protocol eras.
+
+use mcp_tasks::prelude::*;
+use mcp_tasks::transport::http::{AuthError, HttpConfig, HttpHandle};
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+// ---- Fixture tools ----
+
+/// Greets someone.
+#[task_tool(mode = "forbidden")]
+async fn greet(name: String) -> String {
+    format!("Hello, {name}!")
+}
+
+/// Reports progress three times, then answers.
+#[task_tool(mode = "forbidden")]
+async fn count_to_three(progress: Progress) -> &'static str {
+    for i in 1..=3 {
+        progress.report(f64::from(i), Some(3.0));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    "counted"
+}
+
+/// Asks the user for a name.
+#[task_tool(mode = "forbidden")]
+async fn ask_name(client: Client) -> Result<String, ToolError> {
+    let answer = client
+        .elicit(
+            "Who are you?",
+            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+        )
+        .await?;
+    let name = answer
+        .content
+        .and_then(|c| c.get("name").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_default();
+    Ok(format!("Hi {name}"))
+}
+
+/// How many `wait_for_cancel` calls ended (they only end early when cancelled).
+static ENDED: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts the end of a call however it ends: returning, or its future being dropped.
+struct CountEnd;
+
+impl Drop for CountEnd {
+    fn drop(&mut self) {
+        ENDED.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Reports progress once, then waits (at most 60 s) to be cancelled.
+#[task_tool(mode = "forbidden")]
+async fn wait_for_cancel(
+    progress: Progress,
+    cancel: CancellationToken,
+) -> Result<String, ToolError> {
+    let _end = CountEnd;
+    progress.report(1.0, None);
+    tokio::select! {
+        () = cancel.cancelled() => Err(ToolError::cancelled()),
+        () = tokio::time::sleep(Duration::from_secs(60)) => Ok("not cancelled".into()),
+    }
+}
+
+/// Released by the test.
+static RELEASE: Notify = Notify::const_new();
+
+/// A task that reports progress, then waits for the test to release it.
+#[task_tool(mode = "optional", poll_interval = "50ms")]
+async fn gated_job(progress: Progress) -> &'static str {
+    progress.report(1.0, Some(2.0));
+    RELEASE.notified().await;
+    progress.report(2.0, Some(2.0));
+    "released"
+}
+
+/// A task that runs until cancelled (at most 60 s).
+#[task_tool(mode = "required", poll_interval = "50ms")]
+async fn long_job(cancel: CancellationToken) -> Result<String, ToolError> {
+    tokio::select! {
+        () = cancel.cancelled() => Err(ToolError::cancelled()),
+        () = tokio::time::sleep(Duration::from_secs(60)) => Ok("done".into()),
+    }
+}
+
+// ---- Helpers ----
+
+const V2026: &str = "2026-07-28";
+const V2025: &str = "2025-11-25";
+const TASKS_EXT: &str = "io.modelcontextprotocol/tasks";
+
+async fn start(config: HttpConfig) -> (HttpHandle, String) {
+    let server = Server::builder()
+        .name("http-e2e")
+        .registry_tools()
+        .build()
+        .unwrap();
+    let handle = server.serve_http(config).await.unwrap();
+    let url = handle.url("/mcp");
+    (handle, url)
+}
+
+fn meta(capabilities: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": V2026,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    })
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+/// A 2026-07-28 request with every header it needs, plus `extra` headers (which replace).
+fn stateless(
+    url: &str,
+    id: u64,
+    method: &str,
+    mut params: Value,
+    extra: &[(&str, &str)],
+) -> reqwest::RequestBuilder {
+    if params.get("_meta").is_none() {
+        params["_meta"] = meta(json!({}));
+    }
+    let name = params
+        .get("name")
+        .or_else(|| params.get("taskId"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut headers = vec![
+        ("mcp-protocol-version".to_owned(), V2026.to_owned()),
+        ("mcp-method".to_owned(), method.to_owned()),
+    ];
+    if let Some(name) = name {
+        headers.push(("mcp-name".to_owned(), name));
+    }
+    for (k, v) in extra {
+        headers.retain(|(h, _)| !h.eq_ignore_ascii_case(k));
+        headers.push(((*k).to_owned(), (*v).to_owned()));
+    }
+    let mut request = client()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_string());
+    for (k, v) in headers {
+        request = request.header(k, v);
+    }
+    request
+}
+
+async fn json_of(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/json",
+        "status {status}"
+    );
+    let body = response.bytes().await.unwrap();
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+/// One server-sent event.
+#[derive(Debug, Default)]
+struct Event {
+    id: Option<String>,
+    retry: Option<u64>,
+    data: String,
+}
+
+impl Event {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.data).unwrap_or(Value::Null)
+    }
+}
+
+/// Reads events from an SSE response, chunk by chunk.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    fn new(response: reqwest::Response) -> Self {
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        assert_eq!(response.headers()["x-accel-buffering"], "no");
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event, or `None` at the end of the stream. Comments are skipped.
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut event = Event::default();
+                let mut any = false;
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id: ") {
+                        event.id = Some(v.to_owned());
+                        any = true;
+                    } else if let Some(v) = line.strip_prefix("retry: ") {
+                        event.retry = v.parse().ok();
+                        any = true;
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        event.data.push_str(v.trim_start());
+                        any = true;
+                    }
+                }
+                if any {
+                    return Some(event);
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(30), self.response.chunk())
+                .await
+                .expect("the stream stalled")
+                .unwrap()?;
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// Events up to and including the first that satisfies `done`.
+    async fn until(&mut self, done: impl Fn(&Value) -> bool) -> Vec<Event> {
+        let mut seen = Vec::new();
+        while let Some(event) = self.next().await {
+            let stop = done(&event.json());
+            seen.push(event);
+            if stop {
+                return seen;
+            }
+        }
+        panic!("the stream ended before the expected event: {seen:?}");
+    }
+}
+
+/// A 2025-11-25 session: `initialize`, then `notifications/initialized`.
+async fn open_session(url: &str, capabilities: Value) -> String {
+    let response = client()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": V2025, "capabilities": capabilities,
+                "clientInfo": {"name": "e2e", "version": "1"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let (status, body) = json_of(response).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["result"]["protocolVersion"], V2025);
+    let ack = stateful(
+        url,
+        &session,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(ack.status(), 202);
+    session
+}
+
+fn stateful(url: &str, session: &str, message: Value) -> reqwest::RequestBuilder {
+    stateful_as(url, session, V2025, message)
+}
+
+fn stateful_as(url: &str, session: &str, version: &str, message: Value) -> reqwest::RequestBuilder {
+    client()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", version)
+        .body(message.to_string())
+}
+
+fn get_stream(url: &str, session: &str, last_event_id: Option<&str>) -> reqwest::RequestBuilder {
+    let request = client()
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", V2025);
+    match last_event_id {
+        Some(id) => request.header("last-event-id", id),
+        None => request,
+    }
+}
+
+// ---- 2026-07-28 ----
+
+#[tokio::test]
+async fn stateless_requests_answer_json_or_stream_notifications_before_the_response() {
+    let (handle, url) = start(HttpConfig::new()).await;
+
+    let (status, body) = json_of(
+        stateless(&url, 1, "server/discover", json!({}), &[])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["result"]["supportedVersions"], json!([V2026]));
+
+    let call = json!({"name": "greet", "arguments": {"name": "http"}});
+    let (status, body) = json_of(
+        stateless(&url, 2, "tools/call", call, &[])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["result"]["content"][0]["text"], "Hello, http!");
+
+    let mut m = meta(json!({}));
+    m["progressToken"] = json!("p");
+    let call = json!({"name": "count_to_three", "arguments": {}, "_meta": m});
+    let mut events = Events::new(
+        stateless(&url, 3, "tools/call", call, &[])
+            .send()
+            .await
+            .unwrap(),
+    );
+    let seen = events.until(|v| v["id"] == 3).await;
+    let progress: Vec<f64> = seen
+        .iter()
+        .filter(|e| e.json()["method"] == "notifications/progress")
+        .map(|e| e.json()["params"]["progress"].as_f64().unwrap())
+        .collect();
+    assert_eq!(progress, [1.0, 2.0, 3.0]);
+    assert_eq!(
+        seen.last().unwrap().json()["result"]["content"][0]["text"],
+        "counted"
+    );
+    assert!(
+        events.next().await.is_none(),
+        "the stream ends with the response"
+    );
+
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn stateless_headers_must_mirror_the_body() {
+    let (handle, url) = start(HttpConfig::new()).await;
+    let greet = || json!({"name": "greet", "arguments": {"name": "x"}});
+    let expect = async |request: reqwest::RequestBuilder, status: u16, code: i64| {
+        let (got, body) = json_of(request.send().await.unwrap()).await;
+        assert_eq!(
+            (got, body["error"]["code"].as_i64()),
+            (status, Some(code)),
+            "{body}"
+        );
+    };
+
+    expect(
+        stateless(
+            &url,
+            1,
+            "tools/list",
+            json!({}),
+            &[("MCP-Protocol-Version", "2025-11-25")],
+        ),
+        400,
+        -32020,
+    )
+    .await;
+    expect(
+        stateless(
+            &url,
+            2,
+            "tools/list",
+            json!({}),
+            &[("Mcp-Method", "tools/call")],
+        ),
+        400,
+        -32020,
+    )
+    .await;
+    expect(
+        stateless(
+            &url,
+            3,
+            "tools/list",
+            json!({}),
+            &[("Mcp-Method", "TOOLS/LIST")],
+        ),
+        400,
+        -32020,
+    )
+    .await;
+    expect(
+        stateless(&url, 4, "tools/call", greet(), &[("Mcp-Name", "other")]),
+        400,
+        -32020,
+    )
+    .await;
+    expect(
+        stateless(
+            &url,
+            5,
+            "tools/call",
+            greet(),
+            &[("Mcp-Name", "=?base64?Z3JlZXQ?=")],
+        ),
+        400,
+        -32020,
+    )
+    .await;
+    // A header without its mirror in the body is missing, not ignored.
+    let no_method = client()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", V2026)
+        .body(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {"_meta": meta(json!({}))}}).to_string());
+    expect(no_method, 400, -32020).await;
+
+    // Base64 and surrounding whitespace are undone before comparing.
+    let (status, body) = json_of(
+        stateless(
+            &url,
+            7,
+            "tools/call",
+            greet(),
+            &[("Mcp-Name", "=?base64?Z3JlZXQ=?=")],
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["result"]["content"][0]["text"]),
+        (200, &json!("Hello, x!"))
+    );
+    let (status, _) = json_of(
+        stateless(&url, 8, "tools/call", greet(), &[("Mcp-Name", "  greet ")])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    expect(
+        stateless(&url, 9, "no/such/method", json!({}), &[]),
+        404,
+        -32601,
+    )
+    .await;
+    expect(
+        stateless(&url, 10, "initialize", json!({}), &[]),
+        404,
+        -32601,
+    )
+    .await;
+    let mut old = meta(json!({}));
+    old["io.modelcontextprotocol/protocolVersion"] = json!("1999-01-01");
+    expect(
+        stateless(
+            &url,
+            11,
+            "server/discover",
+            json!({"_meta": old}),
+            &[("MCP-Protocol-Version", "1999-01-01")],
+        ),
+        400,
+        -32022,
+    )
+    .await;
+
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let response = client()
+            .request(method, &url)
+            .header("mcp-protocol-version", V2026)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 405);
+    }
+    let big = "x".repeat(5 * 1024 * 1024);
+    let response = stateless(
+        &url,
+        12,
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": big}}),
+        &[("Mcp-Name", "greet")],
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 413);
+
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn closing_a_stateless_stream_cancels_the_request() {
+    // A client notices its dropped response body when more data arrives; keep-alives do that.
+    let (handle, url) = start(HttpConfig::new().keep_alive(Some(Duration::from_millis(20)))).await;
+    let before = ENDED.load(Ordering::SeqCst);
+    let call = json!({"name": "wait_for_cancel", "arguments": {}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": V2026,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "progressToken": 1}});
+    let mut events = Events::new(
+        stateless(&url, 1, "tools/call", call, &[])
+            .send()
+            .await
+            .unwrap(),
+    );
+    let first = events.next().await.unwrap();
+    assert_eq!(first.json()["method"], "notifications/progress");
+    drop(events);
+    let mut waited = 0;
+    while ENDED.load(Ordering::SeqCst) == before {
+        waited += 1;
+        assert!(waited < 500, "the tool never saw the cancellation");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    handle.shutdown().await.unwrap();
+}
+
+// ---- 2025-11-25 ----
+
+#[tokio::test]
+async fn sessions_are_required_checked_and_ended_by_delete() {
+    let (handle, url) = start(HttpConfig::new()).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+
+    let no_session = client()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", V2025)
+        .body(list.to_string());
+    let (status, body) = json_of(no_session.send().await.unwrap()).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_i64()),
+        (400, Some(-32600))
+    );
+
+    let (status, _) = json_of(
+        stateful(&url, "no-such-session", list.clone())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    let session = open_session(&url, json!({})).await;
+    let (status, body) =
+        json_of(stateful(&url, &session, list.clone()).send().await.unwrap()).await;
+    assert_eq!(status, 200);
+    assert!(body["result"]["tools"].as_array().unwrap().len() >= 5);
+
+    let wrong_version = stateful_as(&url, &session, "2025-06-18", list.clone());
+    assert_eq!(wrong_version.send().await.unwrap().status(), 400);
+
+    let deleted = client()
+        .delete(&url)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success());
+    let (status, _) = json_of(stateful(&url, &session, list).send().await.unwrap()).await;
+    assert_eq!(status, 404, "an ended session is gone");
+    let get = get_stream(&url, &session, None).send().await.unwrap();
+    assert_eq!(get.status(), 404);
+
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stateful_stream_primes_then_carries_server_requests_then_the_response() {
+    let (handle, url) = start(HttpConfig::new().sse_retry(Duration::from_millis(750))).await;
+    let session = open_session(&url, json!({"elicitation": {}})).await;
+
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "ask_name", "arguments": {}}});
+    let mut events = Events::new(stateful(&url, &session, call).send().await.unwrap());
+    let priming = events.next().await.unwrap();
+    assert!(
+        priming.id.is_some() && priming.data.is_empty(),
+        "{priming:?}"
+    );
+    assert_eq!(priming.retry, Some(750));
+
+    let ask = events.next().await.unwrap();
+    assert!(ask.id.is_some());
+    let ask = ask.json();
+    assert_eq!(ask["method"], "elicitation/create");
+    let answer = json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"name": "Ada"}}});
+    assert_eq!(
+        stateful(&url, &session, answer)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
+
+    let rest = events.until(|v| v["id"] == 7).await;
+    assert_eq!(
+        rest.last().unwrap().json()["result"]["content"][0]["text"],
+        "Hi Ada"
+    );
+    assert!(events.next().await.is_none());
+
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_dropped_get_stream_resumes_from_last_event_id() {
+    let (handle, url) = start(HttpConfig::new()).await;
+    let session = open_session(&url, json!({})).await;
+
+    let mut get = Events::new(get_stream(&url, &session, None).send().await.unwrap());
+    let priming = get.next().await.unwrap();
+    assert!(priming.id.is_some() && priming.data.is_empty());
+
+    // A task's status notifications and progress go to the GET stream.
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "gated_job", "arguments": {}, "task": {"ttl": 60000}, "_meta": {"progressToken": "g"}}});
+    let (status, body) = json_of(stateful(&url, &session, call).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    let task_id = body["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let first = get.next().await.unwrap();
+    let last_seen = first.id.clone().expect("events carry ids");
+    drop(get);
+
+    RELEASE.notify_one();
+    let mut polls = 0;
+    loop {
+        let poll = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": task_id}});
+        let (_, body) = json_of(stateful(&url, &session, poll).send().await.unwrap()).await;
+        if body["result"]["status"] == "completed" {
+            break;
+        }
+        polls += 1;
+        assert!(polls < 500, "the task never completed: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let mut resumed = Events::new(
+        get_stream(&url, &session, Some(&last_seen))
+            .send()
+            .await
+            .unwrap(),
+    );
+    let replay = resumed
+        .until(|v| {
+            v["method"] == "notifications/tasks/status" && v["params"]["status"] == "completed"
+        })
+        .await;
+    let ids: Vec<&str> = replay.iter().filter_map(|e| e.id.as_deref()).collect();
+    assert!(
+        !replay
+            .iter()
+            .skip(1)
+            .any(|e| e.id.as_deref() == Some(last_seen.as_str())),
+        "{ids:?}"
+    );
+    assert!(
+        replay
+            .iter()
+            .any(|e| e.json()["method"] == "notifications/progress"
+                && e.json()["params"]["progress"] == 2.0)
+    );
+
+    let bad = get_stream(&url, &session, Some("99-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    drop(resumed);
+    handle.shutdown().await.unwrap();
+}
+
+// ---- Security ----
+
+#[tokio::test]
+async fn foreign_origins_and_hosts_are_refused() {
+    let (handle, url) = start(HttpConfig::new().allow_origin("https://app.example.com")).await;
+    let discover = |origin: Option<&str>| {
+        let request = stateless(&url, 1, "server/discover", json!({}), &[]);
+        match origin {
+            Some(o) => request.header("origin", o),
+            None => request,
+        }
+    };
+    assert_eq!(
+        discover(Some("http://evil.example.com"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    assert_eq!(discover(Some("null")).send().await.unwrap().status(), 403);
+    for ok in [
+        "http://localhost:5173",
+        "http://127.0.0.1",
+        "http://[::1]:8080",
+        "https://app.example.com",
+    ] {
+        assert_eq!(
+            discover(Some(ok)).send().await.unwrap().status(),
+            200,
+            "{ok}"
+        );
+    }
+    let foreign_host = discover(None)
+        .header("host", "evil.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign_host.status(), 403);
+    let local_host = discover(None)
+        .header("host", "localhost")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(local_host.status(), 200);
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn another_principal_cannot_read_or_cancel_a_task() {
+    let config = HttpConfig::new().authenticator(|headers| {
+        match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+            Some("Bearer alice") => Ok(Some("alice".into())),
+            Some("Bearer bob") => Ok(Some("bob".into())),
+            _ => Err(AuthError::unauthorized("a bearer token is required")),
+        }
+    });
+    let (handle, url) = start(config).await;
+    let caps = json!({"extensions": {TASKS_EXT: {}}});
+    let as_user = |user: &str, id: u64, method: &str, params: Value| {
+        stateless(&url, id, method, params, &[]).header("authorization", format!("Bearer {user}"))
+    };
+
+    let anonymous = stateless(&url, 1, "server/discover", json!({}), &[])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    assert!(anonymous.headers().contains_key("www-authenticate"));
+
+    let call = json!({"name": "long_job", "arguments": {}, "_meta": meta(caps.clone())});
+    let (status, created) = json_of(
+        as_user("alice", 2, "tools/call", call)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{created}");
+    assert_eq!(created["result"]["resultType"], "task");
+    let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
+
+    let get = |user: &str, task: &str| {
+        as_user(
+            user,
+            3,
+            "tasks/get",
+            json!({"taskId": task, "_meta": meta(caps.clone())}),
+        )
+    };
+    let (_, mine) = json_of(get("alice", &task_id).send().await.unwrap()).await;
+    assert_eq!(mine["result"]["taskId"], task_id.as_str());
+
+    let (bob_status, bobs) = json_of(get("bob", &task_id).send().await.unwrap()).await;
+    let (unknown_status, unknown) = json_of(get("bob", "no-such-task").send().await.unwrap()).await;
+    assert_eq!(bobs["error"]["code"], -32602, "{bobs}");
+    assert_eq!(
+        (bob_status, &bobs["error"]["code"]),
+        (unknown_status, &unknown["error"]["code"])
+    );
+
+    let cancel = |user: &str| {
+        as_user(
+            user,
+            4,
+            "tasks/cancel",
+            json!({"taskId": task_id, "_meta": meta(caps.clone())}),
+        )
+    };
+    let (_, bob_cancel) = json_of(cancel("bob").send().await.unwrap()).await;
+    assert_eq!(bob_cancel["error"]["code"], -32602, "{bob_cancel}");
+    let (_, still) = json_of(get("alice", &task_id).send().await.unwrap()).await;
+    assert_eq!(still["result"]["status"], "working");
+    let (_, alice_cancel) = json_of(cancel("alice").send().await.unwrap()).await;
+    assert!(alice_cancel.get("result").is_some(), "{alice_cancel}");
+
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_lets_an_in_flight_response_finish() {
+    let (handle, url) = start(HttpConfig::new()).await;
+    let mut m = meta(json!({}));
+    m["progressToken"] = json!(1);
+    let call = json!({"name": "count_to_three", "arguments": {}, "_meta": m});
+    let response = stateless(&url, 1, "tools/call", call, &[])
+        .send()
+        .await
+        .unwrap();
+    let shutdown = tokio::spawn(handle.shutdown());
+    let mut events = Events::new(response);
+    let seen = events.until(|v| v["id"] == 1).await;
+    assert_eq!(
+        seen.last().unwrap().json()["result"]["content"][0]["text"],
+        "counted"
+    );
+    shutdown.await.unwrap().unwrap();
+}
