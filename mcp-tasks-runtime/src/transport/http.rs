@@ -294,8 +294,9 @@ impl HttpHandle {
         self.wait().await
     }
 
-    /// Waits until the server stops (after [`HttpHandle::shutdown`] from a clone of its
-    /// token, or an I/O error).
+    /// Waits until the server stops: once the token given to [`HttpConfig::shutdown_signal`]
+    /// is cancelled (a signal handler can do that) and the connections are closed, or on an
+    /// I/O error.
     pub async fn wait(self) -> Result<(), TransportError> {
         match self.task.await {
             Ok(result) => result.map_err(TransportError::Io),
@@ -612,7 +613,8 @@ fn stateless_status(response: &Response) -> StatusCode {
     }
 }
 
-fn sse_response(body: Body, session_id: Option<&str>) -> HttpResponse {
+/// A `text/event-stream` response that no cache or proxy buffers.
+fn sse_response(body: Body) -> HttpResponse {
     let mut response = HttpResponse::new(body);
     let h = response.headers_mut();
     h.insert(
@@ -624,9 +626,6 @@ fn sse_response(body: Body, session_id: Option<&str>) -> HttpResponse {
         HeaderName::from_static("x-accel-buffering"),
         HeaderValue::from_static("no"),
     );
-    if let Some(v) = session_id.and_then(|s| HeaderValue::from_str(s).ok()) {
-        h.insert(HeaderName::from_static(SESSION_ID), v);
-    }
     response
 }
 
@@ -793,7 +792,7 @@ async fn stateless(
         Some(Out::Message(first)) => {
             let stop = listen.then(|| app.config.shutdown.clone());
             let body = LiveSse::new(first, out, guard, stop, app.config.keep_alive);
-            sse_response(Body::new(body), None)
+            sse_response(Body::new(body))
         }
     }
 }
@@ -888,7 +887,7 @@ async fn stateful(app: &Arc<App>, session: Arc<HttpSession>, request: Request) -
     });
     // A POST stream ends when its response is sent, not at shutdown: in-flight requests finish.
     let body = log.follow(1, app.config.retry, None, CancellationToken::new());
-    sse_response(Body::new(body), None)
+    sse_response(Body::new(body))
 }
 
 async fn get(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse {
@@ -965,7 +964,7 @@ async fn get(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse {
         body,
         _guard: active,
     });
-    sse_response(body, None)
+    sse_response(body)
 }
 
 /// A body that keeps a value alive as long as it is being sent.
