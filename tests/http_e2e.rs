@@ -838,3 +838,37 @@ async fn shutdown_lets_an_in_flight_response_finish() {
     );
     shutdown.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn idle_sessions_end_when_a_new_one_opens_and_the_session_cap_holds() {
+    let config = HttpConfig::new()
+        .session_idle_timeout(Duration::ZERO)
+        .max_sessions(1);
+    let (handle, url) = start(config).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let first = open_session(&url, json!({})).await;
+    let second = open_session(&url, json!({})).await;
+    let (status, _) = json_of(stateful(&url, &first, list.clone()).send().await.unwrap()).await;
+    assert_eq!(status, 404, "the idle session was ended");
+    let (status, _) = json_of(stateful(&url, &second, list).send().await.unwrap()).await;
+    assert_eq!(status, 200);
+
+    // An open GET stream keeps a session busy, so the cap turns the next one away.
+    let mut get = Events::new(get_stream(&url, &second, None).send().await.unwrap());
+    get.next().await.unwrap();
+    let refused = client()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": V2025, "capabilities": {},
+                "clientInfo": {"name": "e2e", "version": "1"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    drop(get);
+    handle.shutdown().await.unwrap();
+}

@@ -10,10 +10,14 @@ use std::future::Future;
 use std::time::SystemTime;
 
 mod memory;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use memory::MemoryTaskStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteOptions, SqliteTaskStore, Synchronous};
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -253,7 +253,7 @@ impl HttpConfig {
     }
 
     /// Sets how long a stateful session with nothing running and no open stream is kept
-    /// (default 30 minutes).
+    /// (default 30 minutes). Idle sessions are ended when the next session opens.
     pub fn session_idle_timeout(mut self, idle: Duration) -> Self {
         self.session_idle = idle;
         self
@@ -457,23 +457,22 @@ impl App {
         Some(found)
     }
 
-    /// Registers a new session; `None` when there is no room even after dropping idle ones.
+    /// Registers a new session, first ending the sessions that have been idle too long;
+    /// `None` when there is still no room.
     fn register(&self, session: Arc<HttpSession>) -> Option<String> {
         let mut sessions = self.sessions.lock().expect("sessions lock");
-        if sessions.len() >= self.config.max_sessions {
-            let now = self.now();
-            let idle = self.config.session_idle.as_secs();
-            sessions.retain(|_, s| {
-                let keep = s.active.load(Ordering::Relaxed) > 0
-                    || now.saturating_sub(s.last_seen.load(Ordering::Relaxed)) < idle;
-                if !keep {
-                    s.end();
-                }
-                keep
-            });
-            if sessions.len() >= self.config.max_sessions {
-                return None;
+        let now = self.now();
+        let idle = self.config.session_idle.as_secs();
+        sessions.retain(|_, s| {
+            let keep = s.active.load(Ordering::Relaxed) > 0
+                || now.saturating_sub(s.last_seen.load(Ordering::Relaxed)) < idle;
+            if !keep {
+                s.end();
             }
+            keep
+        });
+        if sessions.len() >= self.config.max_sessions {
+            return None;
         }
         let id = crate::task::random_id();
         sessions.insert(id.clone(), session);
