@@ -1995,7 +1995,9 @@ mod tests {
         );
 
         // A directory is not a database file.
-        let message = open_error_message(&dir.0);
+        let subdir = dir.0.join("subdir");
+        std::fs::create_dir(&subdir).unwrap();
+        let message = open_error_message(&subdir);
         assert!(
             message.contains("cannot open the task database"),
             "{message}"
