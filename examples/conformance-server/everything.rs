@@ -145,7 +145,11 @@ fn field(result: &ElicitResult, name: &str) -> String {
 #[task_tool(mode = "forbidden")]
 async fn test_input_required_result_elicitation(client: Client) -> Result<String, ToolError> {
     let answer = client
-        .elicit("What is your name?", elicit_schema("name", "string"))
+        .elicit_keyed(
+            "user_name",
+            "What is your name?",
+            elicit_schema("name", "string"),
+        )
         .await?;
     Ok(format!("Hello, {}!", field(&answer, "name")))
 }

@@ -227,7 +227,7 @@ async fn multi_input(client: Client) -> Result<CallToolResult, ToolError> {
 }
 
 /// Asks for a name before it becomes a task, then greets in the background.
-#[task_tool(mode = "required", poll_interval = "200ms")]
+#[task_tool(mode = "required", poll_interval = "200ms", prelude)]
 async fn test_tool_with_task(cx: TaskContext) -> Result<String, ToolError> {
     let answer = cx
         .client()
@@ -248,32 +248,55 @@ async fn test_tool_with_task(cx: TaskContext) -> Result<String, ToolError> {
     Ok(format!("Hello, {name}! (from a task)"))
 }
 
+const USAGE: &str =
+    "usage: conformance-server [--stdio | --http ADDR] [--store memory | --store sqlite:PATH]";
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let server = Server::builder()
+    let mut transport = None;
+    let mut store = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--stdio" => transport = Some(None),
+            "--http" => transport = Some(Some(args.next().unwrap_or_default())),
+            "--store" => store = args.next(),
+            other => {
+                eprintln!("{USAGE}\nunexpected argument {other:?}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let mut server = Server::builder()
         .name("mcp-tasks-conformance")
         .version(env!("CARGO_PKG_VERSION"))
         .registry_tools();
+    match store.as_deref() {
+        None | Some("memory") => {}
+        Some(other) => match other.strip_prefix("sqlite:") {
+            Some(path) => {
+                eprintln!("tasks are kept in the SQLite file {path}");
+                server = server.store(mcp_tasks::store::SqliteTaskStore::open(path)?);
+            }
+            None => {
+                eprintln!("{USAGE}\n--store takes `memory` or `sqlite:PATH`, not {other:?}");
+                std::process::exit(2);
+            }
+        },
+    }
     let server = everything::tools()
         .into_iter()
         .fold(server, |server, tool| server.tool(tool))
         .build()?;
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    match args.as_slice() {
-        ["--stdio"] | [] => server.serve_stdio().await?,
-        ["--http", addr] => {
+    match transport.flatten() {
+        None => server.serve_stdio().await?,
+        Some(addr) => {
             let addr: std::net::SocketAddr = addr.parse()?;
             let handle = server
                 .serve_http(mcp_tasks::transport::http::HttpConfig::new().bind(addr))
                 .await?;
             eprintln!("listening on {}", handle.url("/mcp"));
             handle.wait().await?;
-        }
-        other => {
-            eprintln!("usage: conformance-server [--stdio | --http ADDR]");
-            eprintln!("unexpected arguments {other:?}");
-            std::process::exit(2);
         }
     }
     Ok(())

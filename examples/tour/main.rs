@@ -2,8 +2,10 @@
 //! message is printed.
 //!
 //! ```text
-//! cargo run --example tour            # the transcript
-//! cargo run --example tour -- --stdio # serve the tour's tools on stdin/stdout instead
+//! cargo run --example tour                        # the transcript, tasks kept in ./data/tour.db
+//! cargo run --example tour -- --store memory      # the same, tasks kept in memory
+//! cargo run --example tour -- --store sqlite:PATH # the same, tasks kept in PATH
+//! cargo run --example tour -- --stdio             # serve the tour's tools on stdin/stdout instead
 //! ```
 
 use mcp_tasks::model::ElicitAction;
@@ -199,20 +201,67 @@ fn task_id(r: &Value) -> String {
         .to_owned()
 }
 
+/// Where tasks are kept: `--store memory`, `--store sqlite:PATH`, or by default a SQLite
+/// file in `./data` (or `$MCP_TASKS_DATA_DIR`).
+fn store_choice(args: &[String]) -> anyhow::Result<Option<std::path::PathBuf>> {
+    let choice = args
+        .iter()
+        .position(|a| a == "--store")
+        .map(|i| {
+            args.get(i + 1)
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("--store needs `memory` or `sqlite:PATH`"))
+        })
+        .transpose()?;
+    match choice.as_deref() {
+        Some("memory") => Ok(None),
+        Some(other) => match other.strip_prefix("sqlite:") {
+            Some(path) => Ok(Some(path.into())),
+            None => anyhow::bail!("--store takes `memory` or `sqlite:PATH`, not {other:?}"),
+        },
+        None => {
+            let dir = std::env::var_os("MCP_TASKS_DATA_DIR").map_or_else(
+                || std::path::PathBuf::from("data"),
+                std::path::PathBuf::from,
+            );
+            Ok(Some(dir.join("tour.db")))
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let server = Server::builder()
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut builder = Server::builder()
         .name("tour")
         .version(env!("CARGO_PKG_VERSION"))
         .instructions("A tour of mcp-tasks.")
-        .registry_tools()
-        .build()?;
-    if std::env::args().any(|a| a == "--stdio") {
+        .registry_tools();
+    let store = store_choice(&args)?;
+    if let Some(path) = &store {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        builder = builder.store(mcp_tasks::store::SqliteTaskStore::open(path)?);
+    }
+    let server = builder.build()?;
+    if args.iter().any(|a| a == "--stdio") {
         server.serve_stdio().await?;
         return Ok(());
     }
 
     println!("mcp-tasks tour: four #[task_tool] functions, one server, two protocol eras.");
+    match &store {
+        Some(path) => println!("Tasks are kept in the SQLite file {}.", path.display()),
+        None => println!("Tasks are kept in memory."),
+    }
+    let recovered = server.recover().await?;
+    if recovered.rerun + recovered.failed > 0 {
+        println!(
+            "Settled {} task(s) an earlier run left unfinished.",
+            recovered.rerun + recovered.failed
+        );
+    }
 
     heading("1. A 2025-11-25 client (stateful): initialize, list the tools, call one.");
     let mut c = connect(&server, None).await;

@@ -154,7 +154,10 @@ pub(crate) fn input_key(method: &str, n: usize) -> String {
 impl CallBackend for MrtrBackend {
     fn input(&self, request: InputRequest) -> BoxFuture<'_, Result<Value, ToolError>> {
         let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
-        let key = input_key(&request.method, n);
+        let key = request
+            .key
+            .clone()
+            .unwrap_or_else(|| input_key(&request.method, n));
         let result = match self.answers.get(&key) {
             Some(answer) => {
                 self.used
@@ -224,6 +227,9 @@ pub(crate) enum RunEnd {
     Cancelled,
 }
 
+/// How long a cancelled plain call may go on cleaning up before it is dropped.
+const SYNC_CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Checks the arguments, then runs the tool until it returns, panics or is cancelled.
 pub(crate) async fn run_tool(
     tool: &Tool,
@@ -234,16 +240,20 @@ pub(crate) async fn run_tool(
     if let Err(e) = tool.check_arguments(&args) {
         return RunEnd::Returned(Err(e));
     }
-    let future = CatchUnwind::new((tool.handler)(cx, args));
+    let mut future = CatchUnwind::new((tool.handler)(cx, args));
     tokio::select! {
-        end = future => match end {
+        end = &mut future => match end {
             Ok(result) => RunEnd::Returned(result),
             Err(message) => {
                 tracing::error!(tool = %tool.name, panic = %message, "tool panicked");
                 RunEnd::Panicked
             }
         },
-        () = cancel.cancelled() => RunEnd::Cancelled,
+        () = cancel.cancelled() => {
+            // Cooperative first: the tool sees its token fire and may clean up, briefly.
+            let _ = tokio::time::timeout(SYNC_CANCEL_GRACE, &mut future).await;
+            RunEnd::Cancelled
+        }
     }
 }
 

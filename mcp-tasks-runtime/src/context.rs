@@ -258,6 +258,33 @@ impl Client {
                     "message": message.into(),
                     "requestedSchema": requested_schema,
                 }),
+                key: None,
+            })
+            .await?;
+        serde_json::from_value(answer).map_err(|e| {
+            ToolError::new(format!(
+                "the client sent an invalid elicitation result: {e}"
+            ))
+        })
+    }
+
+    /// Like [`Client::elicit`], with the key the question is filed under in `inputRequests`
+    /// (2026-07-28). Keys must be unique within one call or task.
+    pub async fn elicit_keyed(
+        &self,
+        key: impl Into<String>,
+        message: impl Into<String>,
+        requested_schema: Value,
+    ) -> Result<ElicitResult, ToolError> {
+        let answer = self
+            .request(InputRequest {
+                method: "elicitation/create".into(),
+                params: json!({
+                    "mode": "form",
+                    "message": message.into(),
+                    "requestedSchema": requested_schema,
+                }),
+                key: Some(key.into()),
             })
             .await?;
         serde_json::from_value(answer).map_err(|e| {
@@ -294,6 +321,7 @@ impl Client {
         self.request(InputRequest {
             method: "sampling/createMessage".into(),
             params: Value::Object(params),
+            key: None,
         })
         .await
     }
@@ -329,6 +357,7 @@ impl Client {
         self.request(InputRequest {
             method: "roots/list".into(),
             params: json!({}),
+            key: None,
         })
         .await
     }

@@ -706,8 +706,22 @@ impl Engine {
                 return false;
             }
             rec.input_seq += 1;
-            let k = input_key(&request.method, rec.input_seq as usize);
-            rec.input_requests.insert(k.clone(), request.clone());
+            // A key the tool chose is used once; a second use gets the sequence number too,
+            // so no key is ever reused within the task's life.
+            let k = match &request.key {
+                Some(key)
+                    if !rec.input_requests.contains_key(key)
+                        && !rec.input_responses.contains_key(key)
+                        && rec.input_seq == 1 =>
+                {
+                    key.clone()
+                }
+                Some(key) => format!("{key}-{}", rec.input_seq),
+                None => input_key(&request.method, rec.input_seq as usize),
+            };
+            let mut stored = request.clone();
+            stored.key = None;
+            rec.input_requests.insert(k.clone(), stored);
             if rec.status == TaskStatus::Working {
                 rec.status = TaskStatus::InputRequired;
             }

@@ -281,6 +281,10 @@ pub struct InputRequest {
     /// The request's params.
     #[serde(default)]
     pub params: Value,
+    /// The key the request is filed under in `inputRequests`; `None` lets the runtime number
+    /// it (`elicit-1`, `sample-2`, ...). Never sent on the wire.
+    #[serde(skip)]
+    pub key: Option<String>,
 }
 
 impl InputRequest {

@@ -154,7 +154,9 @@ pub(crate) async fn dispatch(
         Era::Stateful(state) => v2025_11_25::dispatch(server, conn, state, request, sink).await,
         Era::Stateless => v2026_07_28::dispatch(server, conn, request, sink).await,
         Era::Undecided => {
-            if request.method == "initialize" {
+            // A request with the 2026 `_meta` is stateless even when it names a method that
+            // only the stateful era has (`initialize` then answers -32601).
+            if request.method == "initialize" && !is_stateless_request(&request) {
                 return Some(v2025_11_25::initialize(server, conn, &request));
             }
             if is_stateless_request(&request) {

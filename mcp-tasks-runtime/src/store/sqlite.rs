@@ -1664,6 +1664,7 @@ mod tests {
             InputRequest {
                 method: "roots/list".into(),
                 params: Value::Null,
+                key: None,
             },
         );
         record.input_responses.insert("input-0".into(), Value::Null);

@@ -450,6 +450,7 @@ fn full_record(id: &str) -> TaskRecord {
                 "message": "Which one?",
                 "requestedSchema": { "type": "object", "properties": { "pick": { "type": "string" } } },
             }),
+            key: None,
         },
     );
     record.input_requests.insert(
@@ -457,6 +458,7 @@ fn full_record(id: &str) -> TaskRecord {
         InputRequest {
             method: "roots/list".into(),
             params: json!({}),
+            key: None,
         },
     );
     record.input_responses.insert(

@@ -328,6 +328,9 @@ impl Server {
     /// Serves the MCP endpoint on `config`'s address until [`HttpHandle::shutdown`].
     pub async fn serve_http(&self, config: HttpConfig) -> Result<HttpHandle, TransportError> {
         use axum::serve::ListenerExt as _;
+        if let Err(e) = self.recover().await {
+            tracing::error!(error = %e, "cannot settle the tasks of an earlier run");
+        }
         let listener = tokio::net::TcpListener::bind(config.bind).await?;
         let local_addr = listener.local_addr()?;
         let shutdown = config.shutdown.clone();
