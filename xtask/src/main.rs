@@ -1,6 +1,7 @@
 //! Project commands: `cargo xtask <command>`.
 
 mod conformance;
+mod new;
 
 use anyhow::{Result, bail};
 use std::path::PathBuf;
@@ -12,6 +13,7 @@ commands:
   conformance   run the official MCP conformance suite against examples/conformance-server
                 over HTTP (2025-11-25, 2026-07-28 and every tasks-* scenario); fails on any
                 failure not listed in xtask/conformance-baseline.yml
+  new           scaffold a task-tool server crate (`cargo xtask new --help`)
   help          print this help
 ";
 
@@ -23,6 +25,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("conformance") => conformance::run(args.collect()),
+        Some("new") => new::run(args.collect()),
         Some(other) => {
             eprint!("{HELP}");
             bail!("unknown command `{other}`")
