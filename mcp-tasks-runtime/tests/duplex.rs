@@ -107,7 +107,7 @@ async fn stateless_session_over_a_pipe() {
     p.server.await.unwrap().unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn eof_with_a_call_in_flight_ends_cleanly() {
     let mut p = open();
     p.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}"#).await;
@@ -242,5 +242,14 @@ async fn v2_task_lifecycle_over_a_pipe() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     p.write.shutdown().await.unwrap();
+    p.server.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_request_sent_just_before_eof_is_still_answered() {
+    let mut p = open();
+    p.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hello","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#).await;
+    p.write.shutdown().await.unwrap();
+    assert_eq!(p.recv().await["result"]["content"][0]["text"], "hello");
     p.server.await.unwrap().unwrap();
 }

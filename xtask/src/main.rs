@@ -10,9 +10,7 @@ const HELP: &str = "\
 cargo xtask <command>
 
 commands:
-  conformance   run the official MCP conformance suite against examples/conformance-server
-                over HTTP (2025-11-25, 2026-07-28 and every tasks-* scenario); fails on any
-                failure not listed in xtask/conformance-baseline.yml
+  conformance   run the official MCP conformance suite against the fixture server (both eras, all tasks-*)
   new           scaffold a task-tool server crate (`cargo xtask new --help`)
   help          print this help
 ";

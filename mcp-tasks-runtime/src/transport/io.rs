@@ -13,6 +13,9 @@ use tokio::task::JoinSet;
 
 /// The longest line accepted (16 MiB); a longer one is answered with a parse error and skipped.
 const MAX_LINE: usize = 16 * 1024 * 1024;
+/// How long requests still running at end of input may take to answer before they are
+/// cancelled.
+const EOF_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// Requests handled at once on one connection; further requests wait to be read.
 const MAX_IN_FLIGHT: usize = 1024;
 
@@ -107,8 +110,16 @@ where
         // Reap finished request tasks so the set does not grow without bound.
         while requests.try_join_next().is_some() {}
     };
+    // The client closed its end: requests already read get a moment to answer (a piped,
+    // one-shot client still gets its response), then whatever is left is cancelled.
+    let drained = tokio::time::timeout(EOF_GRACE, async {
+        while requests.join_next().await.is_some() {}
+    })
+    .await;
     session.close();
-    while requests.join_next().await.is_some() {}
+    if drained.is_err() {
+        while requests.join_next().await.is_some() {}
+    }
     drop(sink);
     drop(session);
     let write_result = writer_task
