@@ -15,6 +15,7 @@ use serde_json::json;
 use std::time::Duration;
 
 mod everything;
+mod prompts;
 
 /// A 1×1 transparent PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
@@ -286,7 +287,10 @@ async fn main() -> anyhow::Result<()> {
     }
     let server = everything::tools()
         .into_iter()
-        .fold(server, |server, tool| server.tool(tool))
+        .fold(server, |server, tool| server.tool(tool));
+    let server = prompts::prompts()
+        .into_iter()
+        .fold(server, |server, prompt| server.prompt(prompt))
         .build()?;
     match transport.flatten() {
         None => server.serve_stdio().await?,

@@ -47,6 +47,7 @@ pub(crate) struct ServerInner {
     pub(crate) info_value: Value,
     pub(crate) instructions: Option<String>,
     pub(crate) registry: Registry,
+    pub(crate) prompts: std::collections::BTreeMap<Arc<str>, crate::prompt::Prompt>,
     pub(crate) page_size: usize,
     pub(crate) state_key: [u8; 32],
     pub(crate) request_state_ttl: Duration,
@@ -127,6 +128,7 @@ pub struct ServerBuilder {
     info: Implementation,
     instructions: Option<String>,
     tools: Vec<Tool>,
+    prompts: Vec<crate::prompt::Prompt>,
     from_registry: bool,
     page_size: usize,
     state_key: Option<[u8; 32]>,
@@ -158,6 +160,7 @@ impl Default for ServerBuilder {
             },
             instructions: None,
             tools: Vec::new(),
+            prompts: Vec::new(),
             from_registry: false,
             page_size: 100,
             state_key: None,
@@ -195,6 +198,12 @@ impl ServerBuilder {
     /// Adds a tool.
     pub fn tool(mut self, tool: Tool) -> Self {
         self.tools.push(tool);
+        self
+    }
+
+    /// Adds a prompt.
+    pub fn prompt(mut self, prompt: crate::prompt::Prompt) -> Self {
+        self.prompts.push(prompt);
         self
     }
 
@@ -245,6 +254,13 @@ impl ServerBuilder {
         for tool in self.tools {
             registry.insert(tool)?;
         }
+        let mut prompts = std::collections::BTreeMap::new();
+        for prompt in self.prompts {
+            let name = Arc::clone(&prompt.name);
+            if prompts.insert(Arc::clone(&name), prompt).is_some() {
+                return Err(ToolDefError::DuplicatePrompt(name.to_string()).into());
+            }
+        }
         let state_key = match self.state_key {
             Some(key) => key,
             None => {
@@ -267,6 +283,7 @@ impl ServerBuilder {
                 info: self.info,
                 instructions: self.instructions,
                 registry,
+                prompts,
                 page_size: self.page_size,
                 state_key,
                 request_state_ttl: self.request_state_ttl,
@@ -295,15 +312,42 @@ pub(crate) fn decode_cursor(cursor: &str) -> Option<usize> {
         .ok()
 }
 
-/// The `tools/list` page starting at `cursor`, as era-neutral tool objects plus the next cursor.
+/// The `tools/list` page starting at `cursor`, plus the next cursor.
 pub(crate) fn tools_page<'a>(
     server: &'a ServerInner,
     params: &JsonObject,
 ) -> Result<(Vec<&'a Tool>, Option<String>), crate::Error> {
+    page_of(
+        server.registry.iter(),
+        server.registry.len(),
+        server.page_size,
+        params,
+    )
+}
+
+/// The `prompts/list` page starting at `cursor`, plus the next cursor.
+pub(crate) fn prompts_page<'a>(
+    server: &'a ServerInner,
+    params: &JsonObject,
+) -> Result<(Vec<&'a crate::prompt::Prompt>, Option<String>), crate::Error> {
+    page_of(
+        server.prompts.values(),
+        server.prompts.len(),
+        server.page_size,
+        params,
+    )
+}
+
+fn page_of<'a, T>(
+    items: impl Iterator<Item = &'a T>,
+    len: usize,
+    page_size: usize,
+    params: &JsonObject,
+) -> Result<(Vec<&'a T>, Option<String>), crate::Error> {
     let start = match params.get("cursor") {
         None | Some(Value::Null) => 0,
         Some(Value::String(c)) => decode_cursor(c)
-            .filter(|o| *o <= server.registry.len())
+            .filter(|o| *o <= len)
             .ok_or_else(|| crate::Error::InvalidParams(format!("invalid cursor {c:?}")))?,
         Some(_) => {
             return Err(crate::Error::InvalidParams(
@@ -311,13 +355,8 @@ pub(crate) fn tools_page<'a>(
             ));
         }
     };
-    let page: Vec<_> = server
-        .registry
-        .iter()
-        .skip(start)
-        .take(server.page_size)
-        .collect();
+    let page: Vec<_> = items.skip(start).take(page_size).collect();
     let end = start + page.len();
-    let next = (end < server.registry.len()).then(|| encode_cursor(end));
+    let next = (end < len).then(|| encode_cursor(end));
     Ok((page, next))
 }

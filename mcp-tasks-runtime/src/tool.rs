@@ -48,6 +48,9 @@ pub enum ToolDefError {
         /// Where the second one was defined.
         second: String,
     },
+    /// Two prompts share a name.
+    #[error("duplicate prompt name {0:?}")]
+    DuplicatePrompt(String),
     /// `rerun` after a restart was asked of a tool not declared idempotent.
     #[error("tool {0:?} can only rerun after a restart when it is declared idempotent")]
     RerunNotIdempotent(String),

@@ -10,7 +10,7 @@ use crate::error::{CallOutcome, Error};
 use crate::jsonrpc::{ErrorObject, Request};
 use crate::model::{JsonObject, LogLevel, TaskSupport};
 use crate::router::params_object;
-use crate::server::{Server, tools_page};
+use crate::server::{Server, prompts_page, tools_page};
 use crate::session::{Connection, Era, Sink, StatefulState};
 use crate::task::{TaskProtocol, TaskRecord, TaskStatus, rfc3339};
 use serde_json::{Value, json};
@@ -67,6 +67,9 @@ pub(crate) fn initialize(
         },
         "serverInfo": inner.info_value,
     });
+    if !inner.prompts.is_empty() {
+        result["capabilities"]["prompts"] = json!({ "listChanged": false });
+    }
     if version == LATEST {
         result["capabilities"]["tasks"] = json!({
             "list": {},
@@ -95,6 +98,8 @@ pub(crate) async fn dispatch(
         "tools/list" => tools_list(server, &state, &request),
         "logging/setLevel" => set_level(conn, &request),
         "tools/call" => return tools_call(server, conn, &state, request, sink).await,
+        "prompts/list" => prompts_list(server, &request),
+        "prompts/get" => return prompts_get(server, conn, &state, request, sink).await,
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" if state.version == LATEST => {
             return tasks(server, conn, request, sink).await;
         }
@@ -219,6 +224,74 @@ fn task_payload(rec: &TaskRecord) -> Result<Value, ErrorObject> {
         (None, TaskStatus::Cancelled) => Err(Error::Cancelled.into()),
         (None, _) => Err(Error::Internal("the task ended without an outcome".into()).into()),
     }
+}
+
+fn prompts_list(server: &Server, request: &Request) -> Result<Value, ErrorObject> {
+    let params = params_object(request)?;
+    let (page, next) = prompts_page(&server.inner, &params)?;
+    let mut result = json!({ "prompts": page.iter().map(|p| p.describe()).collect::<Vec<_>>() });
+    if let Some(next) = next {
+        result["nextCursor"] = next.into();
+    }
+    Ok(result)
+}
+
+async fn prompts_get(
+    server: &Server,
+    conn: &Arc<Connection>,
+    state: &StatefulState,
+    request: Request,
+    sink: Sink,
+) -> Option<Result<Value, ErrorObject>> {
+    let parsed = (|| {
+        let params = params_object(&request)?;
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::InvalidParams("`name` must be a string".into()))?;
+        let prompt = server
+            .inner
+            .prompts
+            .get(name)
+            .ok_or_else(|| Error::InvalidParams(format!("unknown prompt: {name}")))?;
+        let args = prompt.check_arguments(&params)?;
+        Ok::<_, Error>((prompt, args))
+    })();
+    let (prompt, args) = match parsed {
+        Ok(p) => p,
+        Err(e) => return Some(Err(ErrorObject::from(e))),
+    };
+    let cancel = conn.track(&request.id);
+    let backend = Arc::new(DirectBackend {
+        conn: Arc::clone(conn),
+        notifier: Notifier {
+            sink,
+            progress_token: None,
+            log: LogGate::Connection(Arc::clone(conn)),
+        },
+        cancel: cancel.clone(),
+    });
+    let cx = TaskContext::new(
+        Arc::clone(&prompt.name),
+        cancel.clone(),
+        state.client_capabilities.clone(),
+        conn.principal.clone(),
+        backend,
+    );
+    let result = tokio::select! {
+        r = crate::prompt::run(prompt, cx, args) => r,
+        () = cancel.cancelled() => {
+            conn.untrack(&request.id);
+            return None;
+        }
+    };
+    conn.untrack(&request.id);
+    Some(match result {
+        Err(e) => Err(e),
+        Ok(Ok(r)) => Ok(serde_json::to_value(r).unwrap_or_default()),
+        Ok(Err(e)) => Err(crate::prompt::prompt_error(e)
+            .unwrap_or_else(|| Error::Internal("unexpected input round".into()).into())),
+    })
 }
 
 fn tools_list(

@@ -12,7 +12,7 @@ use crate::jsonrpc::{self, ErrorObject, Request};
 use crate::model::{InputRequest, JsonObject, LogLevel, TaskSupport};
 use crate::mrtr;
 use crate::router::{META_PROTOCOL_VERSION, params_object};
-use crate::server::{Server, tools_page};
+use crate::server::{Server, prompts_page, tools_page};
 use crate::session::{Connection, Sink};
 use crate::task::{TaskProtocol, TaskRecord, TaskStatus, rfc3339};
 use crate::tool::Tool;
@@ -35,10 +35,12 @@ const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// Methods this era defines.
-const METHODS: [&str; 7] = [
+const METHODS: [&str; 9] = [
     "server/discover",
     "tools/list",
     "tools/call",
+    "prompts/list",
+    "prompts/get",
     "tasks/get",
     "tasks/update",
     "tasks/cancel",
@@ -131,6 +133,8 @@ pub(crate) async fn dispatch(
         "server/discover" => Ok(complete(server, discover(server), "complete")),
         "tools/list" => tools_list(server, &params).map(|v| complete(server, v, "complete")),
         "tools/call" => return tools_call(server, conn, &request, params, meta, sink).await,
+        "prompts/list" => prompts_list(server, &params).map(|v| complete(server, v, "complete")),
+        "prompts/get" => prompts_get(server, conn, params, meta, sink).await,
         "subscriptions/listen" => {
             return listen(server, conn, &request, &params, &meta, sink).await;
         }
@@ -327,6 +331,105 @@ async fn listen(
     None
 }
 
+fn prompts_list(server: &Server, params: &JsonObject) -> Result<Value, ErrorObject> {
+    let (page, next) = prompts_page(&server.inner, params)?;
+    let mut result = json!({
+        "prompts": page.iter().map(|p| p.describe()).collect::<Vec<_>>(),
+        "ttlMs": server.inner.list_ttl.as_millis() as u64,
+        "cacheScope": "public",
+    });
+    if let Some(next) = next {
+        result["nextCursor"] = next.into();
+    }
+    Ok(result)
+}
+
+/// MRTR answers carried by a retried request: the signed `requestState`, then
+/// `inputResponses`. `bound_to` names what the state was made for.
+fn answers(
+    server: &Server,
+    conn: &Connection,
+    params: &JsonObject,
+    bound_to: &str,
+    args: &JsonObject,
+) -> Result<BTreeMap<String, Value>, Error> {
+    let mut answers = match params.get("requestState") {
+        None | Some(Value::Null) => BTreeMap::new(),
+        Some(Value::String(state)) => mrtr::open(
+            &server.inner.state_key,
+            state,
+            bound_to,
+            args,
+            conn.principal.as_deref(),
+        )
+        .map_err(|e| Error::InvalidParams(e.to_string()))?,
+        Some(_) => {
+            return Err(Error::InvalidParams(
+                "`requestState` must be a string".into(),
+            ));
+        }
+    };
+    match params.get("inputResponses") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(responses)) => {
+            answers.extend(responses.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        Some(_) => {
+            return Err(Error::InvalidParams(
+                "`inputResponses` must be an object".into(),
+            ));
+        }
+    }
+    Ok(answers)
+}
+
+async fn prompts_get(
+    server: &Server,
+    conn: &Arc<Connection>,
+    params: JsonObject,
+    meta: RequestMeta,
+    sink: Sink,
+) -> Result<Value, ErrorObject> {
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::InvalidParams("`name` must be a string".into()))?;
+    let prompt = server
+        .inner
+        .prompts
+        .get(name)
+        .ok_or_else(|| Error::InvalidParams(format!("unknown prompt: {name}")))?;
+    let args = prompt.check_arguments(&params)?;
+    let bound_to = format!("prompt:{name}");
+    let answers = answers(server, conn, &params, &bound_to, &args)?;
+    let backend = Arc::new(MrtrBackend::new(
+        answers,
+        Notifier {
+            sink,
+            progress_token: meta.progress_token,
+            log: LogGate::Request(meta.log_level),
+        },
+    ));
+    let cx = TaskContext::new(
+        Arc::clone(&prompt.name),
+        CancellationToken::new(),
+        meta.client_capabilities,
+        conn.principal.clone(),
+        Arc::clone(&backend) as _,
+    );
+    match crate::prompt::run(prompt, cx, args.clone()).await? {
+        Ok(r) => Ok(complete(
+            server,
+            serde_json::to_value(r).unwrap_or_default(),
+            "complete",
+        )),
+        Err(e) => match crate::prompt::prompt_error(e) {
+            Some(e) => Err(e),
+            None => Ok(input_required(server, conn, &bound_to, &args, &backend)),
+        },
+    }
+}
+
 fn discover(server: &Server) -> Value {
     let inner = &server.inner;
     let mut result = json!({
@@ -338,6 +441,9 @@ fn discover(server: &Server) -> Value {
         "ttlMs": inner.list_ttl.as_millis() as u64,
         "cacheScope": "public",
     });
+    if !inner.prompts.is_empty() {
+        result["capabilities"]["prompts"] = json!({ "listChanged": false });
+    }
     if let Some(instructions) = &inner.instructions {
         result["instructions"] = instructions.clone().into();
     }
@@ -384,33 +490,7 @@ async fn tools_call(
             Some(Value::Object(a)) => a.clone(),
             Some(_) => return Err(Error::InvalidParams("`arguments` must be an object".into())),
         };
-        let mut answers = match params.get("requestState") {
-            None | Some(Value::Null) => BTreeMap::new(),
-            Some(Value::String(state)) => mrtr::open(
-                &server.inner.state_key,
-                state,
-                name,
-                &args,
-                conn.principal.as_deref(),
-            )
-            .map_err(|e| Error::InvalidParams(e.to_string()))?,
-            Some(_) => {
-                return Err(Error::InvalidParams(
-                    "`requestState` must be a string".into(),
-                ));
-            }
-        };
-        match params.get("inputResponses") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(responses)) => {
-                answers.extend(responses.iter().map(|(k, v)| (k.clone(), v.clone())));
-            }
-            Some(_) => {
-                return Err(Error::InvalidParams(
-                    "`inputResponses` must be an object".into(),
-                ));
-            }
-        }
+        let answers = answers(server, conn, &params, name, &args)?;
         Ok((tool, args, answers))
     })();
     let (tool, args, answers) = match parsed {
@@ -458,7 +538,9 @@ async fn tools_call(
             "complete",
         ))),
         Some(CallOutcome::Error(e)) => Some(Err(e)),
-        None => Some(Ok(input_required(server, conn, tool, &args, &backend))),
+        None => Some(Ok(input_required(
+            server, conn, &tool.name, &args, &backend,
+        ))),
     }
 }
 
@@ -568,7 +650,13 @@ fn finish_inline(
             "complete",
         )),
         Some(CallOutcome::Error(e)) => Err(e),
-        None => Ok(input_required(server, conn, tool, args, &prelude.mrtr)),
+        None => Ok(input_required(
+            server,
+            conn,
+            &tool.name,
+            args,
+            &prelude.mrtr,
+        )),
     }
 }
 
@@ -576,14 +664,14 @@ fn finish_inline(
 fn input_required(
     server: &Server,
     conn: &Connection,
-    tool: &Tool,
+    bound_to: &str,
     args: &JsonObject,
     mrtr: &MrtrBackend,
 ) -> Value {
     let asked = mrtr.take_asked();
     let state = mrtr::seal(
         &server.inner.state_key,
-        &tool.name,
+        bound_to,
         args,
         conn.principal.as_deref(),
         server.inner.request_state_ttl,
