@@ -22,7 +22,7 @@ fn example(name: &str) -> PathBuf {
 #[tokio::test]
 async fn the_tour_binary_serves_both_eras_over_stdio_and_exits_on_eof() {
     let mut child = Command::new(example("tour"))
-        .arg("--stdio")
+        .args(["--stdio", "--store", "memory"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

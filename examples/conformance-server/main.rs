@@ -2,7 +2,8 @@
 //! tasks-extension fixtures, all written with `#[task_tool]`.
 //!
 //! ```text
-//! cargo run --example conformance-server -- --stdio
+//! cargo run --example conformance-server -- --stdio   # tasks in data/conformance.db
+//! cargo run --example conformance-server -- --stdio --store memory
 //! cargo run --example conformance-server -- --http 127.0.0.1:3000
 //! ```
 //!
@@ -272,10 +273,17 @@ async fn main() -> anyhow::Result<()> {
         .name("mcp-tasks-conformance")
         .version(env!("CARGO_PKG_VERSION"))
         .registry_tools();
-    match store.as_deref() {
-        None | Some("memory") => {}
-        Some(other) => match other.strip_prefix("sqlite:") {
+    let store = store.unwrap_or_else(|| "sqlite:data/conformance.db".into());
+    match store.as_str() {
+        "memory" => {}
+        other => match other.strip_prefix("sqlite:") {
             Some(path) => {
+                if let Some(dir) = std::path::Path::new(path)
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                {
+                    std::fs::create_dir_all(dir)?;
+                }
                 eprintln!("tasks are kept in the SQLite file {path}");
                 server = server.store(mcp_tasks::store::SqliteTaskStore::open(path)?);
             }

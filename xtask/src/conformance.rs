@@ -289,9 +289,16 @@ struct Server {
 
 impl Server {
     fn start(bin: &Path, addr: SocketAddr, log: &Path) -> Result<Self> {
+        // A fresh SQLite file per run: the suite exercises the durable store too.
+        let db = log.with_file_name("tasks.db");
+        for suffix in ["", "-wal", "-shm", "-lock"] {
+            let _ = fs::remove_file(format!("{}{suffix}", db.display()));
+        }
         let child = Command::new(bin)
             .arg("--http")
             .arg(addr.to_string())
+            .arg("--store")
+            .arg(format!("sqlite:{}", db.display()))
             .stdin(Stdio::null())
             .stdout(Stdio::from(fs::File::create(log)?))
             .stderr(Stdio::from(fs::File::options().append(true).open(log)?))

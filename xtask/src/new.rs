@@ -24,7 +24,7 @@ options:
   --dir <path>          the directory to create the crate in (default: the workspace root);
                         a relative path is relative to the workspace root
   --transport <kind>    stdio (default) or http
-  --store <kind>        memory (default) or sqlite
+  --store <kind>        sqlite (default: durable tasks in ./data) or memory
   --force               write into an existing directory, replacing the template's files
   -h, --help            print this help
 ";
@@ -236,7 +236,7 @@ fn parse(args: Vec<String>) -> Result<Args> {
     let mut name = None;
     let mut dir = None;
     let mut transport = Transport::Stdio;
-    let mut store = Store::Memory;
+    let mut store = Store::Sqlite;
     let mut force = false;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -675,7 +675,7 @@ mod tests {
                 defaults.store,
                 defaults.force
             ),
-            (None, Transport::Stdio, Store::Memory, false)
+            (None, Transport::Stdio, Store::Sqlite, false)
         );
     }
 

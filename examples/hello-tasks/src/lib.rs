@@ -4,8 +4,10 @@
 //! serves it to one client on stdin and stdout.
 //! To add a tool, write another `#[task_tool]` function: nothing else needs to change.
 
+use anyhow::Context as _;
 use mcp_tasks::prelude::*;
-use mcp_tasks::store::TaskStore;
+use mcp_tasks::store::{SqliteTaskStore, TaskStore};
+use std::path::Path;
 use std::time::Duration;
 
 // A plain tool: `mode = "forbidden"` means every call answers at once, never as a task.
@@ -50,4 +52,15 @@ pub fn server(store: impl TaskStore) -> anyhow::Result<Server> {
         .store(store)
         .build()?;
     Ok(server)
+}
+
+/// The file name of the task database.
+pub const DATABASE: &str = concat!(env!("CARGO_PKG_NAME"), ".db");
+
+/// Opens (or creates) the task database [`DATABASE`] in `dir`, creating `dir` if needed.
+pub fn open_store(dir: &Path) -> anyhow::Result<SqliteTaskStore> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+    let store = SqliteTaskStore::open(dir.join(DATABASE))?;
+    Ok(store)
 }

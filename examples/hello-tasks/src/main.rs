@@ -1,14 +1,27 @@
 //! Serves the tools of this crate to one MCP client on stdin and stdout.
 //!
 //! stdout carries MCP messages only, so everything else goes to stderr.
+//!
+//! Tasks are kept in a SQLite database in `data/` under the working directory, so they outlive
+//! a restart. The environment variable in `DATA_VAR` sets another directory.
 
-use mcp_tasks::store::MemoryTaskStore;
+use std::path::PathBuf;
+
+/// The environment variable that names the directory of the task database.
+const DATA_VAR: &str = "HELLO_TASKS_DATA_DIR";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let store = MemoryTaskStore::new();
+    let dir = data_dir();
+    let store = hello_tasks::open_store(&dir)?;
+    eprintln!("keeping tasks in {}", std::path::absolute(&dir)?.display());
     let server = hello_tasks::server(store)?;
     eprintln!("serving MCP on stdin and stdout until stdin closes");
     server.serve_stdio().await?;
     Ok(())
+}
+
+/// The directory of the task database: the one `DATA_VAR` names, or `data`.
+fn data_dir() -> PathBuf {
+    std::env::var_os(DATA_VAR).map_or_else(|| PathBuf::from("data"), PathBuf::from)
 }

@@ -2,9 +2,11 @@
 //! a task from its creation to its result in both protocol eras.
 
 use mcp_tasks::Server;
-use mcp_tasks::store::MemoryTaskStore;
+use mcp_tasks::store::SqliteTaskStore;
 use mcp_tasks::transport::serve_io;
 use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::{
     AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
@@ -20,9 +22,14 @@ fn meta() -> Value {
     })
 }
 
-/// A fresh, empty task store.
-fn store() -> MemoryTaskStore {
-    MemoryTaskStore::new()
+/// A fresh, empty task database, under cargo's scratch directory for tests.
+fn store() -> SqliteTaskStore {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lifecycle-{n}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = hello_tasks::open_store(&dir);
+    store.expect("the task database opens")
 }
 
 /// The server under test, with a fresh store.
