@@ -250,22 +250,8 @@ impl Client {
         message: impl Into<String>,
         requested_schema: Value,
     ) -> Result<ElicitResult, ToolError> {
-        let answer = self
-            .request(InputRequest {
-                method: "elicitation/create".into(),
-                params: json!({
-                    "mode": "form",
-                    "message": message.into(),
-                    "requestedSchema": requested_schema,
-                }),
-                key: None,
-            })
-            .await?;
-        serde_json::from_value(answer).map_err(|e| {
-            ToolError::new(format!(
-                "the client sent an invalid elicitation result: {e}"
-            ))
-        })
+        self.elicit_form(None, message.into(), requested_schema)
+            .await
     }
 
     /// Like [`Client::elicit`], with the key the question is filed under in `inputRequests`
@@ -276,15 +262,25 @@ impl Client {
         message: impl Into<String>,
         requested_schema: Value,
     ) -> Result<ElicitResult, ToolError> {
+        self.elicit_form(Some(key.into()), message.into(), requested_schema)
+            .await
+    }
+
+    async fn elicit_form(
+        &self,
+        key: Option<String>,
+        message: String,
+        requested_schema: Value,
+    ) -> Result<ElicitResult, ToolError> {
         let answer = self
             .request(InputRequest {
                 method: "elicitation/create".into(),
                 params: json!({
                     "mode": "form",
-                    "message": message.into(),
+                    "message": message,
                     "requestedSchema": requested_schema,
                 }),
-                key: Some(key.into()),
+                key,
             })
             .await?;
         serde_json::from_value(answer).map_err(|e| {

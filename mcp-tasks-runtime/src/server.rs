@@ -325,17 +325,23 @@ pub(crate) fn tools_page<'a>(
     )
 }
 
-/// The `prompts/list` page starting at `cursor`, plus the next cursor.
-pub(crate) fn prompts_page<'a>(
-    server: &'a ServerInner,
+/// The `prompts/list` result for the page starting at `cursor` (the same in both eras but for
+/// the cache hints the 2026-07-28 adapter adds).
+pub(crate) fn prompts_list(
+    server: &ServerInner,
     params: &JsonObject,
-) -> Result<(Vec<&'a crate::prompt::Prompt>, Option<String>), crate::Error> {
-    page_of(
+) -> Result<Value, crate::Error> {
+    let (page, next) = page_of(
         server.prompts.values(),
         server.prompts.len(),
         server.page_size,
         params,
-    )
+    )?;
+    let mut result = json!({ "prompts": page.iter().map(|p| p.describe()).collect::<Vec<_>>() });
+    if let Some(next) = next {
+        result["nextCursor"] = next.into();
+    }
+    Ok(result)
 }
 
 fn page_of<'a, T>(

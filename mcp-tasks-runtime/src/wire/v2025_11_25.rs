@@ -10,7 +10,7 @@ use crate::error::{CallOutcome, Error};
 use crate::jsonrpc::{ErrorObject, Request};
 use crate::model::{JsonObject, LogLevel, TaskSupport};
 use crate::router::params_object;
-use crate::server::{Server, prompts_page, tools_page};
+use crate::server::{Server, tools_page};
 use crate::session::{Connection, Era, Sink, StatefulState};
 use crate::task::{TaskProtocol, TaskRecord, TaskStatus, rfc3339};
 use serde_json::{Value, json};
@@ -227,13 +227,10 @@ fn task_payload(rec: &TaskRecord) -> Result<Value, ErrorObject> {
 }
 
 fn prompts_list(server: &Server, request: &Request) -> Result<Value, ErrorObject> {
-    let params = params_object(request)?;
-    let (page, next) = prompts_page(&server.inner, &params)?;
-    let mut result = json!({ "prompts": page.iter().map(|p| p.describe()).collect::<Vec<_>>() });
-    if let Some(next) = next {
-        result["nextCursor"] = next.into();
-    }
-    Ok(result)
+    Ok(crate::server::prompts_list(
+        &server.inner,
+        &params_object(request)?,
+    )?)
 }
 
 async fn prompts_get(

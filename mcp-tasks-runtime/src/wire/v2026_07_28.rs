@@ -12,7 +12,7 @@ use crate::jsonrpc::{self, ErrorObject, Request};
 use crate::model::{InputRequest, JsonObject, LogLevel, TaskSupport};
 use crate::mrtr;
 use crate::router::{META_PROTOCOL_VERSION, params_object};
-use crate::server::{Server, prompts_page, tools_page};
+use crate::server::{Server, tools_page};
 use crate::session::{Connection, Sink};
 use crate::task::{TaskProtocol, TaskRecord, TaskStatus, rfc3339};
 use crate::tool::Tool;
@@ -332,15 +332,9 @@ async fn listen(
 }
 
 fn prompts_list(server: &Server, params: &JsonObject) -> Result<Value, ErrorObject> {
-    let (page, next) = prompts_page(&server.inner, params)?;
-    let mut result = json!({
-        "prompts": page.iter().map(|p| p.describe()).collect::<Vec<_>>(),
-        "ttlMs": server.inner.list_ttl.as_millis() as u64,
-        "cacheScope": "public",
-    });
-    if let Some(next) = next {
-        result["nextCursor"] = next.into();
-    }
+    let mut result = crate::server::prompts_list(&server.inner, params)?;
+    result["ttlMs"] = (server.inner.list_ttl.as_millis() as u64).into();
+    result["cacheScope"] = "public".into();
     Ok(result)
 }
 
