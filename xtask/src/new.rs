@@ -803,10 +803,12 @@ end
         let root = crate::project_root();
         let example = root.join("examples/hello-tasks");
         let rendered = scratch("xtask-new-hello-tasks");
+        // The example follows whatever the defaults are.
+        let defaults = args("hello-tasks").expect("the default options");
         let files = render(&options(
             "hello-tasks",
-            Transport::Stdio,
-            Store::Memory,
+            defaults.transport,
+            defaults.store,
             example.clone(),
         ))
         .expect("render the templates");
