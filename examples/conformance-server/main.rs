@@ -17,6 +17,7 @@ use std::time::Duration;
 
 mod everything;
 mod prompts;
+mod resources;
 
 /// A 1×1 transparent PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
@@ -298,7 +299,15 @@ async fn main() -> anyhow::Result<()> {
         .fold(server, |server, tool| server.tool(tool));
     let server = prompts::prompts()
         .into_iter()
-        .fold(server, |server, prompt| server.prompt(prompt))
+        .fold(server, |server, prompt| server.prompt(prompt));
+    let server = resources::resources()
+        .into_iter()
+        .fold(server, |server, resource| server.resource(resource));
+    let server = resources::templates()
+        .into_iter()
+        .fold(server, |server, template| {
+            server.resource_template(template)
+        })
         .build()?;
     match transport.flatten() {
         None => server.serve_stdio().await?,

@@ -18,6 +18,9 @@ pub const INVALID_PARAMS: i32 = -32602;
 pub const INTERNAL_ERROR: i32 = -32603;
 /// Implementation-defined: the server is too busy to take the request (task queue full).
 pub const SERVER_BUSY: i32 = -32000;
+/// 2025-11-25: the resource a `resources/read` named does not exist (retired in 2026-07-28,
+/// which answers [`INVALID_PARAMS`]).
+pub const RESOURCE_NOT_FOUND: i32 = -32002;
 /// 2026-07-28: an HTTP header does not match the request body.
 pub const HEADER_MISMATCH: i32 = -32020;
 /// 2026-07-28: the request needs a client capability the request did not declare.

@@ -2,6 +2,7 @@
 
 use crate::engine::{Engine, EngineConfig, Recovery};
 use crate::model::JsonObject;
+use crate::resource::{Resource, ResourceTemplate};
 use crate::store::{MemoryTaskStore, TaskStore};
 use crate::tool::{Registry, Tool, ToolDefError};
 use serde_json::{Value, json};
@@ -48,6 +49,8 @@ pub(crate) struct ServerInner {
     pub(crate) instructions: Option<String>,
     pub(crate) registry: Registry,
     pub(crate) prompts: std::collections::BTreeMap<Arc<str>, crate::prompt::Prompt>,
+    pub(crate) resources: std::collections::BTreeMap<Arc<str>, Resource>,
+    pub(crate) resource_templates: std::collections::BTreeMap<Arc<str>, ResourceTemplate>,
     pub(crate) page_size: usize,
     pub(crate) state_key: [u8; 32],
     pub(crate) request_state_ttl: Duration,
@@ -129,6 +132,8 @@ pub struct ServerBuilder {
     instructions: Option<String>,
     tools: Vec<Tool>,
     prompts: Vec<crate::prompt::Prompt>,
+    resources: Vec<Resource>,
+    resource_templates: Vec<ResourceTemplate>,
     from_registry: bool,
     page_size: usize,
     state_key: Option<[u8; 32]>,
@@ -161,6 +166,8 @@ impl Default for ServerBuilder {
             instructions: None,
             tools: Vec::new(),
             prompts: Vec::new(),
+            resources: Vec::new(),
+            resource_templates: Vec::new(),
             from_registry: false,
             page_size: 100,
             state_key: None,
@@ -207,6 +214,18 @@ impl ServerBuilder {
         self
     }
 
+    /// Adds a resource at a fixed URI.
+    pub fn resource(mut self, resource: Resource) -> Self {
+        self.resources.push(resource);
+        self
+    }
+
+    /// Adds a resource template.
+    pub fn resource_template(mut self, template: ResourceTemplate) -> Self {
+        self.resource_templates.push(template);
+        self
+    }
+
     /// Adds every `#[task_tool]` function linked into this binary.
     pub fn registry_tools(mut self) -> Self {
         self.from_registry = true;
@@ -244,7 +263,8 @@ impl ServerBuilder {
         self
     }
 
-    /// Builds the server. Fails on a malformed tool or a duplicate tool name.
+    /// Builds the server. Fails on a malformed tool or resource template, or on a duplicate
+    /// tool name, prompt name, resource URI or resource template.
     pub fn build(self) -> Result<Server, BuildError> {
         let mut registry = if self.from_registry {
             Registry::from_inventory()?
@@ -259,6 +279,24 @@ impl ServerBuilder {
             let name = Arc::clone(&prompt.name);
             if prompts.insert(Arc::clone(&name), prompt).is_some() {
                 return Err(ToolDefError::DuplicatePrompt(name.to_string()).into());
+            }
+        }
+        let mut resources = std::collections::BTreeMap::new();
+        for resource in self.resources {
+            let uri = Arc::clone(&resource.uri);
+            if resources.insert(Arc::clone(&uri), resource).is_some() {
+                return Err(ToolDefError::DuplicateResource(uri.to_string()).into());
+            }
+        }
+        let mut resource_templates = std::collections::BTreeMap::new();
+        for template in self.resource_templates {
+            template.check()?;
+            let key = Arc::clone(&template.uri_template);
+            if resource_templates
+                .insert(Arc::clone(&key), template)
+                .is_some()
+            {
+                return Err(ToolDefError::DuplicateResourceTemplate(key.to_string()).into());
             }
         }
         let state_key = match self.state_key {
@@ -284,6 +322,8 @@ impl ServerBuilder {
                 instructions: self.instructions,
                 registry,
                 prompts,
+                resources,
+                resource_templates,
                 page_size: self.page_size,
                 state_key,
                 request_state_ttl: self.request_state_ttl,
@@ -342,6 +382,49 @@ pub(crate) fn prompts_list(
         result["nextCursor"] = next.into();
     }
     Ok(result)
+}
+
+/// The `resources/list` result for the page starting at `cursor` (both eras; the 2026-07-28
+/// adapter adds the cache hints).
+pub(crate) fn resources_list(
+    server: &ServerInner,
+    params: &JsonObject,
+) -> Result<Value, crate::Error> {
+    let (page, next) = page_of(
+        server.resources.values(),
+        server.resources.len(),
+        server.page_size,
+        params,
+    )?;
+    let mut result = json!({ "resources": page.iter().map(|r| r.describe()).collect::<Vec<_>>() });
+    if let Some(next) = next {
+        result["nextCursor"] = next.into();
+    }
+    Ok(result)
+}
+
+/// The `resources/templates/list` result for the page starting at `cursor`.
+pub(crate) fn resource_templates_list(
+    server: &ServerInner,
+    params: &JsonObject,
+) -> Result<Value, crate::Error> {
+    let (page, next) = page_of(
+        server.resource_templates.values(),
+        server.resource_templates.len(),
+        server.page_size,
+        params,
+    )?;
+    let mut result =
+        json!({ "resourceTemplates": page.iter().map(|t| t.describe()).collect::<Vec<_>>() });
+    if let Some(next) = next {
+        result["nextCursor"] = next.into();
+    }
+    Ok(result)
+}
+
+/// `true` when the server has any resource or resource template.
+pub(crate) fn has_resources(server: &ServerInner) -> bool {
+    !server.resources.is_empty() || !server.resource_templates.is_empty()
 }
 
 fn page_of<'a, T>(

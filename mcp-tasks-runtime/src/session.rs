@@ -57,6 +57,8 @@ pub(crate) struct Connection {
     inflight: Mutex<HashMap<RequestId, CancellationToken>>,
     /// Fires when the connection closes; every request token is a child of it.
     closed: CancellationToken,
+    /// The resource URIs this (2025-11-25) connection subscribed to.
+    pub(crate) subscriptions: Mutex<std::collections::BTreeSet<String>>,
 }
 
 const LOG_OFF: u8 = u8::MAX;
@@ -77,6 +79,7 @@ impl Connection {
             pending: Mutex::new(HashMap::new()),
             inflight: Mutex::new(HashMap::new()),
             closed: CancellationToken::new(),
+            subscriptions: Mutex::new(Default::default()),
         })
     }
 

@@ -70,6 +70,9 @@ pub(crate) fn initialize(
     if !inner.prompts.is_empty() {
         result["capabilities"]["prompts"] = json!({ "listChanged": false });
     }
+    if crate::server::has_resources(inner) {
+        result["capabilities"]["resources"] = json!({ "subscribe": true, "listChanged": false });
+    }
     if version == LATEST {
         result["capabilities"]["tasks"] = json!({
             "list": {},
@@ -100,6 +103,12 @@ pub(crate) async fn dispatch(
         "tools/call" => return tools_call(server, conn, &state, request, sink).await,
         "prompts/list" => prompts_list(server, &request),
         "prompts/get" => return prompts_get(server, conn, &state, request, sink).await,
+        "resources/list" => resources_list(server, &request, crate::server::resources_list),
+        "resources/templates/list" => {
+            resources_list(server, &request, crate::server::resource_templates_list)
+        }
+        "resources/read" => return resources_read(server, conn, &state, request, sink).await,
+        "resources/subscribe" | "resources/unsubscribe" => subscribe(conn, &request),
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" if state.version == LATEST => {
             return tasks(server, conn, request, sink).await;
         }
@@ -286,6 +295,77 @@ async fn prompts_get(
     Some(match result {
         Err(e) => Err(e),
         Ok(Ok(r)) => Ok(serde_json::to_value(r).unwrap_or_default()),
+        Ok(Err(e)) => Err(crate::prompt::prompt_error(e)
+            .unwrap_or_else(|| Error::Internal("unexpected input round".into()).into())),
+    })
+}
+
+/// `resources/list` or `resources/templates/list`, by the listing function given.
+fn resources_list(
+    server: &Server,
+    request: &Request,
+    list: fn(&crate::server::ServerInner, &JsonObject) -> Result<Value, Error>,
+) -> Result<Value, ErrorObject> {
+    Ok(list(&server.inner, &params_object(request)?)?)
+}
+
+/// `resources/subscribe` and `resources/unsubscribe`: remembered per connection.
+fn subscribe(conn: &Connection, request: &Request) -> Result<Value, ErrorObject> {
+    let uri = crate::resource::uri_param(&params_object(request)?)?;
+    let mut subscriptions = conn.subscriptions.lock().expect("subscriptions lock");
+    if request.method == "resources/subscribe" {
+        subscriptions.insert(uri);
+    } else {
+        subscriptions.remove(&uri);
+    }
+    Ok(json!({}))
+}
+
+async fn resources_read(
+    server: &Server,
+    conn: &Arc<Connection>,
+    state: &StatefulState,
+    request: Request,
+    sink: Sink,
+) -> Option<Result<Value, ErrorObject>> {
+    let parsed = (|| {
+        let uri = crate::resource::uri_param(&params_object(&request)?)?;
+        let target = crate::resource::find(&server.inner, &uri)
+            .ok_or_else(|| Error::ResourceNotFoundStateful(uri.clone()))?;
+        Ok::<_, Error>((uri, target))
+    })();
+    let (uri, target) = match parsed {
+        Ok(p) => p,
+        Err(e) => return Some(Err(ErrorObject::from(e))),
+    };
+    let cancel = conn.track(&request.id);
+    let backend = Arc::new(DirectBackend {
+        conn: Arc::clone(conn),
+        notifier: Notifier {
+            sink,
+            progress_token: None,
+            log: LogGate::Connection(Arc::clone(conn)),
+        },
+        cancel: cancel.clone(),
+    });
+    let cx = TaskContext::new(
+        Arc::from(uri.as_str()),
+        cancel.clone(),
+        state.client_capabilities.clone(),
+        conn.principal.clone(),
+        backend,
+    );
+    let result = tokio::select! {
+        r = crate::resource::run(&target, cx, &uri) => r,
+        () = cancel.cancelled() => {
+            conn.untrack(&request.id);
+            return None;
+        }
+    };
+    conn.untrack(&request.id);
+    Some(match result {
+        Err(e) => Err(e),
+        Ok(Ok(contents)) => Ok(json!({ "contents": contents })),
         Ok(Err(e)) => Err(crate::prompt::prompt_error(e)
             .unwrap_or_else(|| Error::Internal("unexpected input round".into()).into())),
     })

@@ -35,12 +35,15 @@ const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// Methods this era defines.
-const METHODS: [&str; 9] = [
+const METHODS: [&str; 12] = [
     "server/discover",
     "tools/list",
     "tools/call",
     "prompts/list",
     "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
     "tasks/get",
     "tasks/update",
     "tasks/cancel",
@@ -135,6 +138,15 @@ pub(crate) async fn dispatch(
         "tools/call" => return tools_call(server, conn, &request, params, meta, sink).await,
         "prompts/list" => prompts_list(server, &params).map(|v| complete(server, v, "complete")),
         "prompts/get" => prompts_get(server, conn, params, meta, sink).await,
+        "resources/list" => crate::server::resources_list(&server.inner, &params)
+            .map(|v| complete(server, cacheable(server, v), "complete"))
+            .map_err(Into::into),
+        "resources/templates/list" => {
+            crate::server::resource_templates_list(&server.inner, &params)
+                .map(|v| complete(server, cacheable(server, v), "complete"))
+                .map_err(Into::into)
+        }
+        "resources/read" => resources_read(server, conn, params, meta, sink).await,
         "subscriptions/listen" => {
             return listen(server, conn, &request, &params, &meta, sink).await;
         }
@@ -332,10 +344,60 @@ async fn listen(
 }
 
 fn prompts_list(server: &Server, params: &JsonObject) -> Result<Value, ErrorObject> {
-    let mut result = crate::server::prompts_list(&server.inner, params)?;
+    Ok(cacheable(
+        server,
+        crate::server::prompts_list(&server.inner, params)?,
+    ))
+}
+
+/// Adds the cache hints (`ttlMs`, `cacheScope`) a `CacheableResult` requires.
+fn cacheable(server: &Server, mut result: Value) -> Value {
     result["ttlMs"] = (server.inner.list_ttl.as_millis() as u64).into();
     result["cacheScope"] = "public".into();
-    Ok(result)
+    result
+}
+
+/// `resources/read`: unknown URIs are `-32602` with the URI in `data` (SEP-2164); the handler
+/// may ask the client questions in `InputRequiredResult` rounds.
+async fn resources_read(
+    server: &Server,
+    conn: &Arc<Connection>,
+    params: JsonObject,
+    meta: RequestMeta,
+    sink: Sink,
+) -> Result<Value, ErrorObject> {
+    let uri = crate::resource::uri_param(&params)?;
+    let target = crate::resource::find(&server.inner, &uri)
+        .ok_or_else(|| Error::ResourceNotFound(uri.clone()))?;
+    let bound_to = format!("resource:{uri}");
+    let args = target.vars.clone();
+    let answers = answers(server, conn, &params, &bound_to, &args)?;
+    let backend = Arc::new(MrtrBackend::new(
+        answers,
+        Notifier {
+            sink,
+            progress_token: meta.progress_token,
+            log: LogGate::Request(meta.log_level),
+        },
+    ));
+    let cx = TaskContext::new(
+        Arc::from(uri.as_str()),
+        CancellationToken::new(),
+        meta.client_capabilities,
+        conn.principal.clone(),
+        Arc::clone(&backend) as _,
+    );
+    match crate::resource::run(&target, cx, &uri).await? {
+        Ok(contents) => Ok(complete(
+            server,
+            cacheable(server, json!({ "contents": contents })),
+            "complete",
+        )),
+        Err(e) => match crate::prompt::prompt_error(e) {
+            Some(e) => Err(e),
+            None => Ok(input_required(server, conn, &bound_to, &args, &backend)),
+        },
+    }
 }
 
 /// MRTR answers carried by a retried request: the signed `requestState`, then
@@ -437,6 +499,9 @@ fn discover(server: &Server) -> Value {
     });
     if !inner.prompts.is_empty() {
         result["capabilities"]["prompts"] = json!({ "listChanged": false });
+    }
+    if crate::server::has_resources(inner) {
+        result["capabilities"]["resources"] = json!({ "listChanged": false });
     }
     if let Some(instructions) = &inner.instructions {
         result["instructions"] = instructions.clone().into();
