@@ -83,6 +83,16 @@ impl Connection {
         })
     }
 
+    /// Who owns the tasks this connection creates: its principal in either era; else, in the
+    /// stateful era, the session itself; else nobody (the task id is a bearer handle).
+    pub(crate) fn task_owner(&self, stateful: bool) -> Option<String> {
+        match (&self.principal, stateful) {
+            (Some(p), _) => Some(format!("principal:{p}")),
+            (None, true) => Some(format!("session:{}", self.id)),
+            (None, false) => None,
+        }
+    }
+
     pub(crate) fn era(&self) -> Era {
         self.era.lock().expect("era lock").clone()
     }

@@ -988,3 +988,35 @@ async fn restart_reruns_idempotent_tools_and_fails_the_rest() {
     let r = c.get("finished").await;
     assert_eq!(r["result"]["result"]["content"][0]["text"], "kept");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_principal_reaches_its_tasks_from_either_era() {
+    let server = server();
+    let (session, _out) = server.session_for(Some("alice".into()));
+    let mut legacy = Client {
+        session,
+        outbound: _out,
+        next: 0,
+        meta: None,
+    };
+    legacy
+        .request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+        )
+        .await;
+    let id = legacy
+        .request("tools/call", json!({"name": "forever", "task": {}}))
+        .await["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut modern = Client::stateless(&server, Some("alice"), tasks_caps());
+    assert_eq!(modern.get(&id).await["result"]["status"], "working");
+    let mut eve = Client::stateless(&server, Some("eve"), tasks_caps());
+    assert_eq!(code(&eve.get(&id).await), -32602);
+    let mut anonymous = Client::stateless(&server, None, tasks_caps());
+    assert_eq!(code(&anonymous.get(&id).await), -32602);
+    modern.request("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(legacy.get(&id).await["result"]["status"], "cancelled");
+}

@@ -119,10 +119,7 @@ pub(crate) async fn dispatch(
 
 /// The owner of the tasks a connection creates: its principal, else the session itself.
 fn owner(conn: &Connection) -> String {
-    conn.principal.as_deref().map_or_else(
-        || format!("session:{}", conn.id),
-        |p| format!("principal:{p}"),
-    )
+    conn.task_owner(true).unwrap_or_default()
 }
 
 /// A task as this era shows it.

@@ -236,7 +236,8 @@ async fn tasks(
         .and_then(Value::as_str)
         .ok_or_else(|| Error::InvalidParams("`taskId` must be a string".into()))?;
     let engine = &server.inner.engine;
-    let owner = conn.principal.as_deref();
+    let owner = conn.task_owner(false);
+    let owner = owner.as_deref();
     match request.method.as_str() {
         "tasks/get" => {
             let rec = engine.get(id, owner).await?.ok_or(Error::TaskNotFound)?;
@@ -289,7 +290,8 @@ async fn listen(
         return Some(Err(missing_tasks_capability().into()));
     }
     let engine = &server.inner.engine;
-    let owner = conn.principal.as_deref();
+    let owner = conn.task_owner(false);
+    let owner = owner.as_deref();
     let mut honoured = Vec::new();
     for id in wanted {
         match engine.get(&id, owner).await {
@@ -607,7 +609,7 @@ fn new_task(conn: &Connection, tool: &Tool, args: JsonObject, meta: RequestMeta)
     NewTask {
         tool: tool.clone(),
         args,
-        owner: conn.principal.as_deref().map(str::to_owned),
+        owner: conn.task_owner(false),
         protocol: TaskProtocol::V2026,
         requested_ttl: None,
         client_capabilities: meta.client_capabilities,
