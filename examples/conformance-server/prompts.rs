@@ -36,7 +36,8 @@ pub fn prompts() -> Vec<Prompt> {
         })
         .description("A prompt with two arguments.")
         .argument("arg1", "First test argument", true)
-        .argument("arg2", "Second test argument", true),
+        .argument("arg2", "Second test argument", true)
+        .complete_with("arg1", ["paris", "park", "party", "test", "testing"]),
         Prompt::new("test_prompt_with_embedded_resource", |_, args| async move {
             messages(vec![
                 PromptMessage::user(Content::embedded_text(

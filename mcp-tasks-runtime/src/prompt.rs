@@ -77,6 +77,7 @@ pub struct Prompt {
     title: Option<String>,
     description: Option<String>,
     arguments: Vec<PromptArgument>,
+    completions: std::collections::BTreeMap<String, Vec<String>>,
     pub(crate) handler: PromptHandler,
 }
 
@@ -116,6 +117,7 @@ impl Prompt {
             title: None,
             description: None,
             arguments: Vec::new(),
+            completions: std::collections::BTreeMap::new(),
             handler: Arc::new(move |cx, args| Box::pin(handler(cx, args))),
         }
     }
@@ -150,6 +152,35 @@ impl Prompt {
             required,
         });
         self
+    }
+
+    /// Sets the values `completion/complete` suggests for an argument (those that start with
+    /// what the user typed, ignoring case, in the order given).
+    pub fn complete_with<I, S>(mut self, argument: impl Into<String>, values: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.completions.insert(
+            argument.into(),
+            values.into_iter().map(Into::into).collect(),
+        );
+        self
+    }
+
+    /// The suggestions for `argument` given what was typed so far.
+    pub(crate) fn suggestions(&self, argument: &str, typed: &str) -> Vec<String> {
+        let typed = typed.to_lowercase();
+        self.completions
+            .get(argument)
+            .map(|values| {
+                values
+                    .iter()
+                    .filter(|v| v.to_lowercase().starts_with(&typed))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The prompt as `prompts/list` shows it.

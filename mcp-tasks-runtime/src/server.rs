@@ -427,6 +427,67 @@ pub(crate) fn has_resources(server: &ServerInner) -> bool {
     !server.resources.is_empty() || !server.resource_templates.is_empty()
 }
 
+/// The most values one `completion/complete` answer holds (the spec's limit).
+const MAX_COMPLETIONS: usize = 100;
+
+/// `true` when the server has anything `completion/complete` can complete.
+pub(crate) fn completes(server: &ServerInner) -> bool {
+    !server.prompts.is_empty() || !server.resource_templates.is_empty()
+}
+
+/// Answers `completion/complete` (the same in both eras but for `resultType`).
+pub(crate) fn complete(server: &ServerInner, params: &JsonObject) -> Result<Value, crate::Error> {
+    let invalid = |m: &str| crate::Error::InvalidParams(m.to_owned());
+    let reference = params
+        .get("ref")
+        .and_then(Value::as_object)
+        .ok_or_else(|| invalid("`ref` must be an object"))?;
+    let argument = params
+        .get("argument")
+        .and_then(Value::as_object)
+        .ok_or_else(|| invalid("`argument` must be an object with `name` and `value`"))?;
+    let (Some(name), Some(typed)) = (
+        argument.get("name").and_then(Value::as_str),
+        argument.get("value").and_then(Value::as_str),
+    ) else {
+        return Err(invalid(
+            "`argument` must be an object with `name` and `value`",
+        ));
+    };
+    let values = match reference.get("type").and_then(Value::as_str) {
+        Some("ref/prompt") => {
+            let prompt_name = reference
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid("`ref.name` must be a string"))?;
+            server
+                .prompts
+                .get(prompt_name)
+                .ok_or_else(|| {
+                    crate::Error::InvalidParams(format!("unknown prompt: {prompt_name}"))
+                })?
+                .suggestions(name, typed)
+        }
+        Some("ref/resource") => {
+            reference
+                .get("uri")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid("`ref.uri` must be a string"))?;
+            Vec::new()
+        }
+        _ => {
+            return Err(invalid(
+                "`ref.type` must be \"ref/prompt\" or \"ref/resource\"",
+            ));
+        }
+    };
+    let total = values.len();
+    let shown: Vec<String> = values.into_iter().take(MAX_COMPLETIONS).collect();
+    Ok(json!({
+        "completion": { "values": shown, "total": total, "hasMore": total > MAX_COMPLETIONS }
+    }))
+}
+
 fn page_of<'a, T>(
     items: impl Iterator<Item = &'a T>,
     len: usize,

@@ -168,3 +168,46 @@ async fn stateless_prompts_carry_cache_hints_and_use_mrtr() {
         "no elicitation capability, no question"
     );
 }
+
+#[tokio::test]
+async fn completion_suggests_argument_values_in_both_eras() {
+    let server = Server::builder()
+        .prompt(
+            Prompt::new("trip", |_, _| async { Ok(GetPromptResult::default()) })
+                .argument("city", "Where to.", true)
+                .complete_with("city", ["Paris", "Parma", "Rome"]),
+        )
+        .build()
+        .unwrap();
+    let (s, _out) = server.session();
+    let r = call(
+        &s,
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+    )
+    .await;
+    assert_eq!(r["result"]["capabilities"]["completions"], json!({}));
+    let ask = |value: &str| json!({"ref": {"type": "ref/prompt", "name": "trip"}, "argument": {"name": "city", "value": value}});
+    let r = call(&s, 2, "completion/complete", ask("par")).await;
+    assert_eq!(
+        r["result"]["completion"],
+        json!({"values": ["Paris", "Parma"], "total": 2, "hasMore": false})
+    );
+    let r = call(&s, 3, "completion/complete", json!({"ref": {"type": "ref/prompt", "name": "nope"}, "argument": {"name": "city", "value": ""}})).await;
+    assert_eq!(r["error"]["code"], -32602);
+    let r = call(
+        &s,
+        4,
+        "completion/complete",
+        json!({"ref": {"type": "ref/tool"}, "argument": {"name": "x", "value": ""}}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32602);
+    let (s, _out) = server.session();
+    let mut params = ask("R");
+    params["_meta"] = meta(json!({}));
+    let r = call(&s, 5, "completion/complete", params).await;
+    assert_eq!(r["result"]["resultType"], "complete");
+    assert_eq!(r["result"]["completion"]["values"], json!(["Rome"]));
+}

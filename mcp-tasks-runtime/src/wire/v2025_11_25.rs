@@ -70,6 +70,9 @@ pub(crate) fn initialize(
     if !inner.prompts.is_empty() {
         result["capabilities"]["prompts"] = json!({ "listChanged": false });
     }
+    if crate::server::completes(inner) {
+        result["capabilities"]["completions"] = json!({});
+    }
     if crate::server::has_resources(inner) {
         result["capabilities"]["resources"] = json!({ "subscribe": true, "listChanged": false });
     }
@@ -102,6 +105,9 @@ pub(crate) async fn dispatch(
         "logging/setLevel" => set_level(conn, &request),
         "tools/call" => return tools_call(server, conn, &state, request, sink).await,
         "prompts/list" => prompts_list(server, &request),
+        "completion/complete" => params_object(&request)
+            .and_then(|p| crate::server::complete(&server.inner, &p))
+            .map_err(Into::into),
         "prompts/get" => return prompts_get(server, conn, &state, request, sink).await,
         "resources/list" => resources_list(server, &request, crate::server::resources_list),
         "resources/templates/list" => {

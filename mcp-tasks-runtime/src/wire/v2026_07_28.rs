@@ -35,12 +35,13 @@ const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// Methods this era defines.
-const METHODS: [&str; 12] = [
+const METHODS: [&str; 13] = [
     "server/discover",
     "tools/list",
     "tools/call",
     "prompts/list",
     "prompts/get",
+    "completion/complete",
     "resources/list",
     "resources/templates/list",
     "resources/read",
@@ -137,6 +138,9 @@ pub(crate) async fn dispatch(
         "tools/list" => tools_list(server, &params).map(|v| complete(server, v, "complete")),
         "tools/call" => return tools_call(server, conn, &request, params, meta, sink).await,
         "prompts/list" => prompts_list(server, &params).map(|v| complete(server, v, "complete")),
+        "completion/complete" => crate::server::complete(&server.inner, &params)
+            .map(|v| complete(server, v, "complete"))
+            .map_err(Into::into),
         "prompts/get" => prompts_get(server, conn, params, meta, sink).await,
         "resources/list" => crate::server::resources_list(&server.inner, &params)
             .map(|v| complete(server, cacheable(server, v), "complete"))
@@ -501,6 +505,9 @@ fn discover(server: &Server) -> Value {
     });
     if !inner.prompts.is_empty() {
         result["capabilities"]["prompts"] = json!({ "listChanged": false });
+    }
+    if crate::server::completes(inner) {
+        result["capabilities"]["completions"] = json!({});
     }
     if crate::server::has_resources(inner) {
         result["capabilities"]["resources"] = json!({ "listChanged": false });
