@@ -271,22 +271,7 @@ async fn prompts_get(
         Err(e) => return Some(Err(ErrorObject::from(e))),
     };
     let cancel = conn.track(&request.id);
-    let backend = Arc::new(DirectBackend {
-        conn: Arc::clone(conn),
-        notifier: Notifier {
-            sink,
-            progress_token: None,
-            log: LogGate::Connection(Arc::clone(conn)),
-        },
-        cancel: cancel.clone(),
-    });
-    let cx = TaskContext::new(
-        Arc::clone(&prompt.name),
-        cancel.clone(),
-        state.client_capabilities.clone(),
-        conn.principal.clone(),
-        backend,
-    );
+    let cx = direct_context(conn, state, Arc::clone(&prompt.name), sink, None, &cancel);
     let result = tokio::select! {
         r = crate::prompt::run(prompt, cx, args) => r,
         () = cancel.cancelled() => {
@@ -342,22 +327,7 @@ async fn resources_read(
         Err(e) => return Some(Err(ErrorObject::from(e))),
     };
     let cancel = conn.track(&request.id);
-    let backend = Arc::new(DirectBackend {
-        conn: Arc::clone(conn),
-        notifier: Notifier {
-            sink,
-            progress_token: None,
-            log: LogGate::Connection(Arc::clone(conn)),
-        },
-        cancel: cancel.clone(),
-    });
-    let cx = TaskContext::new(
-        Arc::from(uri.as_str()),
-        cancel.clone(),
-        state.client_capabilities.clone(),
-        conn.principal.clone(),
-        backend,
-    );
+    let cx = direct_context(conn, state, Arc::from(uri.as_str()), sink, None, &cancel);
     let result = tokio::select! {
         r = crate::resource::run(&target, cx, &uri) => r,
         () = cancel.cancelled() => {
@@ -493,21 +463,13 @@ async fn tools_call(
         );
     }
     let cancel = conn.track(&request.id);
-    let backend = Arc::new(DirectBackend {
-        conn: Arc::clone(conn),
-        notifier: Notifier {
-            sink,
-            progress_token,
-            log: LogGate::Connection(Arc::clone(conn)),
-        },
-        cancel: cancel.clone(),
-    });
-    let cx = TaskContext::new(
+    let cx = direct_context(
+        conn,
+        state,
         Arc::clone(&tool.name),
-        cancel.clone(),
-        state.client_capabilities.clone(),
-        conn.principal.clone(),
-        backend,
+        sink,
+        progress_token,
+        &cancel,
     );
     let end = run_tool(tool, cx, args, &cancel).await;
     conn.untrack(&request.id);
@@ -552,4 +514,32 @@ async fn start_task(
         })
         .await?;
     Ok(json!({ "task": task_json(&rec) }))
+}
+
+/// The context of a plain call (or prompt, or resource read) in this era: questions go to
+/// the client as server-to-client requests on `sink`.
+fn direct_context(
+    conn: &Arc<Connection>,
+    state: &StatefulState,
+    name: Arc<str>,
+    sink: Sink,
+    progress_token: Option<Value>,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> TaskContext {
+    let backend = Arc::new(DirectBackend {
+        conn: Arc::clone(conn),
+        notifier: Notifier {
+            sink,
+            progress_token,
+            log: LogGate::Connection(Arc::clone(conn)),
+        },
+        cancel: cancel.clone(),
+    });
+    TaskContext::new(
+        name,
+        cancel.clone(),
+        state.client_capabilities.clone(),
+        conn.principal.clone(),
+        backend,
+    )
 }

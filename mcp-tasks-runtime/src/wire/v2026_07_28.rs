@@ -378,20 +378,13 @@ async fn resources_read(
     let bound_to = format!("resource:{uri}");
     let args = target.vars.clone();
     let answers = answers(server, conn, &params, &bound_to, &args)?;
-    let backend = Arc::new(MrtrBackend::new(
-        answers,
-        Notifier {
-            sink,
-            progress_token: meta.progress_token,
-            log: LogGate::Request(meta.log_level),
-        },
-    ));
-    let cx = TaskContext::new(
+    let (cx, backend) = mrtr_context(
+        conn,
         Arc::from(uri.as_str()),
+        answers,
+        meta,
+        sink,
         CancellationToken::new(),
-        meta.client_capabilities,
-        conn.principal.clone(),
-        Arc::clone(&backend) as _,
     );
     match crate::resource::run(&target, cx, &uri).await? {
         Ok(contents) => Ok(complete(
@@ -464,20 +457,13 @@ async fn prompts_get(
     let args = prompt.check_arguments(&params)?;
     let bound_to = format!("prompt:{name}");
     let answers = answers(server, conn, &params, &bound_to, &args)?;
-    let backend = Arc::new(MrtrBackend::new(
-        answers,
-        Notifier {
-            sink,
-            progress_token: meta.progress_token,
-            log: LogGate::Request(meta.log_level),
-        },
-    ));
-    let cx = TaskContext::new(
+    let (cx, backend) = mrtr_context(
+        conn,
         Arc::clone(&prompt.name),
+        answers,
+        meta,
+        sink,
         CancellationToken::new(),
-        meta.client_capabilities,
-        conn.principal.clone(),
-        Arc::clone(&backend) as _,
     );
     match crate::prompt::run(prompt, cx, args.clone()).await? {
         Ok(r) => Ok(complete(
@@ -579,20 +565,13 @@ async fn tools_call(
         return Some(start_task(server, conn, tool, args, answers, meta, notifier).await);
     }
     let cancel = conn.track(&request.id);
-    let backend = Arc::new(MrtrBackend::new(
-        answers,
-        Notifier {
-            sink,
-            progress_token: meta.progress_token,
-            log: LogGate::Request(meta.log_level),
-        },
-    ));
-    let cx = TaskContext::new(
+    let (cx, backend) = mrtr_context(
+        conn,
         Arc::clone(&tool.name),
+        answers,
+        meta,
+        sink,
         cancel.clone(),
-        meta.client_capabilities,
-        conn.principal.clone(),
-        Arc::clone(&backend) as _,
     );
     let end = run_tool(tool, cx, args.clone(), &cancel).await;
     conn.untrack(&request.id);
@@ -800,4 +779,32 @@ impl CallBackend for Prelude {
             }
         }))
     }
+}
+
+/// The context of a plain call (or prompt, or resource read) in this era: questions stop it
+/// and come back as `inputRequests`; `answers` are those the client already gave.
+fn mrtr_context(
+    conn: &Connection,
+    name: Arc<str>,
+    answers: BTreeMap<String, Value>,
+    meta: RequestMeta,
+    sink: Sink,
+    cancel: CancellationToken,
+) -> (TaskContext, Arc<MrtrBackend>) {
+    let backend = Arc::new(MrtrBackend::new(
+        answers,
+        Notifier {
+            sink,
+            progress_token: meta.progress_token,
+            log: LogGate::Request(meta.log_level),
+        },
+    ));
+    let cx = TaskContext::new(
+        name,
+        cancel,
+        meta.client_capabilities,
+        conn.principal.clone(),
+        Arc::clone(&backend) as _,
+    );
+    (cx, backend)
 }
