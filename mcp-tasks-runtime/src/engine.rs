@@ -479,10 +479,25 @@ impl Engine {
     pub(crate) async fn update(
         &self,
         id: &str,
+        change: impl FnMut(&mut TaskRecord) -> bool,
+    ) -> Result<Option<(TaskRecord, bool)>, Error> {
+        self.update_from(id, None, change).await
+    }
+
+    /// [`Engine::update`] starting from a record the caller has just read, so the first
+    /// attempt costs no second read; a lost compare-and-set reads the store again.
+    async fn update_from(
+        &self,
+        id: &str,
+        mut read: Option<TaskRecord>,
         mut change: impl FnMut(&mut TaskRecord) -> bool,
     ) -> Result<Option<(TaskRecord, bool)>, Error> {
         loop {
-            let Some(mut rec) = self.store.get(id).await? else {
+            let current = match read.take() {
+                Some(rec) => Some(rec),
+                None => self.store.get(id).await?,
+            };
+            let Some(mut rec) = current else {
                 return Ok(None);
             };
             let version = rec.version;
@@ -527,12 +542,12 @@ impl Engine {
         id: &str,
         owner: Option<&str>,
     ) -> Result<Option<(TaskRecord, bool)>, Error> {
-        if self.get(id, owner).await?.is_none() {
+        let Some(visible) = self.get(id, owner).await? else {
             return Ok(None);
-        }
+        };
         let retention = self.config.min_retention;
         let result = self
-            .update(id, |rec| {
+            .update_from(id, Some(visible), |rec| {
                 if rec.status.is_terminal() {
                     return false;
                 }
@@ -557,11 +572,11 @@ impl Engine {
         owner: Option<&str>,
         responses: &JsonObject,
     ) -> Result<Option<TaskRecord>, Error> {
-        if self.get(id, owner).await?.is_none() {
+        let Some(visible) = self.get(id, owner).await? else {
             return Ok(None);
-        }
+        };
         let result = self
-            .update(id, |rec| {
+            .update_from(id, Some(visible), |rec| {
                 if rec.status.is_terminal() {
                     return false;
                 }

@@ -201,3 +201,11 @@ pub(crate) fn params_object(request: &Request) -> Result<crate::model::JsonObjec
         Some(_) => Err(Error::InvalidParams("params must be an object".into())),
     }
 }
+
+/// Reads the `name` param of `tools/call` and `prompts/get`.
+pub(crate) fn name_param(params: &crate::model::JsonObject) -> Result<&str, Error> {
+    params
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::InvalidParams("`name` must be a string".into()))
+}

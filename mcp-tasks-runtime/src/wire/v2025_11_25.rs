@@ -9,7 +9,7 @@ use crate::engine::{Flavor, NewTask, RELATED_TASK, StatusHook};
 use crate::error::{CallOutcome, Error};
 use crate::jsonrpc::{ErrorObject, Request};
 use crate::model::{JsonObject, LogLevel, TaskSupport};
-use crate::router::params_object;
+use crate::router::{name_param, params_object};
 use crate::server::{Server, tools_page};
 use crate::session::{Connection, Era, Sink, StatefulState};
 use crate::task::{TaskProtocol, TaskRecord, TaskStatus, rfc3339};
@@ -254,10 +254,7 @@ async fn prompts_get(
 ) -> Option<Result<Value, ErrorObject>> {
     let parsed = (|| {
         let params = params_object(&request)?;
-        let name = params
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| Error::InvalidParams("`name` must be a string".into()))?;
+        let name = name_param(&params)?;
         let prompt = server
             .inner
             .prompts
@@ -396,10 +393,7 @@ async fn tools_call(
 ) -> Option<Result<Value, ErrorObject>> {
     let parsed = (|| {
         let params = params_object(&request)?;
-        let name = params
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| Error::InvalidParams("`name` must be a string".into()))?;
+        let name = name_param(&params)?;
         let tool = server
             .inner
             .registry

@@ -11,7 +11,7 @@ use crate::error::{CallOutcome, Error, ToolError};
 use crate::jsonrpc::{self, ErrorObject, Request};
 use crate::model::{InputRequest, JsonObject, LogLevel, TaskSupport};
 use crate::mrtr;
-use crate::router::{META_PROTOCOL_VERSION, params_object};
+use crate::router::{META_PROTOCOL_VERSION, name_param, params_object};
 use crate::server::{Server, tools_page};
 use crate::session::{Connection, Sink};
 use crate::task::{TaskProtocol, TaskRecord, TaskStatus, rfc3339};
@@ -445,10 +445,7 @@ async fn prompts_get(
     meta: RequestMeta,
     sink: Sink,
 ) -> Result<Value, ErrorObject> {
-    let name = params
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::InvalidParams("`name` must be a string".into()))?;
+    let name = name_param(&params)?;
     let prompt = server
         .inner
         .prompts
@@ -530,10 +527,7 @@ async fn tools_call(
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
     let parsed = (|| {
-        let name = params
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| Error::InvalidParams("`name` must be a string".into()))?;
+        let name = name_param(&params)?;
         let tool = server
             .inner
             .registry
