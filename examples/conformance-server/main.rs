@@ -5,7 +5,11 @@
 //! cargo run --example conformance-server -- --stdio   # tasks in data/conformance.db
 //! cargo run --example conformance-server -- --stdio --store memory
 //! cargo run --example conformance-server -- --http 127.0.0.1:3000
+//! cargo run --example conformance-server -- --worker            # runs tasks, serves nobody
 //! ```
+//!
+//! Several processes may share one store: `--no-execute` serves without running tools,
+//! `--worker` runs tools without serving, and `--lease-ms N` sets the lease length.
 //!
 //! Over HTTP the endpoint is `/mcp`; `cargo xtask conformance` runs the official suite
 //! against it.
@@ -169,6 +173,19 @@ async fn slow_compute(
     Ok(format!("{label} finished after {seconds} s"))
 }
 
+/// Sleeps, then says so. Safe to run again after its process died: it is rerun under the
+/// same id by whichever process takes it over.
+#[task_tool(
+    mode = "optional",
+    poll_interval = "200ms",
+    idempotent,
+    on_restart = "rerun"
+)]
+async fn durable_sleep(seconds: u64, label: String) -> String {
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    format!("slept {seconds}s: {label}")
+}
+
 /// Runs for a moment, then fails with a tool error.
 #[task_tool(mode = "required", poll_interval = "200ms")]
 async fn failing_job() -> Result<String, ToolError> {
@@ -251,19 +268,30 @@ async fn test_tool_with_task(cx: TaskContext) -> Result<String, ToolError> {
     Ok(format!("Hello, {name}! (from a task)"))
 }
 
-const USAGE: &str =
-    "usage: conformance-server [--stdio | --http ADDR] [--store memory | --store sqlite:PATH]";
+const USAGE: &str = "usage: conformance-server [--stdio | --http ADDR | --worker] \
+    [--store memory | --store sqlite:PATH] [--no-execute] [--lease-ms N]";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut transport = None;
     let mut store = None;
+    let mut worker = false;
+    let mut config = mcp_tasks::EngineConfig::default();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--stdio" => transport = Some(None),
             "--http" => transport = Some(Some(args.next().unwrap_or_default())),
             "--store" => store = args.next(),
+            "--worker" => worker = true,
+            "--no-execute" => config.execute = false,
+            "--lease-ms" => match args.next().and_then(|n| n.parse().ok()) {
+                Some(ms) => config.lease = Duration::from_millis(ms),
+                None => {
+                    eprintln!("{USAGE}\n--lease-ms takes a number of milliseconds");
+                    std::process::exit(2);
+                }
+            },
             other => {
                 eprintln!("{USAGE}\nunexpected argument {other:?}");
                 std::process::exit(2);
@@ -273,6 +301,7 @@ async fn main() -> anyhow::Result<()> {
     let mut server = Server::builder()
         .name("mcp-tasks-conformance")
         .version(env!("CARGO_PKG_VERSION"))
+        .engine_config(config)
         .registry_tools();
     let store = store.unwrap_or_else(|| "sqlite:data/conformance.db".into());
     match store.as_str() {
@@ -309,6 +338,12 @@ async fn main() -> anyhow::Result<()> {
             server.resource_template(template)
         })
         .build()?;
+    if worker {
+        let worker = mcp_tasks::Worker::new(server);
+        eprintln!("worker {} runs tasks from the store", worker.id());
+        worker.run().await?;
+        return Ok(());
+    }
     match transport.flatten() {
         None => server.serve_stdio().await?,
         Some(addr) => {

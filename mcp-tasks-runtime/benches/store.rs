@@ -19,7 +19,7 @@ use mcp_tasks_runtime::model::JsonObject;
 use mcp_tasks_runtime::store::{
     MemoryTaskStore, SqliteOptions, SqliteTaskStore, Synchronous, TaskStore,
 };
-use mcp_tasks_runtime::task::{TaskProtocol, TaskRecord, TaskStatus, random_id};
+use mcp_tasks_runtime::task::{Lease, SettlePolicy, TaskRecord, TaskStatus, random_id};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,7 +72,7 @@ fn record(id: String, owner: &str) -> TaskRecord {
         owner: Some(owner.to_owned()),
         tool: "deep_research".into(),
         arguments,
-        protocol: TaskProtocol::V2026,
+        settle: SettlePolicy::Complete,
         status: TaskStatus::Working,
         status_message: Some("starting".into()),
         created_at: now,
@@ -83,6 +83,13 @@ fn record(id: String, owner: &str) -> TaskRecord {
         input_requests: BTreeMap::new(),
         input_responses: BTreeMap::new(),
         input_seq: 0,
+        client_capabilities: json!({}),
+        lease: Some(Lease {
+            worker: "bench".into(),
+            until: now + Duration::from_secs(30),
+        }),
+        epoch: 1,
+        cancel_requested: None,
         version: 0,
     }
 }

@@ -1,36 +1,42 @@
-//! The task engine: turns a tool call into a durable task, runs it, and settles it.
+//! The task engine: turns a tool call into a durable task, runs it under a lease, and
+//! settles it — correctly when several processes share one store.
 //!
 //! Every change to a task is a compare-and-set in the [`TaskStore`], checked against the one
 //! transition table ([`TaskStatus::can_move_to`]); a late change after a terminal status is a
-//! silent no-op. After every write the task's watch channel is bumped, which wakes whoever
-//! waits on the task (`tasks/result`, a tool waiting for an answer, a subscription). Nothing
-//! busy-polls.
+//! silent no-op. The process that runs a task holds its lease ([`TaskRecord::lease`]) and
+//! renews it while the tool runs; each of its writes is fenced by the lease epoch, so a
+//! process whose lease lapsed can never overwrite a task another process took over.
 //!
-//! The engine knows nothing of wire formats: the protocol era decides only how input reaches
-//! the client ([`Flavor`]) and how a tool error settles the task ([`TaskProtocol`]).
+//! What the engine learns of a task — its own writes, and through the store's change feed
+//! ([`ClaimStore::changes`]) the writes of other processes — it hands to whoever waits in
+//! this process: the tool waiting for an answer, `tasks/result`, subscriptions, and the
+//! [`Delivery`] a wire adapter attached to carry the task's questions and progress to its
+//! client. Queued tasks are records in the store, claimed by any process with a free slot.
+//! A task whose lease lapsed (its process died or froze) is settled by its tool's restart
+//! policy, by any live process. The engine knows nothing of wire formats or protocol eras.
 
-use crate::call::{CatchUnwind, Notifier, RunEnd, input_key, outcome_of};
+use crate::call::{CatchUnwind, RunEnd, input_key, outcome_of};
 use crate::context::{BoxFuture, CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
 use crate::model::{InputRequest, JsonObject, LogLevel};
-use crate::session::{Connection, RequestAborted, Sink};
-use crate::store::{StoreError, TaskPage, TaskStore};
-use crate::task::{TaskProtocol, TaskRecord, TaskStatus, random_id};
+use crate::store::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
+use crate::task::{CancelRequest, Lease, SettlePolicy, TaskRecord, TaskStatus, random_id};
 use crate::tool::{Registry, RestartPolicy, Tool, ToolFuture};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 /// Limits and timings of the task engine.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
-    /// Tasks running at once, over all tools.
+    /// Tasks running at once in this process, over all tools.
     pub max_running: usize,
-    /// Tasks waiting for a free slot; past this, new tasks are refused.
+    /// Tasks this process created that may wait for a free slot; past this, new tasks are
+    /// refused as busy.
     pub max_queued: usize,
     /// The longest TTL a task gets, whatever the tool or the client asks; `None`: no cap.
     pub max_ttl: Option<Duration>,
@@ -42,6 +48,19 @@ pub struct EngineConfig {
     pub min_retention: Duration,
     /// The least time between two progress writes of one task's status message.
     pub progress_write_interval: Duration,
+    /// How long a lease lasts unless renewed. The runner renews it every third of this; a
+    /// task whose runner stopped renewing is taken over about this long after.
+    pub lease: Duration,
+    /// How often the engine reads the store's change feed to learn what other processes
+    /// did (shared stores only). It bounds the delay of cross-process signals.
+    pub signal_interval: Duration,
+    /// Whether this process runs tools. `false` serves only: tasks wait for a worker.
+    pub execute: bool,
+    /// Keep anonymous tasks bound to the session that created them. Off by default: without
+    /// an authenticated principal the task id (≥122 random bits) is a bearer handle that
+    /// works from any session, so a client can resume a task after a reconnect or restart
+    /// (`tasks/list` still shows a session only what it created).
+    pub strict_session_binding: bool,
 }
 
 impl Default for EngineConfig {
@@ -54,11 +73,27 @@ impl Default for EngineConfig {
             sweep_interval: Duration::from_secs(5),
             min_retention: Duration::from_secs(60),
             progress_write_interval: Duration::from_millis(250),
+            lease: Duration::from_secs(30),
+            signal_interval: Duration::from_millis(50),
+            execute: true,
+            strict_session_binding: false,
         }
     }
 }
 
-/// [`TaskStore`] with boxed futures, so the engine can hold any backend.
+impl EngineConfig {
+    /// How often a runner renews its leases.
+    fn renew_every(&self) -> Duration {
+        (self.lease / 3).max(Duration::from_millis(10))
+    }
+
+    /// How often lapsed leases are looked for.
+    fn lapse_scan_every(&self) -> Duration {
+        (self.lease / 4).clamp(Duration::from_millis(20), Duration::from_secs(5))
+    }
+}
+
+/// [`TaskStore`] and [`ClaimStore`] with boxed futures, so the engine can hold any backend.
 trait DynStore: Send + Sync {
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreError>>;
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>>;
@@ -78,10 +113,27 @@ trait DynStore: Send + Sync {
         now: SystemTime,
         limit: usize,
     ) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
-    fn unfinished(&self) -> BoxFuture<'_, Result<Vec<TaskRecord>, StoreError>>;
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        until: SystemTime,
+        limit: usize,
+        skip: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<TaskRecord>, StoreError>>;
+    fn lapsed(
+        &self,
+        now: SystemTime,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<TaskRecord>, StoreError>>;
+    fn changes(
+        &self,
+        cursor: Option<u64>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Changes, StoreError>>;
+    fn is_shared(&self) -> bool;
 }
 
-impl<S: TaskStore> DynStore for S {
+impl<S: TaskStore + ClaimStore> DynStore for S {
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(TaskStore::create(self, record))
     }
@@ -110,8 +162,31 @@ impl<S: TaskStore> DynStore for S {
     ) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         Box::pin(TaskStore::expire(self, now, limit))
     }
-    fn unfinished(&self) -> BoxFuture<'_, Result<Vec<TaskRecord>, StoreError>> {
-        Box::pin(TaskStore::unfinished(self))
+    fn claim<'a>(
+        &'a self,
+        worker: &'a str,
+        until: SystemTime,
+        limit: usize,
+        skip: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<TaskRecord>, StoreError>> {
+        Box::pin(ClaimStore::claim(self, worker, until, limit, skip))
+    }
+    fn lapsed(
+        &self,
+        now: SystemTime,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<TaskRecord>, StoreError>> {
+        Box::pin(ClaimStore::lapsed(self, now, limit))
+    }
+    fn changes(
+        &self,
+        cursor: Option<u64>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Changes, StoreError>> {
+        Box::pin(ClaimStore::changes(self, cursor, limit))
+    }
+    fn is_shared(&self) -> bool {
+        ClaimStore::is_shared(self)
     }
 }
 
@@ -121,53 +196,91 @@ impl From<StoreError> for Error {
     }
 }
 
-/// How a task's questions and progress reach its client.
-#[derive(Clone, Debug)]
-pub(crate) enum Flavor {
-    /// 2025-11-25: server-to-client requests tagged with the related task, progress on the
-    /// original token for the task's whole life.
-    V2025 {
-        conn: Arc<Connection>,
-        progress_token: Option<Value>,
-    },
-    /// 2026-07-28: questions wait in the task as `inputRequests` for `tasks/update`.
-    V2026,
+/// How a task's questions, progress and log lines reach its client: the seam a wire
+/// adapter implements. The engine calls it in the process that holds the client.
+pub(crate) trait Delivery: Send + Sync + 'static {
+    /// The task changed (as stored now). Called for every version this process sees, in
+    /// order, at most once each; `status_changed` says whether the status moved.
+    fn changed(&self, engine: &Arc<Engine>, record: &TaskRecord, status_changed: bool);
+    /// Progress of the tool, when it runs in this process.
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>);
+    /// A log line of the tool, when it runs in this process.
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value);
+    /// `true` once the client it serves is gone, so another may take its place.
+    fn is_closed(&self) -> bool;
+    /// For the adapter to find its own type again.
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }
 
-/// Called after every status change of a task (2025-11-25 status notifications).
-pub(crate) type StatusHook = Arc<dyn Fn(&TaskRecord) + Send + Sync>;
-
-/// A task running in this process.
-struct Live {
+/// A run of a task's tool in this process.
+struct Run {
+    /// The lease epoch it runs under; every write it makes is fenced by it.
+    epoch: u64,
     cancel: CancellationToken,
+    /// Set when the lease was lost to another process: the run stops and writes nothing.
+    lost: AtomicBool,
+}
+
+/// What this process keeps of a task it runs, watches or delivers.
+struct Live {
     changed: watch::Sender<u64>,
-    on_status: Option<StatusHook>,
-    /// Server-to-client requests sent for this task and not answered yet (2025-11-25), so a
-    /// `tasks/result` stream can be handed them again.
-    outstanding: Mutex<HashMap<String, (Sink, Value)>>,
-    /// Where 2025-11-25 requests for this task go while a `tasks/result` waits on it.
-    delivery: Mutex<Option<Sink>>,
+    /// The version and status last handed on, so each version is handed on once.
+    seen: Mutex<(u64, Option<TaskStatus>)>,
+    run: Mutex<Option<Arc<Run>>>,
+    delivery: Mutex<Option<Arc<dyn Delivery>>>,
+}
+
+impl Live {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            changed: watch::Sender::new(0),
+            seen: Mutex::new((0, None)),
+            run: Mutex::default(),
+            delivery: Mutex::default(),
+        })
+    }
+}
+
+/// Locks a mutex whose critical sections leave their data consistent even when they
+/// panic (they only insert, remove or replace): a poisoned lock is still safe to use.
+fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Running tasks of this process, over all tools and per tool.
+#[derive(Default)]
+struct Slots {
+    running: usize,
+    per_tool: HashMap<String, usize>,
 }
 
 const LIVE_SHARDS: usize = 32;
 
-/// The task engine of one server.
+/// The task engine of one process.
 pub(crate) struct Engine {
     store: Arc<dyn DynStore>,
     config: EngineConfig,
+    registry: Registry,
+    /// This process's name in leases.
+    worker: String,
     live: [Mutex<HashMap<String, Arc<Live>>>; LIVE_SHARDS],
-    running: Arc<Semaphore>,
-    tool_limits: HashMap<String, Arc<Semaphore>>,
-    backlog: AtomicUsize,
-    sweeper: AtomicBool,
+    slots: Mutex<Slots>,
+    tool_limits: HashMap<String, usize>,
+    /// Tasks this process created that wait for a slot (here or in another process).
+    queued_here: Mutex<HashSet<String>>,
+    /// Wakes the claim loop: a slot freed, or a task may be waiting.
+    claim_wake: Arc<Notify>,
+    background: AtomicBool,
+    stopping: AtomicBool,
     this: Weak<Engine>,
 }
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
+            .field("worker", &self.worker)
             .field("config", &self.config)
-            .field("backlog", &self.backlog.load(Ordering::Relaxed))
+            .field("running", &lock(&self.slots).running)
             .finish_non_exhaustive()
     }
 }
@@ -177,12 +290,10 @@ pub(crate) struct NewTask {
     pub(crate) tool: Tool,
     pub(crate) args: JsonObject,
     pub(crate) owner: Option<String>,
-    pub(crate) protocol: TaskProtocol,
+    pub(crate) settle: SettlePolicy,
     pub(crate) requested_ttl: Option<Duration>,
     pub(crate) client_capabilities: Value,
-    pub(crate) principal: Option<Arc<str>>,
-    pub(crate) flavor: Flavor,
-    pub(crate) on_status: Option<StatusHook>,
+    pub(crate) delivery: Option<Arc<dyn Delivery>>,
 }
 
 fn shard_of(id: &str) -> usize {
@@ -192,33 +303,81 @@ fn shard_of(id: &str) -> usize {
         % LIVE_SHARDS
 }
 
+/// The principal of an owner key, for the tool's context.
+fn principal_of(owner: Option<&str>) -> Option<Arc<str>> {
+    owner?.strip_prefix("principal:").map(Into::into)
+}
+
+/// The stored form of a client's error answer to a question, which the waiting tool turns
+/// back into an error.
+const ANSWER_ERROR: &str = "io.mcp-tasks/answerError";
+
+/// A client's error answer to a question, in the form [`Engine::answer`] stores.
+pub(crate) fn error_answer(message: &str) -> Value {
+    json!({ ANSWER_ERROR: message })
+}
+
 impl Engine {
-    pub(crate) fn new<S: TaskStore>(
+    pub(crate) fn new<S: TaskStore + ClaimStore>(
         store: S,
         config: EngineConfig,
-        tool_limits: HashMap<String, usize>,
+        registry: Registry,
     ) -> Arc<Self> {
+        let tool_limits = registry
+            .iter()
+            .filter_map(|t| Some((t.name.to_string(), t.max_concurrency?.max(1))))
+            .collect();
+        let worker = format!("{}-{}", std::process::id(), &random_id()[..8]);
         Arc::new_cyclic(|this| Self {
             store: Arc::new(store),
-            running: Arc::new(Semaphore::new(config.max_running.max(1))),
-            tool_limits: tool_limits
-                .into_iter()
-                .map(|(k, n)| (k, Arc::new(Semaphore::new(n.max(1)))))
-                .collect(),
             config,
+            registry,
+            worker,
             live: std::array::from_fn(|_| Mutex::default()),
-            backlog: AtomicUsize::new(0),
-            sweeper: AtomicBool::new(false),
+            slots: Mutex::default(),
+            tool_limits,
+            queued_here: Mutex::default(),
+            claim_wake: Arc::new(Notify::new()),
+            background: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
             this: this.clone(),
         })
     }
 
+    fn arc(&self) -> Arc<Engine> {
+        self.this
+            .upgrade()
+            .expect("the engine is alive while it is used")
+    }
+
+    /// This process's name in leases.
+    pub(crate) fn worker(&self) -> &str {
+        &self.worker
+    }
+
     fn live(&self, id: &str) -> Option<Arc<Live>> {
-        self.live[shard_of(id)]
-            .lock()
-            .expect("live lock")
-            .get(id)
-            .cloned()
+        lock(&self.live[shard_of(id)]).get(id).cloned()
+    }
+
+    fn live_entry(&self, id: &str) -> Arc<Live> {
+        Arc::clone(
+            lock(&self.live[shard_of(id)])
+                .entry(id.to_owned())
+                .or_insert_with(Live::new),
+        )
+    }
+
+    /// Forgets a task nobody here runs, watches or delivers any more.
+    fn release(&self, id: &str) {
+        let mut shard = lock(&self.live[shard_of(id)]);
+        let idle = shard.get(id).is_some_and(|live| {
+            live.changed.receiver_count() == 0
+                && lock(&live.run).is_none()
+                && lock(&live.delivery).is_none()
+        });
+        if idle {
+            shard.remove(id);
+        }
     }
 
     fn resolve_ttl(&self, tool: &Tool, requested: Option<Duration>) -> Option<Duration> {
@@ -229,12 +388,53 @@ impl Engine {
         }
     }
 
-    /// Checks that the engine can take one more task, and counts it.
+    /// Takes a running slot for `tool`, if one is free here.
+    fn reserve(&self, tool: &str) -> bool {
+        let mut slots = lock(&self.slots);
+        if slots.running >= self.config.max_running.max(1) {
+            return false;
+        }
+        if let Some(limit) = self.tool_limits.get(tool)
+            && slots.per_tool.get(tool).copied().unwrap_or(0) >= *limit
+        {
+            return false;
+        }
+        slots.running += 1;
+        *slots.per_tool.entry(tool.to_owned()).or_default() += 1;
+        true
+    }
+
+    fn unreserve(&self, tool: &str) {
+        {
+            let mut slots = lock(&self.slots);
+            slots.running = slots.running.saturating_sub(1);
+            if let Some(n) = slots.per_tool.get_mut(tool) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    slots.per_tool.remove(tool);
+                }
+            }
+        }
+        self.claim_wake.notify_one();
+    }
+
+    /// The tools at their limit here, which a claim must leave for other processes.
+    fn full_tools(&self) -> Vec<String> {
+        let slots = lock(&self.slots);
+        self.tool_limits
+            .iter()
+            .filter(|(tool, limit)| slots.per_tool.get(*tool).copied().unwrap_or(0) >= **limit)
+            .map(|(tool, _)| tool.clone())
+            .collect()
+    }
+
+    /// Refuses a new task when this process already has as many running and waiting as it
+    /// may.
     fn admit(&self) -> Result<(), Error> {
         let limit = self.config.max_running + self.config.max_queued;
-        let previous = self.backlog.fetch_add(1, Ordering::AcqRel);
-        if previous >= limit {
-            self.backlog.fetch_sub(1, Ordering::AcqRel);
+        let running = lock(&self.slots).running;
+        let queued = lock(&self.queued_here).len();
+        if running + queued >= limit {
             return Err(Error::Busy(format!(
                 "too many tasks: {limit} are running or queued; try again later"
             )));
@@ -242,21 +442,14 @@ impl Engine {
         Ok(())
     }
 
-    /// Makes the record of a new task and stores it; when this returns, `tasks/get` finds it.
-    async fn create_record(
-        &self,
-        new: &NewTask,
-        id: String,
-        cancel: CancellationToken,
-    ) -> Result<(TaskRecord, Arc<Live>), Error> {
-        self.start_sweeper();
+    fn new_record(&self, new: &NewTask, lease: Option<Lease>) -> TaskRecord {
         let now = SystemTime::now();
-        let record = TaskRecord {
-            id,
+        TaskRecord {
+            id: random_id(),
             owner: new.owner.clone(),
             tool: new.tool.name.to_string(),
             arguments: new.args.clone(),
-            protocol: new.protocol,
+            settle: new.settle,
             status: TaskStatus::Working,
             status_message: None,
             created_at: now,
@@ -267,65 +460,68 @@ impl Engine {
             input_requests: BTreeMap::new(),
             input_responses: BTreeMap::new(),
             input_seq: 0,
+            client_capabilities: new.client_capabilities.clone(),
+            epoch: u64::from(lease.is_some()),
+            lease,
+            cancel_requested: None,
             version: 0,
-        };
-        let live = Arc::new(Live {
-            cancel,
-            changed: watch::Sender::new(0),
-            on_status: new.on_status.clone(),
-            outstanding: Mutex::default(),
-            delivery: Mutex::default(),
-        });
-        self.live[shard_of(&record.id)]
-            .lock()
-            .expect("live lock")
-            .insert(record.id.clone(), Arc::clone(&live));
-        if let Err(e) = self.store.create(record.clone()).await {
-            self.live[shard_of(&record.id)]
-                .lock()
-                .expect("live lock")
-                .remove(&record.id);
-            return Err(e.into());
         }
-        tracing::debug!(task = %record.id, tool = %record.tool, "task created");
-        Ok((record, live))
     }
 
-    /// Starts a task: stores it, then runs the tool in the background.
+    fn my_lease(&self) -> Lease {
+        Lease {
+            worker: self.worker.clone(),
+            until: SystemTime::now() + self.config.lease,
+        }
+    }
+
+    /// Stores a new record, with its delivery attached first so no change is missed.
+    async fn create(
+        &self,
+        record: &TaskRecord,
+        delivery: Option<Arc<dyn Delivery>>,
+    ) -> Result<(), Error> {
+        self.ensure_background();
+        if let Some(delivery) = delivery {
+            *lock(&self.live_entry(&record.id).delivery) = Some(delivery);
+        }
+        if let Err(e) = self.store.create(record.clone()).await {
+            if let Some(live) = self.live(&record.id) {
+                *lock(&live.delivery) = None;
+            }
+            self.release(&record.id);
+            return Err(e.into());
+        }
+        tracing::debug!(task = %record.id, tool = %record.tool, leased = record.lease.is_some(), "task created");
+        Ok(())
+    }
+
+    /// Starts a task: stores it, then runs the tool here if a slot is free, or leaves it
+    /// queued for whichever process frees a slot first. When this returns, `tasks/get`
+    /// finds the task in every process sharing the store.
     pub(crate) async fn start(&self, new: NewTask) -> Result<TaskRecord, Error> {
         self.admit()?;
-        let created = self
-            .create_record(&new, random_id(), CancellationToken::new())
-            .await;
-        let (record, live) = match created {
-            Ok(r) => r,
-            Err(e) => {
-                self.backlog.fetch_sub(1, Ordering::AcqRel);
-                return Err(e);
+        let run_now = self.config.execute && self.reserve(&new.tool.name);
+        let record = self.new_record(&new, run_now.then(|| self.my_lease()));
+        if let Err(e) = self.create(&record, new.delivery.clone()).await {
+            if run_now {
+                self.unreserve(&new.tool.name);
             }
-        };
-        let backend = self.backend(&record.id, &live, new.flavor.clone());
-        let cx = TaskContext::new(
-            Arc::clone(&new.tool.name),
-            live.cancel.clone(),
-            new.client_capabilities.clone(),
-            new.principal.clone(),
-            backend,
-        );
-        cx.set_task_id(&record.id);
-        if let Err(e) = new.tool.check_arguments(&new.args) {
-            let future: ToolFuture = Box::pin(async move { Err(e) });
-            self.launch(new.tool, record.clone(), live, future);
-            return Ok(record);
+            return Err(e);
         }
-        let future = (new.tool.handler)(cx, new.args.clone());
-        self.launch(new.tool, record.clone(), live, future);
+        if run_now {
+            self.launch(new.tool, record.clone(), None);
+        } else {
+            lock(&self.queued_here).insert(record.id.clone());
+            self.claim_wake.notify_one();
+        }
         Ok(record)
     }
 
     /// Turns a call that has already started into a task (2026-07-28 calls whose tool ran a
-    /// synchronous prelude). `cancel` is the token the tool already holds; `attach` receives
-    /// the task's backend before the future resumes.
+    /// synchronous prelude). The future keeps running here, under a lease of this process;
+    /// `cancel` is the token the tool already holds; `attach` receives the task's backend
+    /// before the future resumes.
     pub(crate) async fn adopt(
         &self,
         new: NewTask,
@@ -334,58 +530,93 @@ impl Engine {
         attach: impl FnOnce(&str, Arc<dyn CallBackend>),
     ) -> Result<TaskRecord, Error> {
         self.admit()?;
-        let (record, live) = match self.create_record(&new, random_id(), cancel).await {
-            Ok(r) => r,
-            Err(e) => {
-                self.backlog.fetch_sub(1, Ordering::AcqRel);
-                return Err(e);
-            }
-        };
-        attach(
-            &record.id,
-            self.backend(&record.id, &live, new.flavor.clone()),
-        );
-        self.launch(new.tool, record.clone(), live, future);
+        {
+            let mut slots = lock(&self.slots);
+            slots.running += 1;
+            *slots.per_tool.entry(new.tool.name.to_string()).or_default() += 1;
+        }
+        let record = self.new_record(&new, Some(self.my_lease()));
+        if let Err(e) = self.create(&record, new.delivery.clone()).await {
+            self.unreserve(&new.tool.name);
+            return Err(e);
+        }
+        let run = self.begin_run(&record, cancel);
+        attach(&record.id, self.backend(&record, &run));
+        self.spawn_run(new.tool, record.clone(), run, future);
         Ok(record)
     }
 
-    fn backend(&self, id: &str, live: &Arc<Live>, flavor: Flavor) -> Arc<dyn CallBackend> {
+    fn begin_run(&self, record: &TaskRecord, cancel: CancellationToken) -> Arc<Run> {
+        let run = Arc::new(Run {
+            epoch: record.epoch,
+            cancel,
+            lost: AtomicBool::new(false),
+        });
+        *lock(&self.live_entry(&record.id).run) = Some(Arc::clone(&run));
+        run
+    }
+
+    fn backend(&self, record: &TaskRecord, run: &Arc<Run>) -> Arc<dyn CallBackend> {
         Arc::new(TaskBackend {
-            engine: self.this.upgrade().expect("the engine outlives its tasks"),
-            id: id.to_owned(),
-            cancel: live.cancel.clone(),
-            flavor,
+            engine: self.arc(),
+            id: record.id.clone(),
+            run: Arc::clone(run),
             last_write: Mutex::new(None),
         })
     }
 
-    fn launch(&self, tool: Tool, record: TaskRecord, live: Arc<Live>, future: ToolFuture) {
-        let engine = self.this.upgrade().expect("the engine is alive");
+    /// Runs the tool of a task this process holds the lease on (a slot is reserved).
+    fn launch(&self, tool: Tool, record: TaskRecord, future: Option<ToolFuture>) {
+        let run = self.begin_run(&record, CancellationToken::new());
+        let future = future.unwrap_or_else(|| {
+            let cx = TaskContext::new(
+                Arc::clone(&tool.name),
+                run.cancel.clone(),
+                record.client_capabilities.clone(),
+                principal_of(record.owner.as_deref()),
+                self.backend(&record, &run),
+            );
+            cx.set_task_id(&record.id);
+            match tool.check_arguments(&record.arguments) {
+                Ok(()) => (tool.handler)(cx, record.arguments.clone()),
+                Err(e) => Box::pin(async move { Err(e) }),
+            }
+        });
+        self.spawn_run(tool, record, run, future);
+    }
+
+    fn spawn_run(&self, tool: Tool, record: TaskRecord, run: Arc<Run>, future: ToolFuture) {
+        let engine = self.arc();
         tokio::spawn(async move {
             let id = record.id.clone();
-            let end = engine.execute(&tool, &live, future).await;
-            engine.finish(&tool, &id, record.protocol, end).await;
-            engine.live[shard_of(&id)]
-                .lock()
-                .expect("live lock")
-                .remove(&id);
-            engine.backlog.fetch_sub(1, Ordering::AcqRel);
+            let started = Instant::now();
+            let end = engine.execute(&tool, &id, &run, future).await;
+            match end {
+                Some(end) => engine.finish(&tool, &id, &run, end).await,
+                None => tracing::warn!(
+                    task = %id, tool = %tool.name,
+                    "the task's lease was lost to another process; this run stopped without settling it"
+                ),
+            }
+            tracing::debug!(task = %id, tool = %tool.name, elapsed_ms = started.elapsed().as_millis() as u64, "run ended");
+            if let Some(live) = engine.live(&id) {
+                *lock(&live.run) = None;
+            }
+            engine.release(&id);
+            engine.unreserve(&tool.name);
         });
     }
 
-    async fn execute(&self, tool: &Tool, live: &Live, future: ToolFuture) -> RunEnd {
-        let cancel = &live.cancel;
-        let _running = tokio::select! {
-            permit = Arc::clone(&self.running).acquire_owned() => permit.ok(),
-            () = cancel.cancelled() => return RunEnd::Cancelled,
-        };
-        let _tool_slot = match self.tool_limits.get(&*tool.name) {
-            Some(limit) => tokio::select! {
-                permit = Arc::clone(limit).acquire_owned() => permit.ok(),
-                () = cancel.cancelled() => return RunEnd::Cancelled,
-            },
-            None => None,
-        };
+    /// Runs the tool until it ends. `None` when the lease was lost: the caller must write
+    /// nothing.
+    async fn execute(
+        &self,
+        tool: &Tool,
+        id: &str,
+        run: &Run,
+        future: ToolFuture,
+    ) -> Option<RunEnd> {
+        let cancel = &run.cancel;
         let mut future = CatchUnwind::new(future);
         let deadline = async {
             match tool.deadline {
@@ -393,78 +624,97 @@ impl Engine {
                 None => std::future::pending().await,
             }
         };
-        let end = tokio::select! {
-            end = &mut future => end,
-            () = cancel.cancelled() => {
-                // Cooperative first: the tool sees its token fire and may finish cleanly.
-                match tokio::time::timeout(self.config.cancel_grace, &mut future).await {
-                    Ok(end) => end,
-                    Err(_) => return RunEnd::Cancelled,
+        tokio::pin!(deadline);
+        let mut renew = tokio::time::interval(self.config.renew_every());
+        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        renew.tick().await;
+        let end = loop {
+            tokio::select! {
+                end = &mut future => break end,
+                () = cancel.cancelled() => {
+                    // Cooperative first: the tool sees its token fire and may finish cleanly.
+                    let end = tokio::time::timeout(self.config.cancel_grace, &mut future).await;
+                    if run.lost.load(Ordering::Acquire) {
+                        return None;
+                    }
+                    match end {
+                        Ok(end) => break end,
+                        Err(_) => return Some(RunEnd::Cancelled),
+                    }
                 }
-            }
-            () = deadline => {
-                cancel.cancel();
-                return RunEnd::Returned(Err(ToolError::protocol(
-                    crate::jsonrpc::INTERNAL_ERROR,
-                    format!(
-                        "the task exceeded its execution deadline of {} s",
-                        tool.deadline.unwrap_or_default().as_secs()
-                    ),
-                )));
+                () = &mut deadline => {
+                    cancel.cancel();
+                    return Some(RunEnd::Returned(Err(ToolError::protocol(
+                        crate::jsonrpc::INTERNAL_ERROR,
+                        format!(
+                            "the task exceeded its execution deadline of {} s",
+                            tool.deadline.unwrap_or_default().as_secs()
+                        ),
+                    ))));
+                }
+                _ = renew.tick() => self.renew(id, run).await,
             }
         };
-        match end {
+        if run.lost.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(match end {
             Ok(result) => RunEnd::Returned(result),
             Err(message) => {
                 tracing::error!(tool = %tool.name, panic = %message, "task panicked");
                 RunEnd::Panicked
             }
+        })
+    }
+
+    /// Extends the lease of a running task; stops the run when the lease is gone.
+    async fn renew(&self, id: &str, run: &Run) {
+        let until = SystemTime::now() + self.config.lease;
+        let renewed = self
+            .update(id, |rec| {
+                if !rec.is_held_by(&self.worker, run.epoch) {
+                    return false;
+                }
+                rec.lease = Some(Lease {
+                    worker: self.worker.clone(),
+                    until,
+                });
+                true
+            })
+            .await;
+        match renewed {
+            Ok(Some((rec, _))) if rec.is_held_by(&self.worker, run.epoch) => {}
+            Ok(Some((rec, _))) if rec.status.is_terminal() => run.cancel.cancel(),
+            Ok(_) => self.lose(id, run),
+            Err(e) => tracing::warn!(task = %id, error = %e, "cannot renew the task's lease"),
         }
     }
 
-    async fn finish(&self, tool: &Tool, id: &str, protocol: TaskProtocol, end: RunEnd) {
+    fn lose(&self, id: &str, run: &Run) {
+        if !run.lost.swap(true, Ordering::AcqRel) {
+            tracing::warn!(task = %id, "lost the task's lease; stopping its tool");
+        }
+        run.cancel.cancel();
+    }
+
+    async fn finish(&self, tool: &Tool, id: &str, run: &Run, end: RunEnd) {
         let outcome = match outcome_of(tool, end) {
             Some(o) => o,
             None => CallOutcome::Error(
                 Error::Internal("the tool stopped for input outside of a request".into()).into(),
             ),
         };
-        let (status, message) = match &outcome {
-            CallOutcome::Result(r) if r.is_error && protocol == TaskProtocol::V2025 => (
-                TaskStatus::Failed,
-                Some(format!(
-                    "Tool execution failed: {}",
-                    r.first_text().unwrap_or("the tool reported an error")
-                )),
-            ),
-            CallOutcome::Result(_) => (TaskStatus::Completed, None),
-            CallOutcome::Error(e) if e.message == Error::Cancelled.to_string() => {
-                (TaskStatus::Cancelled, None)
-            }
-            CallOutcome::Error(e) => (
-                TaskStatus::Failed,
-                Some(format!("Tool execution failed: {}", e.message)),
-            ),
-        };
-        let retention = self.config.min_retention;
         let result = self
             .update(id, |rec| {
-                if !rec.status.can_move_to(status) {
+                if !rec.is_held_by(&self.worker, run.epoch) {
                     return false;
                 }
-                rec.status = status;
-                rec.status_message = message.clone();
-                if status != TaskStatus::Cancelled {
-                    rec.outcome = Some(outcome.clone());
-                }
-                rec.input_requests.clear();
-                keep_readable(rec, retention);
-                true
+                settle(rec, &outcome, self.config.min_retention)
             })
             .await;
         match result {
             Ok(Some((rec, true))) => {
-                tracing::debug!(task = %id, status = %rec.status, "task finished");
+                tracing::debug!(task = %id, tool = %tool.name, status = %rec.status, "task finished");
             }
             Ok(_) => {
                 tracing::debug!(task = %id, "task already settled; its late outcome is dropped")
@@ -501,26 +751,68 @@ impl Engine {
                 return Ok(None);
             };
             let version = rec.version;
-            let before = rec.status;
             if !change(&mut rec) {
                 return Ok(Some((rec, false)));
             }
             rec.updated_at = SystemTime::now().max(rec.updated_at);
             if self.store.compare_and_set(rec.clone(), version).await? {
                 rec.version = version + 1;
-                self.publish(&rec, before != rec.status);
+                self.observe(&rec);
                 return Ok(Some((rec, true)));
             }
         }
     }
 
-    fn publish(&self, rec: &TaskRecord, status_changed: bool) {
-        if let Some(live) = self.live(&rec.id) {
-            live.changed.send_replace(rec.version);
-            if status_changed && let Some(hook) = &live.on_status {
-                hook(rec);
+    /// Hands a version of a task on to whatever waits on it here.
+    fn observe(&self, rec: &TaskRecord) {
+        let Some(live) = self.live(&rec.id) else {
+            return;
+        };
+        let status_changed = {
+            let mut seen = lock(&live.seen);
+            if seen.1.is_some() && rec.version <= seen.0 {
+                return;
+            }
+            let changed = seen.1 != Some(rec.status);
+            *seen = (rec.version, Some(rec.status));
+            changed
+        };
+        live.changed.send_replace(rec.version);
+        let run = lock(&live.run).clone();
+        if let Some(run) = run {
+            if rec.status.is_terminal() {
+                run.cancel.cancel();
+            } else if !rec.is_held_by(&self.worker, run.epoch) {
+                self.lose(&rec.id, &run);
             }
         }
+        let delivery = lock(&live.delivery).clone();
+        if let Some(delivery) = delivery {
+            delivery.changed(&self.arc(), rec, status_changed);
+            if rec.status.is_terminal() {
+                *lock(&live.delivery) = None;
+                self.release(&rec.id);
+            }
+        }
+    }
+
+    /// `rec` if it has not expired and `owner` may see it. A task owned by a principal is
+    /// visible only to that principal; a task owned by a session is a bearer handle unless
+    /// sessions are strictly bound; a task without an owner is a bearer handle.
+    fn visible(&self, rec: TaskRecord, owner: Option<&str>) -> Option<TaskRecord> {
+        let bearer = rec.owner.is_none()
+            || (!self.config.strict_session_binding
+                && rec
+                    .owner
+                    .as_deref()
+                    .is_some_and(|o| o.starts_with("session:")));
+        if !bearer && rec.owner.as_deref() != owner {
+            return None;
+        }
+        if rec.expires_at().is_some_and(|at| at <= SystemTime::now()) {
+            return None;
+        }
+        Some(rec)
     }
 
     /// The task, if it exists, has not expired and `owner` may see it.
@@ -532,11 +824,12 @@ impl Engine {
         let Some(rec) = self.store.get(id).await? else {
             return Ok(None);
         };
-        Ok(visible(rec, owner))
+        Ok(self.visible(rec, owner))
     }
 
     /// Cancels a task. Returns the task as it is afterwards and whether this call cancelled
-    /// it (`false`: it was already terminal). `None` for an unknown task.
+    /// it (`false`: it was already terminal). `None` for an unknown task. The process that
+    /// runs the tool learns of it from the store and stops the tool.
     pub(crate) async fn cancel(
         &self,
         id: &str,
@@ -553,19 +846,24 @@ impl Engine {
                 }
                 rec.status = TaskStatus::Cancelled;
                 rec.status_message = Some("The task was cancelled by request.".into());
+                rec.cancel_requested = Some(CancelRequest {
+                    at: SystemTime::now(),
+                    by: owner.map(str::to_owned),
+                });
                 rec.input_requests.clear();
+                rec.lease = None;
                 keep_readable(rec, retention);
                 true
             })
             .await?;
-        if let Some(live) = self.live(id) {
-            live.cancel.cancel();
+        if let Some((rec, true)) = &result {
+            tracing::debug!(task = %id, tool = %rec.tool, "task cancelled");
         }
         Ok(result)
     }
 
-    /// Hands the client's answers to a task waiting for input (2026-07-28 `tasks/update`).
-    /// Answers for keys that are not outstanding are ignored. `None` for an unknown task.
+    /// Hands the client's answers to a task waiting for input. Answers for keys that are
+    /// not outstanding are ignored. `None` for an unknown task.
     pub(crate) async fn answer(
         &self,
         id: &str,
@@ -599,56 +897,70 @@ impl Engine {
         Ok(result.map(|(rec, _)| rec))
     }
 
-    /// A receiver that wakes after every write to a task running in this process.
-    pub(crate) fn watch(&self, id: &str) -> Option<watch::Receiver<u64>> {
-        self.live(id).map(|l| l.changed.subscribe())
+    /// Wakes on every change of the task this process learns of, from its own writes and
+    /// (for shared stores) from other processes'.
+    pub(crate) fn watch(&self, id: &str) -> TaskWatch {
+        self.ensure_background();
+        let live = self.live_entry(id);
+        TaskWatch {
+            engine: self.arc(),
+            id: id.to_owned(),
+            rx: Some(live.changed.subscribe()),
+        }
+    }
+
+    /// The delivery attached to a task in this process.
+    pub(crate) fn delivery(&self, id: &str) -> Option<Arc<dyn Delivery>> {
+        self.live(id).and_then(|live| lock(&live.delivery).clone())
+    }
+
+    /// Attaches `delivery` to a task unless a delivery whose client is still there is
+    /// attached; returns the one attached afterwards. It is handed the task as it is now.
+    pub(crate) async fn attach(
+        &self,
+        id: &str,
+        delivery: Arc<dyn Delivery>,
+    ) -> Result<Arc<dyn Delivery>, Error> {
+        self.ensure_background();
+        let live = self.live_entry(id);
+        let attached = {
+            let mut slot = lock(&live.delivery);
+            match &*slot {
+                Some(current) if !current.is_closed() => return Ok(Arc::clone(current)),
+                _ => {
+                    *slot = Some(Arc::clone(&delivery));
+                    delivery
+                }
+            }
+        };
+        if let Some(rec) = self.store.get(id).await? {
+            attached.changed(&self.arc(), &rec, false);
+            if rec.status.is_terminal() {
+                *lock(&live.delivery) = None;
+            }
+        }
+        drop(live);
+        self.release(id);
+        Ok(attached)
     }
 
     /// Waits until the task is terminal and returns it (2025-11-25 `tasks/result`).
-    /// While it waits, the task's requests to the client go to `sink`.
     pub(crate) async fn wait_terminal(
         &self,
         id: &str,
         owner: Option<&str>,
-        sink: &Sink,
         cancel: &CancellationToken,
     ) -> Result<Option<TaskRecord>, Error> {
-        if let Some(live) = self.live(id) {
-            *live.delivery.lock().expect("delivery lock") = Some(sink.clone());
-            let resend: Vec<Value> = live
-                .outstanding
-                .lock()
-                .expect("outstanding lock")
-                .values()
-                .filter(|(sent_on, _)| !sent_on.0.same_channel(&sink.0))
-                .map(|(_, message)| message.clone())
-                .collect();
-            for message in resend {
-                sink.send(&message);
-            }
-        }
+        let mut watch = self.watch(id);
         loop {
-            let changed = self.watch(id);
             let Some(rec) = self.get(id, owner).await? else {
                 return Ok(None);
             };
             if rec.status.is_terminal() {
                 return Ok(Some(rec));
             }
-            let wait = async {
-                match changed {
-                    Some(mut rx) => {
-                        if rx.changed().await.is_err() {
-                            // The task left this process; read the store again soon.
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                    }
-                    // Running in another process: poll at the task's own interval.
-                    None => tokio::time::sleep(rec.poll_interval).await,
-                }
-            };
             tokio::select! {
-                () = wait => {}
+                () = watch.changed(rec.poll_interval) => {}
                 () = cancel.cancelled() => return Err(Error::Cancelled),
             }
         }
@@ -675,19 +987,265 @@ impl Engine {
         }
     }
 
-    fn start_sweeper(&self) {
-        if self.sweeper.swap(true, Ordering::AcqRel) {
+    /// Starts the background loops once: the sweeper, the lapsed-lease scan, the claim loop
+    /// (when this process runs tools) and the change feed (when the store is shared).
+    pub(crate) fn ensure_background(&self) {
+        if self.background.swap(true, Ordering::AcqRel) {
             return;
         }
         let weak = self.this.clone();
-        let interval = self.config.sweep_interval;
+        let every = self.config.sweep_interval;
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(interval).await;
+                tokio::time::sleep(every).await;
                 let Some(engine) = weak.upgrade() else { break };
                 engine.sweep().await;
             }
         });
+        let weak = self.this.clone();
+        let every = self.config.lapse_scan_every();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(engine) = weak.upgrade() else { break };
+                if let Err(e) = engine.settle_lapsed().await {
+                    tracing::warn!(error = %e, "cannot scan for lapsed leases");
+                }
+                engine.forget_claimed().await;
+            }
+        });
+        if self.config.execute {
+            let weak = self.this.clone();
+            let wake = Arc::clone(&self.claim_wake);
+            tokio::spawn(async move {
+                loop {
+                    {
+                        let Some(engine) = weak.upgrade() else { break };
+                        if engine.stopping.load(Ordering::Acquire) {
+                            break;
+                        }
+                        engine.claim_round().await;
+                    }
+                    tokio::select! {
+                        () = wake.notified() => {}
+                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+            });
+        }
+        if self.store.is_shared() {
+            let weak = self.this.clone();
+            let every = self.config.signal_interval;
+            tokio::spawn(async move {
+                let mut cursor = None;
+                loop {
+                    {
+                        let Some(engine) = weak.upgrade() else { break };
+                        cursor = engine.read_changes(cursor).await;
+                    }
+                    tokio::time::sleep(every).await;
+                }
+            });
+        }
+    }
+
+    /// Reads the change feed once and hands on what other processes changed.
+    async fn read_changes(&self, cursor: Option<u64>) -> Option<u64> {
+        const BATCH: usize = 1000;
+        let mut cursor = cursor;
+        loop {
+            let changes = match self.store.changes(cursor, BATCH).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the task store's change feed");
+                    return cursor;
+                }
+            };
+            let first = cursor.is_none();
+            cursor = Some(changes.cursor);
+            let mut unknown = false;
+            let mut seen = HashSet::new();
+            for id in &changes.ids {
+                if !seen.insert(id.as_str()) {
+                    continue;
+                }
+                if self.live(id).is_none() {
+                    unknown = true;
+                    continue;
+                }
+                match self.store.get(id).await {
+                    Ok(Some(rec)) => self.observe(&rec),
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(task = %id, error = %e, "cannot read a changed task"),
+                }
+            }
+            if (unknown || first) && self.config.execute {
+                self.claim_wake.notify_one();
+            }
+            if changes.ids.len() < BATCH {
+                return cursor;
+            }
+        }
+    }
+
+    /// Claims queued tasks while this process has free slots.
+    async fn claim_round(&self) {
+        const BATCH: usize = 32;
+        loop {
+            let free = {
+                let slots = lock(&self.slots);
+                self.config.max_running.max(1).saturating_sub(slots.running)
+            };
+            if free == 0 || self.stopping.load(Ordering::Acquire) {
+                return;
+            }
+            let asked = free.min(BATCH);
+            let skip = self.full_tools();
+            let until = SystemTime::now() + self.config.lease;
+            let claimed = match self.store.claim(&self.worker, until, asked, &skip).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot claim queued tasks");
+                    return;
+                }
+            };
+            let got = claimed.len();
+            for rec in claimed {
+                self.run_claimed(rec).await;
+            }
+            if got < asked {
+                return;
+            }
+        }
+    }
+
+    /// Runs a task this process just claimed.
+    async fn run_claimed(&self, rec: TaskRecord) {
+        lock(&self.queued_here).remove(&rec.id);
+        let Some(tool) = self.registry.get(&rec.tool).cloned() else {
+            tracing::error!(task = %rec.id, tool = %rec.tool, "claimed a task of an unknown tool");
+            let message = format!("the tool {:?} does not exist in this server", rec.tool);
+            let epoch = rec.epoch;
+            let id = rec.id.clone();
+            let _ = self
+                .update_from(&id, Some(rec), |r| {
+                    if !r.is_held_by(&self.worker, epoch) {
+                        return false;
+                    }
+                    let outcome = CallOutcome::Error(Error::Internal(message.clone()).into());
+                    settle(r, &outcome, self.config.min_retention)
+                })
+                .await;
+            return;
+        };
+        {
+            let mut slots = lock(&self.slots);
+            slots.running += 1;
+            *slots.per_tool.entry(tool.name.to_string()).or_default() += 1;
+        }
+        tracing::debug!(task = %rec.id, tool = %rec.tool, epoch = rec.epoch, "claimed a task");
+        self.observe(&rec);
+        self.launch(tool, rec, None);
+    }
+
+    /// Settles tasks whose lease lapsed by their tools' restart policies: `rerun` tools go
+    /// back to the queue (under the same id), every other task ends `failed`.
+    async fn settle_lapsed(&self) -> Result<Recovery, Error> {
+        const BATCH: usize = 100;
+        let mut report = Recovery::default();
+        loop {
+            let lapsed = self.store.lapsed(SystemTime::now(), BATCH).await?;
+            let got = lapsed.len();
+            for rec in lapsed {
+                let (id, tool, lapsed_lease) =
+                    (rec.id.clone(), rec.tool.clone(), rec.lease.clone());
+                let rerun = self
+                    .registry
+                    .get(&rec.tool)
+                    .is_some_and(|t| t.on_restart == RestartPolicy::Rerun);
+                let retention = self.config.min_retention;
+                let now = SystemTime::now();
+                let written = self
+                    .update_from(&id, Some(rec), |r| {
+                        // Renewed or settled meanwhile: not lapsed any more.
+                        if r.status.is_terminal()
+                            || r.lease != lapsed_lease
+                            || r.lease.as_ref().is_none_or(|l| l.until > now)
+                        {
+                            return false;
+                        }
+                        r.input_requests.clear();
+                        r.lease = None;
+                        if rerun {
+                            r.status = TaskStatus::Working;
+                            r.status_message =
+                                Some("Running again: the process running it stopped.".into());
+                            r.input_responses.clear();
+                        } else {
+                            r.status = TaskStatus::Failed;
+                            r.status_message =
+                                Some("The server restarted before the task finished.".into());
+                            r.outcome = Some(CallOutcome::Error(
+                                Error::Internal(
+                                    "the task was interrupted by a server restart".into(),
+                                )
+                                .into(),
+                            ));
+                            keep_readable(r, retention);
+                        }
+                        true
+                    })
+                    .await?;
+                if matches!(written, Some((_, true))) {
+                    if rerun {
+                        tracing::info!(task = %id, tool = %tool, "task's runner stopped; queued to run again");
+                        report.rerun += 1;
+                    } else {
+                        tracing::info!(task = %id, tool = %tool, "task's runner stopped; settled as failed");
+                        report.failed += 1;
+                    }
+                }
+            }
+            if got < BATCH {
+                break;
+            }
+        }
+        if report.rerun > 0 && self.config.execute {
+            self.claim_wake.notify_one();
+        }
+        Ok(report)
+    }
+
+    /// Drops from the queued count the tasks created here that another process claimed.
+    async fn forget_claimed(&self) {
+        let ids: Vec<String> = lock(&self.queued_here).iter().take(256).cloned().collect();
+        for id in ids {
+            let gone = match self.store.get(&id).await {
+                Ok(Some(rec)) => !rec.is_queued(),
+                Ok(None) => true,
+                Err(_) => false,
+            };
+            if gone {
+                lock(&self.queued_here).remove(&id);
+            }
+        }
+    }
+
+    /// Settles what can be settled now: tasks whose lease has already lapsed (those of an
+    /// earlier version of the store, or of a process that died more than a lease ago).
+    /// Tasks of a process that died less than a lease ago are settled once it lapses, by
+    /// whichever process sees it first. Starts the background loops.
+    pub(crate) async fn recover(&self) -> Result<Recovery, Error> {
+        self.ensure_background();
+        let report = self.settle_lapsed().await?;
+        if report.rerun + report.failed > 0 {
+            tracing::info!(
+                rerun = report.rerun,
+                failed = report.failed,
+                "settled tasks whose runner had stopped"
+            );
+        }
+        Ok(report)
     }
 
     /// Deletes expired tasks, in batches.
@@ -714,10 +1272,54 @@ impl Engine {
         total
     }
 
-    async fn park(&self, id: &str, request: &InputRequest) -> Result<Option<String>, Error> {
+    /// Stops claiming, waits up to `grace` for the tools running here to finish, then stops
+    /// the rest and hands their leases back (their lease ends now), so another process
+    /// settles them by their restart policies at once.
+    pub(crate) async fn shutdown(&self, grace: Duration) {
+        self.stopping.store(true, Ordering::Release);
+        self.claim_wake.notify_one();
+        let deadline = Instant::now() + grace;
+        while lock(&self.slots).running > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let runs: Vec<(String, Arc<Run>)> = self
+            .live
+            .iter()
+            .flat_map(|shard| {
+                lock(shard)
+                    .iter()
+                    .filter_map(|(id, live)| lock(&live.run).clone().map(|r| (id.clone(), r)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (id, run) in runs {
+            let now = SystemTime::now();
+            let _ = self
+                .update(&id, |rec| {
+                    if !rec.is_held_by(&self.worker, run.epoch) {
+                        return false;
+                    }
+                    rec.lease = Some(Lease {
+                        worker: self.worker.clone(),
+                        until: now,
+                    });
+                    true
+                })
+                .await;
+            self.lose(&id, &run);
+            tracing::info!(task = %id, "handed the task's lease back at shutdown");
+        }
+    }
+
+    async fn park(
+        &self,
+        id: &str,
+        run: &Run,
+        request: &InputRequest,
+    ) -> Result<Option<String>, Error> {
         let mut key = None;
         self.update(id, |rec| {
-            if rec.status.is_terminal() {
+            if !rec.is_held_by(&self.worker, run.epoch) {
                 return false;
             }
             rec.input_seq += 1;
@@ -747,8 +1349,11 @@ impl Engine {
         Ok(key)
     }
 
-    async fn unpark(&self, id: &str, key: &str) -> Result<(), Error> {
+    async fn unpark(&self, id: &str, run: &Run, key: &str) -> Result<(), Error> {
         self.update(id, |rec| {
+            if !rec.is_held_by(&self.worker, run.epoch) {
+                return false;
+            }
             let removed = rec.input_requests.remove(key).is_some();
             let consumed = rec.input_responses.remove(key).is_some();
             if rec.input_requests.is_empty() && rec.status == TaskStatus::InputRequired {
@@ -761,21 +1366,16 @@ impl Engine {
         Ok(())
     }
 
-    /// 2026-07-28: parks the question in the task and waits for `tasks/update` to answer it.
-    async fn input_by_update(
-        &self,
-        id: &str,
-        request: InputRequest,
-        cancel: &CancellationToken,
-    ) -> Result<Value, ToolError> {
+    /// Parks the question in the task and waits until an answer is stored, from whichever
+    /// process received it.
+    async fn input(&self, id: &str, run: &Run, request: InputRequest) -> Result<Value, ToolError> {
+        let method = request.method.clone();
         let key = self
-            .park(id, &request)
+            .park(id, run, &request)
             .await
             .map_err(|e| ToolError::new(e.to_string()))?
             .ok_or_else(ToolError::cancelled)?;
-        let mut changed = self
-            .watch(id)
-            .ok_or_else(|| ToolError::new("the task is not running in this process"))?;
+        let mut watch = self.watch(id);
         loop {
             let rec = self
                 .store
@@ -783,192 +1383,33 @@ impl Engine {
                 .await
                 .map_err(|e| ToolError::new(e.to_string()))?
                 .ok_or_else(ToolError::cancelled)?;
-            if rec.status.is_terminal() {
+            if !rec.is_held_by(&self.worker, run.epoch) {
                 return Err(ToolError::cancelled());
             }
             if let Some(answer) = rec.input_responses.get(&key).cloned() {
-                self.unpark(id, &key)
+                self.unpark(id, run, &key)
                     .await
                     .map_err(|e| ToolError::new(e.to_string()))?;
+                if let Some(message) = answer.get(ANSWER_ERROR).and_then(Value::as_str) {
+                    return Err(ToolError::new(format!(
+                        "the client answered {method} with an error: {message}"
+                    )));
+                }
                 return Ok(answer);
             }
             tokio::select! {
-                r = changed.changed() => if r.is_err() { return Err(ToolError::cancelled()) },
-                () = cancel.cancelled() => return Err(ToolError::cancelled()),
+                () = watch.changed(rec.poll_interval) => {}
+                () = run.cancel.cancelled() => return Err(ToolError::cancelled()),
             }
         }
     }
 
-    /// 2025-11-25: parks the question and sends it to the client as a request tagged with the
-    /// task, on the stream of a waiting `tasks/result` or else the connection.
-    async fn input_by_request(
-        &self,
-        id: &str,
-        conn: &Connection,
-        request: InputRequest,
-        cancel: &CancellationToken,
-    ) -> Result<Value, ToolError> {
-        let key = self
-            .park(id, &request)
-            .await
-            .map_err(|e| ToolError::new(e.to_string()))?
-            .ok_or_else(ToolError::cancelled)?;
-        let live = self.live(id);
-        let sink = live
-            .as_ref()
-            .and_then(|l| l.delivery.lock().expect("delivery lock").clone())
-            .unwrap_or_else(|| conn.sink.clone());
-        let mut params = request.params.clone();
-        if let Value::Object(p) = &mut params {
-            let meta = p
-                .entry("_meta")
-                .or_insert_with(|| Value::Object(Default::default()));
-            if let Value::Object(meta) = meta {
-                meta.insert(RELATED_TASK.into(), json!({ "taskId": id }));
-            }
-        }
-        let record_outstanding = |message: &Value| {
-            if let Some(live) = &live {
-                live.outstanding
-                    .lock()
-                    .expect("outstanding lock")
-                    .insert(key.clone(), (sink.clone(), message.clone()));
-            }
-        };
-        let answer = conn
-            .request_observed(&sink, &request.method, params, cancel, record_outstanding)
-            .await;
-        if let Some(live) = &live {
-            live.outstanding
-                .lock()
-                .expect("outstanding lock")
-                .remove(&key);
-        }
-        let _ = self.unpark(id, &key).await;
-        match answer {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(ToolError::new(format!(
-                "the client answered {} with an error: {}",
-                request.method, e.message
-            ))),
-            Err(RequestAborted::Cancelled) => Err(ToolError::cancelled()),
-            Err(RequestAborted::Closed) => Err(ToolError::new("the client went away")),
-        }
-    }
-
-    /// Settles the tasks an earlier process left unfinished: a tool declared
-    /// `on_restart = "rerun"` runs again from its stored arguments under the same id; every
-    /// other task (and any task whose tool no longer exists) ends `failed` with `-32603`.
-    /// Nothing is re-executed silently: each rerun is logged.
-    pub(crate) async fn recover(&self, registry: &Registry) -> Result<Recovery, Error> {
-        let mut report = Recovery::default();
-        for rec in self.store_unfinished().await? {
-            if self.live(&rec.id).is_some() {
-                continue;
-            }
-            match registry.get(&rec.tool) {
-                Some(tool) if tool.on_restart == RestartPolicy::Rerun => {
-                    self.rerun(tool.clone(), rec).await?;
-                    report.rerun += 1;
-                }
-                _ => {
-                    let retention = self.config.min_retention;
-                    let (_, changed) = self
-                        .update(&rec.id, |r| {
-                            if r.status.is_terminal() {
-                                return false;
-                            }
-                            r.status = TaskStatus::Failed;
-                            r.status_message =
-                                Some("The server restarted before the task finished.".into());
-                            r.outcome = Some(CallOutcome::Error(
-                                Error::Internal(
-                                    "the task was interrupted by a server restart".into(),
-                                )
-                                .into(),
-                            ));
-                            r.input_requests.clear();
-                            keep_readable(r, retention);
-                            true
-                        })
-                        .await?
-                        .unwrap_or((rec, false));
-                    if changed {
-                        report.failed += 1;
-                    }
-                }
-            }
-        }
-        if report.rerun + report.failed > 0 {
-            tracing::info!(
-                rerun = report.rerun,
-                failed = report.failed,
-                "settled tasks interrupted by a restart"
-            );
-        }
-        Ok(report)
-    }
-
-    async fn store_unfinished(&self) -> Result<Vec<TaskRecord>, Error> {
-        Ok(self.store.unfinished().await?)
-    }
-
-    async fn rerun(&self, tool: Tool, rec: TaskRecord) -> Result<(), Error> {
-        self.admit()?;
-        let live = Arc::new(Live {
-            cancel: CancellationToken::new(),
-            changed: watch::Sender::new(rec.version),
-            on_status: None,
-            outstanding: Mutex::default(),
-            delivery: Mutex::default(),
-        });
-        self.live[shard_of(&rec.id)]
-            .lock()
-            .expect("live lock")
-            .insert(rec.id.clone(), Arc::clone(&live));
-        let updated = self
-            .update(&rec.id, |r| {
-                if r.status.is_terminal() {
-                    return false;
-                }
-                r.status = TaskStatus::Working;
-                r.status_message = Some("Running again after a server restart.".into());
-                r.input_requests.clear();
-                r.input_responses.clear();
-                true
-            })
-            .await;
-        let record = match updated {
-            Ok(Some((record, true))) => record,
-            other => {
-                self.live[shard_of(&rec.id)]
-                    .lock()
-                    .expect("live lock")
-                    .remove(&rec.id);
-                self.backlog.fetch_sub(1, Ordering::AcqRel);
-                return other.map(|_| ());
-            }
-        };
-        tracing::info!(task = %record.id, tool = %record.tool, "rerunning a task after a restart");
-        // The client's capabilities were not kept: a rerun cannot ask the client anything.
-        let backend = self.backend(&record.id, &live, Flavor::V2026);
-        let cx = TaskContext::new(
-            Arc::clone(&tool.name),
-            live.cancel.clone(),
-            json!({}),
-            record.owner.as_deref().map(Into::into),
-            backend,
-        );
-        cx.set_task_id(&record.id);
-        let future = (tool.handler)(cx, record.arguments.clone());
-        self.launch(tool, record, live, future);
-        Ok(())
-    }
-
-    async fn set_status_message(&self, id: &str, message: String) {
+    async fn set_status_message(&self, id: &str, epoch: u64, message: String) {
         let _ = self
             .update(id, |rec| {
-                if rec.status.is_terminal() || rec.status_message.as_deref() == Some(&message) {
+                if !rec.is_held_by(&self.worker, epoch)
+                    || rec.status_message.as_deref() == Some(&message)
+                {
                     return false;
                 }
                 rec.status_message = Some(message.clone());
@@ -978,17 +1419,78 @@ impl Engine {
     }
 }
 
+/// Writes a finished run's outcome into the record, by the task's settle policy. Returns
+/// `false` when the task cannot move there.
+fn settle(rec: &mut TaskRecord, outcome: &CallOutcome, retention: Duration) -> bool {
+    let (status, message) = match outcome {
+        CallOutcome::Result(r) if r.is_error && rec.settle == SettlePolicy::Fail => (
+            TaskStatus::Failed,
+            Some(format!(
+                "Tool execution failed: {}",
+                r.first_text().unwrap_or("the tool reported an error")
+            )),
+        ),
+        CallOutcome::Result(_) => (TaskStatus::Completed, None),
+        CallOutcome::Error(e) if e.message == Error::Cancelled.to_string() => {
+            (TaskStatus::Cancelled, None)
+        }
+        CallOutcome::Error(e) => (
+            TaskStatus::Failed,
+            Some(format!("Tool execution failed: {}", e.message)),
+        ),
+    };
+    if !rec.status.can_move_to(status) {
+        return false;
+    }
+    rec.status = status;
+    rec.status_message = message;
+    if status != TaskStatus::Cancelled {
+        rec.outcome = Some(outcome.clone());
+    }
+    rec.input_requests.clear();
+    rec.lease = None;
+    keep_readable(rec, retention);
+    true
+}
+
+/// A receiver of a task's changes; the engine forgets the task when the last one is gone.
+pub(crate) struct TaskWatch {
+    engine: Arc<Engine>,
+    id: String,
+    rx: Option<watch::Receiver<u64>>,
+}
+
+impl TaskWatch {
+    /// Waits for the next change the engine learns of, or at most `fallback` (a safety
+    /// net: a change feed that failed for a while must not leave a waiter asleep).
+    pub(crate) async fn changed(&mut self, fallback: Duration) {
+        let Some(rx) = &mut self.rx else { return };
+        let fallback = fallback.max(Duration::from_millis(100));
+        let _ = tokio::time::timeout(fallback, rx.changed()).await;
+    }
+}
+
+impl Drop for TaskWatch {
+    fn drop(&mut self) {
+        self.rx = None;
+        self.engine.release(&self.id);
+    }
+}
+
+impl std::fmt::Debug for TaskWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskWatch").field("id", &self.id).finish()
+    }
+}
+
 /// What [`Server::recover`](crate::Server::recover) did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Recovery {
-    /// Tasks run again (tools declared `on_restart = "rerun"`).
+    /// Tasks queued to run again (tools declared `on_restart = "rerun"`).
     pub rerun: usize,
     /// Tasks settled as `failed`.
     pub failed: usize,
 }
-
-/// The `_meta` key that ties a message to a task (2025-11-25).
-pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// Makes sure a finished task stays readable for `retention`, even past its TTL.
 fn keep_readable(rec: &mut TaskRecord, retention: Duration) {
@@ -1002,60 +1504,31 @@ fn keep_readable(rec: &mut TaskRecord, retention: Duration) {
     }
 }
 
-/// `rec` if it has not expired and `owner` may see it. A task with an owner is visible only
-/// to that owner; one without is a bearer handle.
-fn visible(rec: TaskRecord, owner: Option<&str>) -> Option<TaskRecord> {
-    if rec.owner.is_some() && rec.owner.as_deref() != owner {
-        return None;
-    }
-    if rec.expires_at().is_some_and(|at| at <= SystemTime::now()) {
-        return None;
-    }
-    Some(rec)
-}
-
 /// The backend of a tool running as a task.
 struct TaskBackend {
     engine: Arc<Engine>,
     id: String,
-    cancel: CancellationToken,
-    flavor: Flavor,
+    run: Arc<Run>,
     last_write: Mutex<Option<Instant>>,
+}
+
+impl TaskBackend {
+    fn delivery(&self) -> Option<Arc<dyn Delivery>> {
+        self.engine.delivery(&self.id)
+    }
 }
 
 impl CallBackend for TaskBackend {
     fn input(&self, request: InputRequest) -> BoxFuture<'_, Result<Value, ToolError>> {
-        Box::pin(async move {
-            match &self.flavor {
-                Flavor::V2026 => {
-                    self.engine
-                        .input_by_update(&self.id, request, &self.cancel)
-                        .await
-                }
-                Flavor::V2025 { conn, .. } => {
-                    self.engine
-                        .input_by_request(&self.id, conn, request, &self.cancel)
-                        .await
-                }
-            }
-        })
+        Box::pin(async move { self.engine.input(&self.id, &self.run, request).await })
     }
 
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        if self.cancel.is_cancelled() {
+        if self.run.cancel.is_cancelled() {
             return;
         }
-        if let Flavor::V2025 {
-            conn,
-            progress_token,
-        } = &self.flavor
-        {
-            Notifier {
-                sink: conn.sink.clone(),
-                progress_token: progress_token.clone(),
-                log: crate::call::LogGate::Connection(Arc::clone(conn)),
-            }
-            .progress(progress, total, message);
+        if let Some(delivery) = self.delivery() {
+            delivery.progress(progress, total, message);
         }
         let text = match (message, total) {
             (Some(m), _) => m.to_owned(),
@@ -1064,7 +1537,7 @@ impl CallBackend for TaskBackend {
         };
         let now = Instant::now();
         {
-            let mut last = self.last_write.lock().expect("progress lock");
+            let mut last = lock(&self.last_write);
             if last
                 .is_some_and(|l| now.duration_since(l) < self.engine.config.progress_write_interval)
             {
@@ -1074,18 +1547,13 @@ impl CallBackend for TaskBackend {
         }
         let engine = Arc::clone(&self.engine);
         let id = self.id.clone();
-        tokio::spawn(async move { engine.set_status_message(&id, text).await });
+        let epoch = self.run.epoch;
+        tokio::spawn(async move { engine.set_status_message(&id, epoch, text).await });
     }
 
     fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
-        // The 2026-07-28 extension does not carry log messages for tasks.
-        if let Flavor::V2025 { conn, .. } = &self.flavor {
-            Notifier {
-                sink: conn.sink.clone(),
-                progress_token: None,
-                log: crate::call::LogGate::Connection(Arc::clone(conn)),
-            }
-            .log(level, logger, data);
+        if let Some(delivery) = self.delivery() {
+            delivery.log(level, logger, data);
         }
     }
 }

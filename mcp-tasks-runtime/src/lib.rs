@@ -23,6 +23,7 @@ pub mod task;
 pub mod tool;
 pub mod transport;
 pub mod wire;
+mod worker;
 
 #[doc(hidden)]
 pub mod __private;
@@ -36,3 +37,4 @@ pub use router::Session;
 pub use server::{BuildError, Implementation, Server, ServerBuilder};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{IntoToolResult, Json, Registry, RestartPolicy, Tool, ToolDefError};
+pub use worker::Worker;

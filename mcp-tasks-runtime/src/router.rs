@@ -117,6 +117,11 @@ impl Session {
         self.conn.sink.clone()
     }
 
+    /// Counts a reader of the session's own stream in or out (see [`Connection::listen`]).
+    pub(crate) fn listen(&self, listening: bool) {
+        self.conn.listen(listening);
+    }
+
     /// Cancels one in-flight request, as `notifications/cancelled` would (an HTTP client
     /// closed its response stream, say). Unknown ids are ignored.
     pub fn cancel_request(&self, id: &RequestId) {

@@ -3,10 +3,9 @@
 use crate::engine::{Engine, EngineConfig, Recovery};
 use crate::model::JsonObject;
 use crate::resource::{Resource, ResourceTemplate};
-use crate::store::{MemoryTaskStore, TaskStore};
+use crate::store::{ClaimStore, MemoryTaskStore, TaskStore};
 use crate::tool::{Registry, Tool, ToolDefError};
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -118,11 +117,11 @@ impl Server {
         {
             return Ok(Recovery::default());
         }
-        self.inner.engine.recover(&self.inner.registry).await
+        self.inner.engine.recover().await
     }
 }
 
-type MakeEngine = Box<dyn FnOnce(EngineConfig, HashMap<String, usize>) -> Arc<Engine> + Send>;
+type MakeEngine = Box<dyn FnOnce(EngineConfig, Registry) -> Arc<Engine> + Send>;
 
 /// Builds a [`Server`].
 pub struct ServerBuilder {
@@ -154,8 +153,8 @@ impl std::fmt::Debug for ServerBuilder {
 impl Default for ServerBuilder {
     fn default() -> Self {
         Self {
-            make_engine: Box::new(|config, limits| {
-                Engine::new(MemoryTaskStore::new(), config, limits)
+            make_engine: Box::new(|config, registry| {
+                Engine::new(MemoryTaskStore::new(), config, registry)
             }),
             engine_config: EngineConfig::default(),
             info: Implementation {
@@ -251,9 +250,17 @@ impl ServerBuilder {
         self
     }
 
-    /// Keeps tasks in `store` (default: in memory).
-    pub fn store<S: TaskStore>(mut self, store: S) -> Self {
-        self.make_engine = Box::new(move |config, limits| Engine::new(store, config, limits));
+    /// Keeps tasks in `store` (default: in memory). A store that several processes share
+    /// (SQLite on one host, PostgreSQL, Redis) lets them serve and run the same tasks.
+    pub fn store<S: TaskStore + ClaimStore>(mut self, store: S) -> Self {
+        self.make_engine = Box::new(move |config, registry| Engine::new(store, config, registry));
+        self
+    }
+
+    /// Serves only: this process accepts, answers and settles tasks but runs no tools; a
+    /// [`Worker`](crate::Worker) sharing the store runs them.
+    pub fn serve_only(mut self) -> Self {
+        self.engine_config.execute = false;
         self
     }
 
@@ -307,11 +314,7 @@ impl ServerBuilder {
                 key
             }
         };
-        let limits = registry
-            .iter()
-            .filter_map(|t| Some((t.name.to_string(), t.max_concurrency?)))
-            .collect();
-        let engine = (self.make_engine)(self.engine_config, limits);
+        let engine = (self.make_engine)(self.engine_config, registry.clone());
         Ok(Server {
             inner: Arc::new(ServerInner {
                 engine,

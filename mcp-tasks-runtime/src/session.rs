@@ -59,6 +59,9 @@ pub(crate) struct Connection {
     closed: CancellationToken,
     /// The resource URIs this (2025-11-25) connection subscribed to.
     pub(crate) subscriptions: Mutex<std::collections::BTreeSet<String>>,
+    /// How many clients read the connection's own stream now: always one on a
+    /// single-stream transport (stdio); over HTTP the open GET streams.
+    listeners: std::sync::atomic::AtomicUsize,
 }
 
 const LOG_OFF: u8 = u8::MAX;
@@ -80,7 +83,31 @@ impl Connection {
             inflight: Mutex::new(HashMap::new()),
             closed: CancellationToken::new(),
             subscriptions: Mutex::new(Default::default()),
+            listeners: std::sync::atomic::AtomicUsize::new(1),
         })
+    }
+
+    /// `true` once the connection closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    /// Whether a client reads the connection's own stream now.
+    pub(crate) fn is_listening(&self) -> bool {
+        self.listeners.load(Ordering::Acquire) > 0
+    }
+
+    /// Counts a reader of the connection's own stream in (`true`) or out (`false`). A
+    /// transport whose own stream is read only some of the time (HTTP's GET stream) starts
+    /// by counting the default reader out.
+    pub(crate) fn listen(&self, listening: bool) {
+        if listening {
+            self.listeners.fetch_add(1, Ordering::AcqRel);
+        } else {
+            let _ = self
+                .listeners
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        }
     }
 
     /// Who owns the tasks this connection creates: its principal in either era; else, in the

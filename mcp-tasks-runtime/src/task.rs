@@ -100,13 +100,59 @@ impl std::str::FromStr for TaskStatus {
     }
 }
 
-/// Which task protocol created a task; it decides how a tool error settles the task.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum TaskProtocol {
-    /// MCP 2025-11-25 Tasks: a tool result with `isError: true` ends `failed`.
-    V2025,
-    /// The 2026-07-28 tasks extension: such a result ends `completed`.
-    V2026,
+/// How a tool result with `isError: true` settles a task. The wire adapter that creates the
+/// task chooses it; the engine only applies it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettlePolicy {
+    /// The task ends `failed`, with the result kept as its outcome.
+    Fail,
+    /// The task ends `completed`, with the result as its outcome.
+    #[default]
+    Complete,
+}
+
+impl SettlePolicy {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fail => "fail",
+            Self::Complete => "complete",
+        }
+    }
+}
+
+impl std::str::FromStr for SettlePolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "fail" => Ok(Self::Fail),
+            "complete" => Ok(Self::Complete),
+            other => Err(format!("unknown settle policy {other:?}")),
+        }
+    }
+}
+
+/// The claim a process holds on a task while it runs the task's tool.
+///
+/// A lease ends at `until` unless its holder renews it. A task whose lease ended is taken
+/// over by whichever process notices first and settled by its tool's restart policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The process (worker id) that holds it.
+    pub worker: String,
+    /// When it ends unless renewed.
+    pub until: SystemTime,
+}
+
+/// A client's request to cancel a task, kept with the task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CancelRequest {
+    /// When it was asked for.
+    pub at: SystemTime,
+    /// Who asked (the requestor's owner key), when known.
+    pub by: Option<String>,
 }
 
 /// A stored task. Everything a `tasks/get` in either era needs, and what a restart needs
@@ -121,8 +167,8 @@ pub struct TaskRecord {
     pub tool: String,
     /// The arguments it was called with.
     pub arguments: JsonObject,
-    /// The protocol that created it.
-    pub protocol: TaskProtocol,
+    /// How a tool result with `isError: true` settles it.
+    pub settle: SettlePolicy,
     /// Its status.
     pub status: TaskStatus,
     /// A human-readable status line (progress, failure reason).
@@ -143,6 +189,17 @@ pub struct TaskRecord {
     pub input_responses: BTreeMap<String, Value>,
     /// The number of input keys ever issued (keys are never reused).
     pub input_seq: u64,
+    /// The capabilities the creating client declared, so whichever process runs the task
+    /// knows what it may ask the client.
+    pub client_capabilities: Value,
+    /// The process running it, while one does; `None` while it waits to be claimed (and
+    /// once it is terminal).
+    pub lease: Option<Lease>,
+    /// How many times the task was claimed. A lease holder's writes are fenced by it: a
+    /// write made under an older epoch never lands.
+    pub epoch: u64,
+    /// Set when a client asked to cancel it.
+    pub cancel_requested: Option<CancelRequest>,
     /// Bumped by every successful write; the compare-and-set token.
     pub version: u64,
 }
@@ -157,6 +214,19 @@ impl TaskRecord {
             return None;
         }
         self.ttl.map(|ttl| self.created_at + ttl)
+    }
+
+    /// `true` while the task waits for a process to claim it.
+    pub fn is_queued(&self) -> bool {
+        self.lease.is_none() && !self.status.is_terminal()
+    }
+
+    /// `true` when `worker` holds the task's lease under `epoch`: the fence every write of
+    /// a lease holder passes.
+    pub fn is_held_by(&self, worker: &str, epoch: u64) -> bool {
+        !self.status.is_terminal()
+            && self.epoch == epoch
+            && self.lease.as_ref().is_some_and(|l| l.worker == worker)
     }
 }
 

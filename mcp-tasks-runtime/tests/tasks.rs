@@ -488,8 +488,12 @@ async fn v1_older_versions_have_no_tasks() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn v1_tasks_are_scoped_to_their_session() {
-    let server = server();
+async fn v1_tasks_are_scoped_to_their_session_when_strict() {
+    let server = server_with(EngineConfig {
+        cancel_grace: Duration::from_secs(1),
+        strict_session_binding: true,
+        ..EngineConfig::default()
+    });
     let mut a = Client::stateful(&server).await;
     let mut b = Client::stateful(&server).await;
     let mut ids = Vec::new();
@@ -525,6 +529,29 @@ async fn v1_tasks_are_scoped_to_their_session() {
         code(&a.request("tasks/list", json!({"cursor": "junk"})).await),
         -32602
     );
+}
+
+/// Without a principal a task id is a bearer handle: another session (a client that
+/// reconnected) reaches it by id, but lists only what it created itself.
+#[tokio::test(start_paused = true)]
+async fn v1_anonymous_task_ids_are_bearer_handles() {
+    let server = server();
+    let mut a = Client::stateful(&server).await;
+    let r = a
+        .request("tools/call", json!({"name": "forever", "task": {}}))
+        .await;
+    let id = r["result"]["task"]["taskId"].as_str().unwrap().to_owned();
+    let mut b = Client::stateful(&server).await;
+    assert_eq!(b.get(&id).await["result"]["status"], "working");
+    assert_eq!(
+        b.request("tasks/list", json!({})).await["result"]["tasks"],
+        json!([])
+    );
+    let r = b.request("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(r["result"]["status"], "cancelled", "{r}");
+    assert_eq!(a.get(&id).await["result"]["status"], "cancelled");
+    let r = b.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(code(&r), -32603, "{r}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -916,7 +943,7 @@ fn interrupted(id: &str, tool: &str) -> mcp_tasks_runtime::task::TaskRecord {
         owner: None,
         tool: tool.into(),
         arguments: json!({"n": 7}).as_object().unwrap().clone(),
-        protocol: mcp_tasks_runtime::task::TaskProtocol::V2026,
+        settle: mcp_tasks_runtime::task::SettlePolicy::Complete,
         status: mcp_tasks_runtime::task::TaskStatus::Working,
         status_message: None,
         created_at: now,
@@ -927,6 +954,14 @@ fn interrupted(id: &str, tool: &str) -> mcp_tasks_runtime::task::TaskRecord {
         input_requests: Default::default(),
         input_responses: Default::default(),
         input_seq: 0,
+        client_capabilities: json!({}),
+        // Left by a process that died: its lease has run out.
+        lease: Some(mcp_tasks_runtime::task::Lease {
+            worker: "gone".into(),
+            until: now,
+        }),
+        epoch: 1,
+        cancel_requested: None,
         version: 3,
     }
 }

@@ -1,8 +1,8 @@
 //! The in-memory task store: the reference backend, and the default when no durable store
 //! is configured. Tasks are lost when the process exits.
 
-use super::{StoreError, TaskPage, TaskStore};
-use crate::task::TaskRecord;
+use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
+use crate::task::{Lease, TaskRecord};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::ops::Bound;
@@ -44,6 +44,28 @@ struct Shard {
     owned: HashMap<String, BTreeMap<u64, Arc<str>>>,
     /// Tasks without an owner, by creation sequence number.
     unowned: BTreeMap<u64, Arc<str>>,
+    /// Queued tasks (unfinished, no lease), by creation sequence number.
+    queued: BTreeMap<u64, Arc<str>>,
+    /// `(lease end, id)` of every unfinished task with a lease.
+    leased: BTreeSet<(SystemTime, Arc<str>)>,
+}
+
+/// Where a record stands in the claim indexes.
+#[derive(PartialEq, Eq)]
+enum ClaimKey {
+    Queued,
+    Leased(SystemTime),
+    None,
+}
+
+fn claim_key(record: &TaskRecord) -> ClaimKey {
+    if record.status.is_terminal() {
+        return ClaimKey::None;
+    }
+    match &record.lease {
+        None => ClaimKey::Queued,
+        Some(lease) => ClaimKey::Leased(lease.until),
+    }
 }
 
 /// A stored task. Boxed in the map so the map's spare capacity costs a pointer per
@@ -90,9 +112,34 @@ impl Shard {
         }
     }
 
+    fn index_claim(&mut self, key: ClaimKey, seq: u64, id: &Arc<str>) {
+        match key {
+            ClaimKey::Queued => {
+                self.queued.insert(seq, Arc::clone(id));
+            }
+            ClaimKey::Leased(until) => {
+                self.leased.insert((until, Arc::clone(id)));
+            }
+            ClaimKey::None => {}
+        }
+    }
+
+    fn unindex_claim(&mut self, key: ClaimKey, seq: u64, id: &Arc<str>) {
+        match key {
+            ClaimKey::Queued => {
+                self.queued.remove(&seq);
+            }
+            ClaimKey::Leased(until) => {
+                self.leased.remove(&(until, Arc::clone(id)));
+            }
+            ClaimKey::None => {}
+        }
+    }
+
     /// Removes a task and its index entries.
     fn remove(&mut self, id: &str) -> Option<Box<Slot>> {
         let (key, slot) = self.tasks.remove_entry(id)?;
+        self.unindex_claim(claim_key(&slot.record), slot.seq, &key);
         if let Some(at) = slot.record.expires_at() {
             self.expiry.remove(&(at, key));
         }
@@ -168,6 +215,7 @@ impl TaskStore for MemoryTaskStore {
             shard.expiry.insert((at, Arc::clone(&id)));
         }
         shard.index_owner(record.owner.as_deref(), seq, Arc::clone(&id));
+        shard.index_claim(claim_key(&record), seq, &id);
         shard.tasks.insert(id, Box::new(Slot { record, seq }));
         Ok(())
     }
@@ -195,7 +243,8 @@ impl TaskStore for MemoryTaskStore {
         let new = &slot.record;
         let (old_expiry, new_expiry) = (old.expires_at(), new.expires_at());
         let new_owner = (old.owner != new.owner).then(|| new.owner.clone());
-        if old_expiry == new_expiry && new_owner.is_none() {
+        let (old_claim, new_claim) = (claim_key(&old), claim_key(new));
+        if old_expiry == new_expiry && new_owner.is_none() && old_claim == new_claim {
             return Ok(true);
         }
         let (key, _) = shard
@@ -203,6 +252,10 @@ impl TaskStore for MemoryTaskStore {
             .get_key_value(old.id.as_str())
             .expect("the task was just written");
         let key = Arc::clone(key);
+        if old_claim != new_claim {
+            shard.unindex_claim(old_claim, seq, &key);
+            shard.index_claim(new_claim, seq, &key);
+        }
         if old_expiry != new_expiry {
             if let Some(at) = old_expiry {
                 shard.expiry.remove(&(at, Arc::clone(&key)));
@@ -314,6 +367,92 @@ impl TaskStore for MemoryTaskStore {
     }
 }
 
+impl ClaimStore for MemoryTaskStore {
+    async fn claim(
+        &self,
+        worker: &str,
+        until: SystemTime,
+        limit: usize,
+        skip: &[String],
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        // Oldest first over all shards: gather candidates per shard, merge, then claim each
+        // under its shard's lock (a concurrent claim may have taken one meanwhile).
+        let mut keys: Vec<(u64, usize, Arc<str>)> = Vec::new();
+        for index in 0..self.shards.len() {
+            let shard = self.lock(index);
+            keys.extend(
+                shard
+                    .queued
+                    .iter()
+                    .filter(|(_, id)| {
+                        skip.is_empty()
+                            || shard
+                                .tasks
+                                .get(&***id)
+                                .is_some_and(|slot| !skip.contains(&slot.record.tool))
+                    })
+                    .take(limit)
+                    .map(|(seq, id)| (*seq, index, Arc::clone(id))),
+            );
+        }
+        keys.sort_unstable_by_key(|(seq, _, _)| *seq);
+        keys.truncate(limit);
+        let mut claimed = Vec::with_capacity(keys.len());
+        for (seq, index, id) in keys {
+            let mut guard = self.lock(index);
+            let shard = &mut *guard;
+            if shard.queued.get(&seq) != Some(&id) {
+                continue;
+            }
+            let Some(slot) = shard.tasks.get_mut(&*id) else {
+                continue;
+            };
+            slot.record.lease = Some(Lease {
+                worker: worker.to_owned(),
+                until,
+            });
+            slot.record.epoch += 1;
+            slot.record.version += 1;
+            let record = slot.record.clone();
+            shard.queued.remove(&seq);
+            shard.leased.insert((until, id));
+            claimed.push(record);
+        }
+        Ok(claimed)
+    }
+
+    async fn lapsed(&self, now: SystemTime, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        let mut due: Vec<(SystemTime, TaskRecord)> = Vec::new();
+        for index in 0..self.shards.len() {
+            let shard = self.lock(index);
+            due.extend(
+                shard
+                    .leased
+                    .iter()
+                    .take_while(|(until, _)| *until <= now)
+                    .take(limit)
+                    .filter_map(|(until, id)| {
+                        shard
+                            .tasks
+                            .get(&**id)
+                            .map(|slot| (*until, slot.record.clone()))
+                    }),
+            );
+        }
+        due.sort_unstable_by(|a, b| (a.0, &a.1.id).cmp(&(b.0, &b.1.id)));
+        due.truncate(limit);
+        Ok(due.into_iter().map(|(_, record)| record).collect())
+    }
+
+    async fn changes(&self, _cursor: Option<u64>, _limit: usize) -> Result<Changes, StoreError> {
+        Ok(Changes::default())
+    }
+
+    fn is_shared(&self) -> bool {
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,7 +502,24 @@ mod tests {
             for (id, slot) in &shard.tasks {
                 assert_eq!(MemoryTaskStore::shard_index(id), index);
                 assert_eq!(**id, *slot.record.id);
+                match claim_key(&slot.record) {
+                    ClaimKey::Queued => assert_eq!(shard.queued.get(&slot.seq), Some(id)),
+                    ClaimKey::Leased(until) => {
+                        assert!(shard.leased.contains(&(until, Arc::clone(id))));
+                    }
+                    ClaimKey::None => {}
+                }
             }
+            let claimable = shard
+                .tasks
+                .values()
+                .filter(|s| claim_key(&s.record) != ClaimKey::None)
+                .count();
+            assert_eq!(
+                shard.queued.len() + shard.leased.len(),
+                claimable,
+                "shard {index}: claim indexes"
+            );
         }
     }
 

@@ -1,9 +1,11 @@
 //! Task stores: where task records live.
 //!
 //! [`TaskStore`] is the small core every backend implements: create, get, compare-and-set,
-//! delete, owner-scoped listing, expiry and the restart scan. The in-memory store is the
-//! reference backend; durable backends live behind cargo features. Every backend must pass
-//! the shared suite in [`testing::check_store`] unchanged.
+//! delete, owner-scoped listing, expiry and the unfinished scan. [`ClaimStore`] adds what
+//! several processes sharing one store need: claims of queued tasks, the scan for lapsed
+//! leases and a feed of changed tasks. The in-memory store is the reference backend;
+//! durable backends live behind cargo features. Every backend must pass the shared suite in
+//! [`testing::check_store`] unchanged.
 
 use crate::task::TaskRecord;
 use std::future::Future;
@@ -86,6 +88,58 @@ pub trait TaskStore: Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
 
-    /// Every task that is not terminal (`working` or `input_required`), for restart recovery.
+    /// Every task that is not terminal (`working` or `input_required`).
     fn unfinished(&self) -> impl Future<Output = Result<Vec<TaskRecord>, StoreError>> + Send;
+}
+
+/// Ids of tasks written since a cursor, from [`ClaimStore::changes`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// The tasks written (created or updated) after the cursor, by any process; a task may
+    /// appear more than once. Deleted tasks need not appear.
+    pub ids: Vec<String>,
+    /// The cursor to pass next time.
+    pub cursor: u64,
+}
+
+/// What the engine needs from a store that several processes may share: claims with leases,
+/// the scan for leases that lapsed, and a feed of changes made by other processes.
+///
+/// Leases and fencing are fields of the [`TaskRecord`] ([`TaskRecord::lease`],
+/// [`TaskRecord::epoch`]); renewals and fenced writes are compare-and-set writes whose
+/// change checks the lease first, so they need nothing more from the store. What a backend
+/// adds here are the atomic claim and the two scans, each served by an index.
+pub trait ClaimStore: TaskStore {
+    /// Claims up to `limit` queued tasks ([`TaskRecord::is_queued`]), oldest first, leaving
+    /// out tasks of the tools in `skip`. Each claimed task gets the lease
+    /// `Lease { worker, until }`, its `epoch` and its `version` bumped by one, and is
+    /// returned as stored. Two claims, in any processes, never return the same task.
+    fn claim(
+        &self,
+        worker: &str,
+        until: SystemTime,
+        limit: usize,
+        skip: &[String],
+    ) -> impl Future<Output = Result<Vec<TaskRecord>, StoreError>> + Send;
+
+    /// Up to `limit` unfinished tasks whose lease ended at or before `now`, earliest end
+    /// first. Must not scan tasks whose lease is still running.
+    fn lapsed(
+        &self,
+        now: SystemTime,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<TaskRecord>, StoreError>> + Send;
+
+    /// The ids of up to `limit` tasks written after `cursor` by any process sharing the
+    /// store, and the next cursor. `None` asks for no ids, only the current cursor. A store
+    /// only one process can use returns no ids: that process sees its own writes.
+    fn changes(
+        &self,
+        cursor: Option<u64>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Changes, StoreError>> + Send;
+
+    /// `true` when other processes may share this store, so the engine must watch
+    /// [`changes`](Self::changes) to learn what they did.
+    fn is_shared(&self) -> bool;
 }

@@ -1,17 +1,16 @@
 //! The durable embedded task store, on SQLite (cargo feature `sqlite`). The design is
 //! described on [`SqliteTaskStore`].
 
-use super::{StoreError, TaskPage, TaskStore};
+use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
 use crate::error::CallOutcome;
 use crate::jsonrpc::ErrorObject;
 use crate::model::{CallToolResult, Content, InputRequest, JsonObject};
-use crate::task::{TaskProtocol, TaskRecord, TaskStatus};
+use crate::task::{CancelRequest, Lease, SettlePolicy, TaskRecord, TaskStatus};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior, params};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsString;
 use std::fmt;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -58,24 +57,57 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX tasks_expires_at ON tasks (expires_at) WHERE expires_at IS NOT NULL;
     CREATE INDEX tasks_unfinished ON tasks (status)
         WHERE status IN ('working', 'input_required');",
+    // 2: many processes on one file. The protocol column becomes the settle policy;
+    // leases, fencing epochs, stored cancellation, the client's capabilities and a change
+    // sequence for cross-process signals. Tasks left unfinished by an earlier version get a
+    // lease that has already lapsed, so their tools' restart policies settle them.
+    "ALTER TABLE tasks ADD COLUMN settle TEXT NOT NULL DEFAULT 'complete';
+    UPDATE tasks SET settle = 'fail' WHERE protocol = '2025-11-25';
+    ALTER TABLE tasks DROP COLUMN protocol;
+    ALTER TABLE tasks ADD COLUMN client TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE tasks ADD COLUMN lease_worker TEXT;
+    ALTER TABLE tasks ADD COLUMN lease_until INTEGER;
+    ALTER TABLE tasks ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN cancel_at INTEGER;
+    ALTER TABLE tasks ADD COLUMN cancel_by TEXT;
+    ALTER TABLE tasks ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0;
+    UPDATE tasks SET lease_worker = 'an earlier version', lease_until = 0, epoch = 1
+        WHERE status IN ('working', 'input_required');
+    INSERT INTO meta (key, value) VALUES ('change_seq', 0);
+    CREATE INDEX tasks_queued ON tasks (seq)
+        WHERE lease_worker IS NULL AND status IN ('working', 'input_required');
+    CREATE INDEX tasks_lease ON tasks (lease_until)
+        WHERE lease_worker IS NOT NULL AND status IN ('working', 'input_required');
+    CREATE INDEX tasks_changes ON tasks (change_seq);",
 ];
 
 /// The columns a record is read from, in the order [`decode`] expects.
-const COLUMNS: &str = "id, owner, tool, protocol, status, status_message, created_at, \
+const COLUMNS: &str = "id, owner, tool, settle, status, status_message, created_at, \
     updated_at, ttl_ms, poll_interval_ms, version, input_seq, arguments, input_requests, \
-    input_responses, outcome, seq";
+    input_responses, outcome, seq, client, lease_worker, lease_until, epoch, cancel_at, \
+    cancel_by";
 
-const INSERT: &str = "INSERT INTO tasks (id, seq, owner, tool, protocol, status, \
+/// How many leading columns of [`COLUMNS`] count toward a cached record's size.
+const SIZED_COLUMNS: usize = 18;
+
+const INSERT: &str = "INSERT INTO tasks (id, seq, owner, tool, settle, status, \
     status_message, created_at, updated_at, ttl_ms, poll_interval_ms, expires_at, version, \
-    input_seq, arguments, input_requests, input_responses, outcome) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
+    input_seq, arguments, input_requests, input_responses, outcome, client, lease_worker, \
+    lease_until, epoch, cancel_at, cancel_by, change_seq) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
+    ?19, ?20, ?21, ?22, ?23, ?24, ?25) \
     ON CONFLICT (id) DO NOTHING";
 
-const UPDATE: &str = "UPDATE tasks SET owner = ?3, tool = ?4, protocol = ?5, status = ?6, \
+const UPDATE: &str = "UPDATE tasks SET owner = ?3, tool = ?4, settle = ?5, status = ?6, \
     status_message = ?7, created_at = ?8, updated_at = ?9, ttl_ms = ?10, \
     poll_interval_ms = ?11, expires_at = ?12, version = ?13, input_seq = ?14, \
-    arguments = ?15, input_requests = ?16, input_responses = ?17, outcome = ?18 \
+    arguments = ?15, input_requests = ?16, input_responses = ?17, outcome = ?18, \
+    client = ?19, lease_worker = ?20, lease_until = ?21, epoch = ?22, cancel_at = ?23, \
+    cancel_by = ?24, change_seq = ?25 \
     WHERE id = ?1 AND version = ?2";
+
+/// The states in which a task is unfinished, as SQL.
+const UNFINISHED: &str = "status IN ('working', 'input_required')";
 
 /// The most rows one `expire` statement deletes; larger limits take several batches, so a
 /// big sweep never holds the writer for long.
@@ -117,10 +149,12 @@ pub struct SqliteOptions {
     /// pages are read without a system call. Default 256 MiB; 0 turns it off.
     pub mmap_bytes: u64,
     /// The memory, in bytes of stored JSON and text, of the in-process cache of recently
-    /// read tasks that answers `get` without a trip to a reader thread. Every write drops
-    /// the task from the cache before it is answered, so the cache never serves a stale
-    /// task (the lock described on [`SqliteTaskStore`] keeps other writers out). Tasks
-    /// larger than 1/64 of this are not cached. Default 64 MiB; 0 turns the cache off.
+    /// read tasks that answers `get` without a trip to a reader thread. Every write of
+    /// this store drops the task from the cache before it is answered; writes of other
+    /// processes drop it when [`ClaimStore::changes`] sees them (the engine looks every
+    /// few tens of milliseconds), and a compare-and-set that loses drops it at once, so a
+    /// retry reads the stored version. Tasks larger than 1/64 of this are not cached.
+    /// Default 64 MiB; 0 turns the cache off.
     pub cache_bytes: usize,
 }
 
@@ -188,26 +222,28 @@ impl SqliteOptions {
 ///
 /// # Files
 ///
-/// Next to the database at `PATH`, SQLite keeps `PATH-wal` and `PATH-shm`, and this store
-/// keeps `PATH-lock`, a tiny SQLite file that only holds the lock described below. Back up
-/// all of them together, or stop the server first.
+/// Next to the database at `PATH`, SQLite keeps `PATH-wal` and `PATH-shm`. Back up all of
+/// them together, or stop the servers first.
 ///
-/// # One process at a time
+/// # Many processes
 ///
-/// A database is used by one [`SqliteTaskStore`] at a time: [`SqliteTaskStore::open`] takes
-/// an exclusive lock (an SQLite exclusive lock on `PATH-lock`) and refuses with a clear error
-/// while another store, in this process or another one, holds it. The operating system
-/// drops the lock when the holder exits, even by `kill -9`, so a restarted server can open
-/// the file at once. Sharing one file between live servers is refused on purpose: at
-/// startup a server settles the tasks that were left running by a previous run, and it can
-/// only tell "left running" from "running in the other server" if no other server exists.
+/// Several processes on one host may open the same file at once (two copies of a stdio
+/// server that a desktop client started, a server and its workers). SQLite serializes
+/// their writes; each commit takes its sequence numbers under the write lock, so they never
+/// collide. Each write stamps the task with a change sequence number, and
+/// [`ClaimStore::changes`] reads what other processes wrote since the last look, guarded
+/// by `PRAGMA data_version`, which costs no table read while nothing changed. Tasks are
+/// run under leases ([`ClaimStore::claim`]); a task whose runner died is found by
+/// [`ClaimStore::lapsed`]. The file must be on a local file system: SQLite's locks do not
+/// hold on network file systems.
 ///
 /// # Schema
 ///
 /// One `tasks` table: the id is the primary key; `owner, seq` (a creation sequence number)
 /// is indexed for listing, `expires_at` (milliseconds; `NULL` while the task runs or has no
-/// TTL) for expiry, and `status` (partial index over unfinished tasks) for the restart
-/// scan. Times and durations are stored in whole milliseconds; arguments, the outcome and
+/// TTL) for expiry, `status` (partial index over unfinished tasks) for the unfinished scan,
+/// `seq` over queued tasks for claims, `lease_until` over leased unfinished tasks for the
+/// lapsed-lease scan, and `change_seq` for the change feed. Times and durations are stored in whole milliseconds; arguments, the outcome and
 /// input requests and responses are JSON text. The schema version is kept in
 /// `PRAGMA user_version` and the file is marked with an `application_id`; forward
 /// migrations run at open, and a file written by a newer schema version is refused.
@@ -232,8 +268,9 @@ pub struct SqliteTaskStore {
     checkpoints: Option<mpsc::SyncSender<()>>,
     checkpointer: Option<JoinHandle<()>>,
     writer: Option<JoinHandle<()>>,
-    /// Holds the exclusive lock on `PATH-lock`; closed last.
-    lock: Option<Mutex<Connection>>,
+    /// The connection that watches for commits of other connections, and the
+    /// `PRAGMA data_version` it last saw (`None` until the first look).
+    watcher: Arc<Mutex<(Connection, Option<i64>)>>,
 }
 
 impl fmt::Debug for SqliteTaskStore {
@@ -252,7 +289,7 @@ impl SqliteTaskStore {
     /// Opens (or creates) the task database at `path` with the default options.
     ///
     /// Everything that can be checked up front is checked here rather than at the first
-    /// call: the path is opened and locked, the file is checked to be a task database
+    /// call: the path is opened, the file is checked to be a task database
     /// (not corrupt, not another application's, not from a newer version), migrations run,
     /// and a real write is committed and a read made. The directory must exist.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
@@ -264,7 +301,6 @@ impl SqliteTaskStore {
         let path = path.as_ref().to_path_buf();
         let fail = |what: &str, error: rusqlite::Error| open_error(&path, what, error);
 
-        let lock = acquire_lock(&path)?;
         let mut writer = open_connection(&path, options.busy_timeout)
             .map_err(|e| fail("cannot open the database", e))?;
         let mode: String = writer
@@ -302,6 +338,7 @@ impl SqliteTaskStore {
                 Ok(conn)
             })
             .map_err(|e| fail("cannot open the checkpointer", e))?;
+        let watcher = open_reader(&path, &options).map_err(|e| fail("cannot open a reader", e))?;
         let mut readers = Vec::new();
         for _ in 0..options.read_connections.max(1) {
             let reader =
@@ -321,7 +358,7 @@ impl SqliteTaskStore {
             checkpoints: None,
             checkpointer: None,
             writer: None,
-            lock: Some(Mutex::new(lock)),
+            watcher: Arc::new(Mutex::new((watcher, None))),
         };
         for (n, reader) in readers.into_iter().enumerate() {
             let queue = Arc::clone(&store.reads);
@@ -347,6 +384,7 @@ impl SqliteTaskStore {
                 Writer {
                     conn: writer,
                     last_seq,
+                    change_seq: 0,
                     checkpoints: kick,
                     cache,
                 }
@@ -404,9 +442,7 @@ impl Drop for SqliteTaskStore {
     fn drop(&mut self) {
         // Closing a queue lets its threads finish what is queued and exit. The readers and
         // the checkpointer go first, so the writer's connection is the last one and
-        // checkpoints the log into the database as it closes. Every connection is closed
-        // before the lock is released, so the file can be opened again as soon as this
-        // returns.
+        // checkpoints the log into the database as it closes.
         self.reads.close();
         for thread in self.readers.drain(..) {
             let _ = thread.join();
@@ -419,7 +455,6 @@ impl Drop for SqliteTaskStore {
         if let Some(thread) = self.writer.take() {
             let _ = thread.join();
         }
-        self.lock = None;
     }
 }
 
@@ -482,57 +517,6 @@ fn open_reader(path: &Path, options: &SqliteOptions) -> rusqlite::Result<Connect
     // A first read, so a reader that cannot read fails now.
     conn.query_row("SELECT count(*) FROM meta", [], |_| Ok(()))?;
     Ok(conn)
-}
-
-/// The path of the lock file for the database at `path`.
-fn lock_path(path: &Path) -> PathBuf {
-    let mut lock = OsString::from(path.as_os_str());
-    lock.push("-lock");
-    PathBuf::from(lock)
-}
-
-/// Takes the exclusive lock that keeps a second store off the database at `path`.
-///
-/// The lock is an SQLite exclusive lock on a separate small database, kept by a connection
-/// in exclusive locking mode until it closes. SQLite's locks are `fcntl` locks, which the
-/// operating system drops when the process exits however it exits; inside one process
-/// SQLite tracks them per file, so a second store in the same process is refused too.
-fn acquire_lock(path: &Path) -> Result<Connection, StoreError> {
-    let lock_path = lock_path(path);
-    let lock = |conn: &Connection| {
-        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
-        conn.pragma_update(None, "journal_mode", "MEMORY")?;
-        conn.execute_batch(
-            "BEGIN EXCLUSIVE;
-             CREATE TABLE IF NOT EXISTS lock (id INTEGER PRIMARY KEY, opened_at INTEGER);
-             INSERT OR REPLACE INTO lock (id, opened_at) VALUES (1, unixepoch('subsec') * 1000);
-             COMMIT;",
-        )
-    };
-    let locked =
-        open_connection(&lock_path, Duration::ZERO).and_then(|conn| lock(&conn).map(|()| conn));
-    match locked {
-        Ok(conn) => Ok(conn),
-        Err(error)
-            if matches!(
-                error.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-            ) =>
-        {
-            Err(StoreError::Backend(format!(
-                "cannot open the task database {}: it is in use by another task store \
-                 (another server process, or another SqliteTaskStore in this one, holds \
-                 the lock on {}); only one server may use a task database at a time",
-                path.display(),
-                lock_path.display()
-            )))
-        }
-        Err(error) => Err(open_error(
-            path,
-            &format!("cannot create the lock file {}", lock_path.display()),
-            error,
-        )),
-    }
 }
 
 /// Brings the database at `path` to the newest schema version in `migrations`, or refuses
@@ -656,13 +640,6 @@ fn from_millis(ms: i64) -> SystemTime {
 
 fn duration_millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn protocol_name(protocol: TaskProtocol) -> &'static str {
-    match protocol {
-        TaskProtocol::V2025 => "2025-11-25",
-        TaskProtocol::V2026 => "2026-07-28",
-    }
 }
 
 /// How an outcome is stored. `structured` and `data` are written only when present, and a
@@ -801,7 +778,7 @@ struct Row {
     id: String,
     owner: Option<String>,
     tool: String,
-    protocol: &'static str,
+    settle: &'static str,
     status: &'static str,
     status_message: Option<String>,
     created_at: i64,
@@ -815,6 +792,12 @@ struct Row {
     input_requests: String,
     input_responses: String,
     outcome: Option<String>,
+    client: String,
+    lease_worker: Option<String>,
+    lease_until: Option<i64>,
+    epoch: i64,
+    cancel_at: Option<i64>,
+    cancel_by: Option<String>,
 }
 
 impl Row {
@@ -835,7 +818,7 @@ impl Row {
         Ok(Self {
             owner: record.owner,
             tool: record.tool,
-            protocol: protocol_name(record.protocol),
+            settle: record.settle.as_str(),
             status: record.status.as_str(),
             status_message: record.status_message,
             created_at: millis(record.created_at),
@@ -849,6 +832,12 @@ impl Row {
             input_requests: to_json(&id, "the input requests", &record.input_requests)?,
             input_responses: to_json(&id, "the input responses", &record.input_responses)?,
             outcome,
+            client: to_json(&id, "the client capabilities", &record.client_capabilities)?,
+            lease_until: record.lease.as_ref().map(|l| millis(l.until)),
+            lease_worker: record.lease.map(|l| l.worker),
+            epoch: to_i64(&id, "epoch", record.epoch)?,
+            cancel_at: record.cancel_requested.as_ref().map(|c| millis(c.at)),
+            cancel_by: record.cancel_requested.and_then(|c| c.by),
             id,
         })
     }
@@ -869,11 +858,9 @@ fn decode(row: &rusqlite::Row<'_>) -> Result<(TaskRecord, i64), StoreError> {
             .as_str()
             .map_err(|e| sql_error("cannot read a task", e.into()))
     };
-    let protocol = match text(3)? {
-        "2025-11-25" => TaskProtocol::V2025,
-        "2026-07-28" => TaskProtocol::V2026,
-        other => return Err(corrupt("protocol", &format!("{other:?}"))),
-    };
+    let settle: SettlePolicy = text(3)?
+        .parse()
+        .map_err(|e: String| corrupt("settle policy", &e))?;
     let status: TaskStatus = text(4)?
         .parse()
         .map_err(|e: String| corrupt("status", &e))?;
@@ -895,11 +882,18 @@ fn decode(row: &rusqlite::Row<'_>) -> Result<(TaskRecord, i64), StoreError> {
                 .into(),
         ),
     };
+    let client_capabilities: Value =
+        serde_json::from_str(text(17)?).map_err(|e| corrupt("client capabilities", &e))?;
+    let lease_worker: Option<String> = row.get(18).map_err(sql)?;
+    let lease_until: Option<i64> = row.get(19).map_err(sql)?;
+    let epoch: i64 = row.get(20).map_err(sql)?;
+    let cancel_at: Option<i64> = row.get(21).map_err(sql)?;
+    let cancel_by: Option<String> = row.get(22).map_err(sql)?;
     let record = TaskRecord {
         owner: row.get(1).map_err(sql)?,
         tool: row.get(2).map_err(sql)?,
         arguments,
-        protocol,
+        settle,
         status,
         status_message: row.get(5).map_err(sql)?,
         created_at: from_millis(row.get(6).map_err(sql)?),
@@ -910,6 +904,16 @@ fn decode(row: &rusqlite::Row<'_>) -> Result<(TaskRecord, i64), StoreError> {
         input_requests,
         input_responses,
         input_seq: input_seq.max(0).unsigned_abs(),
+        client_capabilities,
+        lease: lease_worker.map(|worker| Lease {
+            worker,
+            until: from_millis(lease_until.unwrap_or(0)),
+        }),
+        epoch: epoch.max(0).unsigned_abs(),
+        cancel_requested: cancel_at.map(|at| CancelRequest {
+            at: from_millis(at),
+            by: cancel_by,
+        }),
         version: version.max(0).unsigned_abs(),
         id,
     };
@@ -952,12 +956,21 @@ enum WriteOp {
         limit: i64,
         reply: oneshot::Sender<Result<Vec<String>, StoreError>>,
     },
+    Claim {
+        worker: String,
+        until: i64,
+        limit: i64,
+        /// The tools to leave out, as a JSON array.
+        skip: String,
+        reply: oneshot::Sender<Result<Vec<TaskRecord>, StoreError>>,
+    },
 }
 
 /// What a write did, before its batch commits.
 enum Answer {
     Changed(bool),
     Ids(Vec<String>),
+    Records(Vec<TaskRecord>),
 }
 
 impl WriteOp {
@@ -969,21 +982,28 @@ impl WriteOp {
                 let _ = reply.send(match answer {
                     Ok(Answer::Changed(true)) => Ok(()),
                     Ok(Answer::Changed(false)) => Err(StoreError::Duplicate(row.id)),
-                    Ok(Answer::Ids(_)) => Err(mismatch()),
+                    Ok(_) => Err(mismatch()),
                     Err(error) => Err(error),
                 });
             }
             Self::CompareAndSet { reply, .. } | Self::Delete { reply, .. } => {
                 let _ = reply.send(match answer {
                     Ok(Answer::Changed(changed)) => Ok(changed),
-                    Ok(Answer::Ids(_)) => Err(mismatch()),
+                    Ok(_) => Err(mismatch()),
                     Err(error) => Err(error),
                 });
             }
             Self::Expire { reply, .. } => {
                 let _ = reply.send(match answer {
                     Ok(Answer::Ids(ids)) => Ok(ids),
-                    Ok(Answer::Changed(_)) => Err(mismatch()),
+                    Ok(_) => Err(mismatch()),
+                    Err(error) => Err(error),
+                });
+            }
+            Self::Claim { reply, .. } => {
+                let _ = reply.send(match answer {
+                    Ok(Answer::Records(records)) => Ok(records),
+                    Ok(_) => Err(mismatch()),
                     Err(error) => Err(error),
                 });
             }
@@ -997,10 +1017,14 @@ const MAX_QUIET: Duration = Duration::from_micros(100);
 /// The owner of the write connection.
 struct Writer {
     conn: Connection,
-    /// The last creation sequence number handed out; saved in `meta` with every batch
+    /// The last creation sequence number handed out; read from `meta` at the start of every
+    /// transaction (another process may have written since) and saved with every batch
     /// that creates tasks, so numbers are never reused, even after the newest task is
     /// deleted.
     last_seq: i64,
+    /// The last change sequence number, kept the same way: every write of a task stamps it
+    /// with the next one, which is what [`ClaimStore::changes`] reads.
+    change_seq: i64,
     /// Nudges the checkpointer after a commit.
     checkpoints: mpsc::SyncSender<()>,
     /// Written tasks are dropped from it between the commit and the answer.
@@ -1057,10 +1081,15 @@ impl Writer {
             }
         };
         while !batch.is_empty() {
-            let first_seq = self.last_seq;
             if let Err(error) = self.conn.execute_batch("BEGIN IMMEDIATE") {
                 return fail_all(batch, "cannot start a write transaction", &error);
             }
+            // The write lock is held from here on: another process's numbers are final.
+            if let Err(error) = self.load_seqs() {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                return fail_all(batch, "cannot read the sequence numbers", &error);
+            }
+            let first_seq = (self.last_seq, self.change_seq);
             let mut answers = Vec::with_capacity(batch.len());
             let mut aborted = None;
             for (n, op) in batch.iter().enumerate() {
@@ -1079,7 +1108,6 @@ impl Writer {
                 }
             }
             if let Some((n, error)) = aborted {
-                self.last_seq = first_seq;
                 batch.remove(n).finish(Err(error));
                 continue;
             }
@@ -1091,9 +1119,14 @@ impl Writer {
                     for (op, answer) in batch.iter().zip(&answers) {
                         match (op, answer) {
                             // A create needs nothing: a missing task is never cached.
-                            (WriteOp::CompareAndSet { row, .. }, Ok(Answer::Changed(true))) => {
+                            // A lost compare-and-set means the caller read an older
+                            // version (another process wrote): read it afresh next time.
+                            (WriteOp::CompareAndSet { row, .. }, Ok(Answer::Changed(_))) => {
                                 self.cache.forget(&row.id);
                             }
+                            (_, Ok(Answer::Records(records))) => records.iter().for_each(|r| {
+                                self.cache.forget(&r.id);
+                            }),
                             (WriteOp::Delete { id, .. }, Ok(Answer::Changed(true))) => {
                                 self.cache.forget(id);
                             }
@@ -1109,7 +1142,6 @@ impl Writer {
                 }
                 Err(error) => {
                     let _ = self.conn.execute_batch("ROLLBACK");
-                    self.last_seq = first_seq;
                     fail_all(batch, "the commit failed; nothing was written", &error);
                 }
             }
@@ -1117,11 +1149,27 @@ impl Writer {
         }
     }
 
-    fn save_seq(&self, first_seq: i64) -> rusqlite::Result<()> {
-        if self.last_seq != first_seq {
+    fn load_seqs(&mut self) -> rusqlite::Result<()> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT (SELECT value FROM meta WHERE key = 'last_seq'), \
+                    (SELECT value FROM meta WHERE key = 'change_seq')",
+        )?;
+        let (last, change) = statement.query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        self.last_seq = last;
+        self.change_seq = change;
+        Ok(())
+    }
+
+    fn save_seq(&self, (last_seq, change_seq): (i64, i64)) -> rusqlite::Result<()> {
+        if self.last_seq != last_seq {
             self.conn
                 .prepare_cached("UPDATE meta SET value = ?1 WHERE key = 'last_seq'")?
                 .execute([self.last_seq])?;
+        }
+        if self.change_seq != change_seq {
+            self.conn
+                .prepare_cached("UPDATE meta SET value = ?1 WHERE key = 'change_seq'")?
+                .execute([self.change_seq])?;
         }
         Ok(())
     }
@@ -1130,12 +1178,13 @@ impl Writer {
         match op {
             WriteOp::Create { row, .. } => {
                 let seq = self.last_seq + 1;
+                let change = self.change_seq + 1;
                 let inserted = self.conn.prepare_cached(INSERT)?.execute(params![
                     row.id,
                     seq,
                     row.owner,
                     row.tool,
-                    row.protocol,
+                    row.settle,
                     row.status,
                     row.status_message,
                     row.created_at,
@@ -1149,19 +1198,28 @@ impl Writer {
                     row.input_requests,
                     row.input_responses,
                     row.outcome,
+                    row.client,
+                    row.lease_worker,
+                    row.lease_until,
+                    row.epoch,
+                    row.cancel_at,
+                    row.cancel_by,
+                    change,
                 ])? == 1;
                 if inserted {
                     self.last_seq = seq;
+                    self.change_seq = change;
                 }
                 Ok(Answer::Changed(inserted))
             }
             WriteOp::CompareAndSet { row, expected, .. } => {
+                let change = self.change_seq + 1;
                 let updated = self.conn.prepare_cached(UPDATE)?.execute(params![
                     row.id,
                     expected,
                     row.owner,
                     row.tool,
-                    row.protocol,
+                    row.settle,
                     row.status,
                     row.status_message,
                     row.created_at,
@@ -1175,8 +1233,55 @@ impl Writer {
                     row.input_requests,
                     row.input_responses,
                     row.outcome,
+                    row.client,
+                    row.lease_worker,
+                    row.lease_until,
+                    row.epoch,
+                    row.cancel_at,
+                    row.cancel_by,
+                    change,
                 ])?;
+                if updated == 1 {
+                    self.change_seq = change;
+                }
                 Ok(Answer::Changed(updated == 1))
+            }
+            WriteOp::Claim {
+                worker,
+                until,
+                limit,
+                skip,
+                ..
+            } => {
+                let change = self.change_seq + 1;
+                let mut statement = self.conn.prepare_cached(&format!(
+                    "UPDATE tasks SET lease_worker = ?1, lease_until = ?2, epoch = epoch + 1, \
+                        version = version + 1, change_seq = ?3 \
+                     WHERE rowid IN ( \
+                        SELECT rowid FROM tasks INDEXED BY tasks_queued \
+                        WHERE lease_worker IS NULL AND {UNFINISHED} \
+                          AND tool NOT IN (SELECT value FROM json_each(?4)) \
+                        ORDER BY seq LIMIT ?5 \
+                     ) RETURNING {COLUMNS}"
+                ))?;
+                let mut rows = statement.query(params![worker, until, change, skip, limit])?;
+                let mut claimed = Vec::new();
+                while let Some(row) = rows.next()? {
+                    match decode(row) {
+                        Ok(decoded) => claimed.push(decoded),
+                        Err(error) => {
+                            tracing::error!(%error, "a claimed task is unreadable");
+                        }
+                    }
+                }
+                drop(rows);
+                if !claimed.is_empty() {
+                    self.change_seq = change;
+                }
+                claimed.sort_by_key(|(_, seq)| *seq);
+                Ok(Answer::Records(
+                    claimed.into_iter().map(|(r, _)| r).collect(),
+                ))
             }
             WriteOp::Delete { id, .. } => {
                 let deleted = self
@@ -1431,7 +1536,7 @@ fn get_record(conn: &Connection, id: &str) -> Result<Option<(TaskRecord, usize)>
     };
     let (record, _) = decode(row)?;
     let mut bytes = 256;
-    for column in 0..16 {
+    for column in 0..SIZED_COLUMNS {
         if let Ok(rusqlite::types::ValueRef::Text(text)) = row.get_ref(column) {
             bytes += text.len();
         }
@@ -1571,6 +1676,127 @@ impl TaskStore for SqliteTaskStore {
 
     async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError> {
         self.read(unfinished_records).await
+    }
+}
+
+fn lapsed_records(conn: &Connection, now: i64, limit: i64) -> Result<Vec<TaskRecord>, StoreError> {
+    let sql = |e| sql_error("cannot scan lapsed leases", e);
+    let mut statement = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM tasks INDEXED BY tasks_lease \
+             WHERE lease_worker IS NOT NULL AND {UNFINISHED} AND lease_until <= ?1 \
+             ORDER BY lease_until, id LIMIT ?2"
+        ))
+        .map_err(sql)?;
+    let mut rows = statement.query(params![now, limit]).map_err(sql)?;
+    let mut records = Vec::new();
+    while let Some(row) = rows.next().map_err(sql)? {
+        records.push(decode(row)?.0);
+    }
+    Ok(records)
+}
+
+/// What [`ClaimStore::changes`] reads on the watcher connection.
+fn changed_ids(
+    watcher: &mut (Connection, Option<i64>),
+    cursor: Option<u64>,
+    limit: usize,
+) -> Result<Changes, StoreError> {
+    let sql = |e| sql_error("cannot read the change feed", e);
+    let (conn, seen) = watcher;
+    let version: i64 = conn
+        .pragma_query_value(None, "data_version", |row| row.get(0))
+        .map_err(sql)?;
+    let Some(after) = cursor else {
+        let now: i64 = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'change_seq'",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(sql)?;
+        *seen = Some(version);
+        return Ok(Changes {
+            ids: Vec::new(),
+            cursor: now.max(0).unsigned_abs(),
+        });
+    };
+    if *seen == Some(version) {
+        // Nothing was committed since the last look that read everything.
+        return Ok(Changes {
+            ids: Vec::new(),
+            cursor: after,
+        });
+    }
+    let mut statement = conn
+        .prepare_cached(
+            "SELECT id, change_seq FROM tasks INDEXED BY tasks_changes \
+             WHERE change_seq > ?1 ORDER BY change_seq LIMIT ?2",
+        )
+        .map_err(sql)?;
+    let after_sql = i64::try_from(after).unwrap_or(i64::MAX);
+    let mut rows = statement
+        .query(params![after_sql, clamp_limit(limit)])
+        .map_err(sql)?;
+    let mut ids = Vec::new();
+    let mut last = after;
+    while let Some(row) = rows.next().map_err(sql)? {
+        ids.push(row.get::<_, String>(0).map_err(sql)?);
+        last = last.max(row.get::<_, i64>(1).map_err(sql)?.max(0).unsigned_abs());
+    }
+    // A full page may have left more behind: look again next time even if nothing new
+    // is committed.
+    *seen = (ids.len() < limit).then_some(version);
+    Ok(Changes { ids, cursor: last })
+}
+
+impl ClaimStore for SqliteTaskStore {
+    async fn claim(
+        &self,
+        worker: &str,
+        until: SystemTime,
+        limit: usize,
+        skip: &[String],
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let skip = to_json("claim", "the tools to skip", skip)?;
+        let worker = worker.to_owned();
+        self.write(|reply| WriteOp::Claim {
+            worker,
+            until: millis(until),
+            limit: clamp_limit(limit),
+            skip,
+            reply,
+        })
+        .await
+    }
+
+    async fn lapsed(&self, now: SystemTime, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        let now = millis(now);
+        let limit = clamp_limit(limit);
+        self.read(move |conn| lapsed_records(conn, now, limit))
+            .await
+    }
+
+    async fn changes(&self, cursor: Option<u64>, limit: usize) -> Result<Changes, StoreError> {
+        let watcher = Arc::clone(&self.watcher);
+        let cache = Arc::clone(&self.cache);
+        tokio::task::spawn_blocking(move || {
+            let mut watcher = watcher.lock().unwrap_or_else(PoisonError::into_inner);
+            let changes = changed_ids(&mut watcher, cursor, limit)?;
+            for id in &changes.ids {
+                cache.forget(id);
+            }
+            Ok(changes)
+        })
+        .await
+        .unwrap_or_else(|_| Err(stopped("change watcher")))
+    }
+
+    fn is_shared(&self) -> bool {
+        true
     }
 }
 
@@ -1798,79 +2024,128 @@ mod tests {
         assert!(store.compare_and_set(fits, 0).await.unwrap());
     }
 
-    #[tokio::test]
-    async fn a_second_store_on_the_same_file_is_refused_until_the_first_closes() {
-        let dir = TempDir::new("twice");
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_stores_on_one_file_share_tasks_claims_and_changes() {
+        let dir = TempDir::new("shared");
         let path = dir.db();
-        let first = SqliteTaskStore::open(&path).unwrap();
-        first
-            .create(sample_record("t", None, at_ms(0)))
-            .await
-            .unwrap();
-        let message = open_error_message(&path);
-        assert!(
-            message.contains("in use by another task store"),
-            "{message}"
+        let a = SqliteTaskStore::open(&path).unwrap();
+        let b = SqliteTaskStore::open(&path).unwrap();
+        let cursor = a.changes(None, 100).await.unwrap().cursor;
+        a.create(sample_record("t", None, at_ms(0))).await.unwrap();
+        // B sees A's task, and A's cached copy is refreshed by the change feed after B
+        // writes it.
+        let seen = b.get("t").await.unwrap().expect("B sees A's task");
+        assert_eq!(a.get("t").await.unwrap().unwrap().version, 0);
+        let mut next = seen.clone();
+        next.status = TaskStatus::Completed;
+        assert!(b.compare_and_set(next, 0).await.unwrap());
+        let changes = a.changes(Some(cursor), 100).await.unwrap();
+        assert!(changes.ids.iter().any(|id| id == "t"), "{changes:?}");
+        let now = a.get("t").await.unwrap().unwrap();
+        assert_eq!((now.version, now.status), (1, TaskStatus::Completed));
+        // A stale compare-and-set from A loses and leaves nothing stale behind.
+        let mut stale = seen;
+        stale.status_message = Some("stale".into());
+        assert!(!a.compare_and_set(stale, 0).await.unwrap());
+
+        // Creation sequence numbers never collide: listing sees every task once, in order.
+        for n in 0..20 {
+            let (store, name) = if n % 2 == 0 { (&a, "a") } else { (&b, "b") };
+            store
+                .create(sample_record(&format!("{name}{n:02}"), Some("o"), at_ms(n)))
+                .await
+                .unwrap();
+        }
+        let page = b.list(Some("o"), None, 100).await.unwrap();
+        let ids: Vec<String> = page.tasks.iter().map(|t| t.id.clone()).collect();
+        let want: Vec<String> = (0..20)
+            .map(|n| format!("{}{n:02}", if n % 2 == 0 { "a" } else { "b" }))
+            .collect();
+        assert_eq!(ids, want);
+
+        // Claims from both stores never hand out one task twice.
+        let (a, b) = (Arc::new(a), Arc::new(b));
+        let claim_all = |store: Arc<SqliteTaskStore>, worker: &'static str| async move {
+            let mut mine = Vec::new();
+            loop {
+                let got = store.claim(worker, at_ms(99_000), 3, &[]).await.unwrap();
+                if got.is_empty() {
+                    return mine;
+                }
+                mine.extend(got.into_iter().map(|r| r.id));
+            }
+        };
+        let (from_a, from_b) = tokio::join!(
+            tokio::spawn(claim_all(Arc::clone(&a), "wa")),
+            tokio::spawn(claim_all(Arc::clone(&b), "wb"))
         );
-        assert!(message.contains(&path.display().to_string()), "{message}");
-        // The refused open changed nothing for the first store.
-        assert!(first.get("t").await.unwrap().is_some());
-        drop(first);
-        let second = SqliteTaskStore::open(&path).unwrap();
-        assert!(second.get("t").await.unwrap().is_some());
+        let mut all = from_a.unwrap();
+        all.extend(from_b.unwrap());
+        let count = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!((all.len(), count), (20, 20));
     }
 
-    /// The child half of `another_process_holding_the_file_is_refused`: opens the store
-    /// named by `MCP_TASKS_LOCK_CHILD`, says so, and holds it until stdin closes.
+    /// The child half of `another_process_writes_to_the_same_file`: opens the store named
+    /// by `MCP_TASKS_SHARED_CHILD`, creates tasks `child-0..20`, and exits.
     #[test]
     #[ignore = "run by another test in a child process"]
-    fn lock_holder_child() {
-        let Some(path) = std::env::var_os("MCP_TASKS_LOCK_CHILD") else {
+    fn shared_writer_child() {
+        let Some(path) = std::env::var_os("MCP_TASKS_SHARED_CHILD") else {
             return;
         };
-        let store = SqliteTaskStore::open(PathBuf::from(path)).unwrap();
-        println!("LOCKED");
-        let mut line = String::new();
-        let _ = std::io::stdin().read_line(&mut line);
-        drop(store);
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let store = SqliteTaskStore::open(PathBuf::from(path)).unwrap();
+            for n in 0..20 {
+                store
+                    .create(sample_record(&format!("child-{n}"), Some("o"), at_ms(n)))
+                    .await
+                    .unwrap();
+            }
+        });
+        println!("CREATED");
     }
 
-    #[test]
-    fn another_process_holding_the_file_is_refused_until_it_is_killed() {
-        use std::io::{BufRead, BufReader};
-        use std::process::{Command, Stdio};
+    #[tokio::test]
+    async fn another_process_writes_to_the_same_file() {
+        use std::process::Command;
 
         let dir = TempDir::new("process");
         let path = dir.db();
-        drop(SqliteTaskStore::open(&path).unwrap());
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        let store = SqliteTaskStore::open(&path).unwrap();
+        let cursor = store.changes(None, 100).await.unwrap().cursor;
+        for n in 0..20 {
+            store
+                .create(sample_record(&format!("parent-{n}"), Some("o"), at_ms(n)))
+                .await
+                .unwrap();
+        }
+        let output = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "store::sqlite::tests::lock_holder_child",
+                "store::sqlite::tests::shared_writer_child",
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",
             ])
-            .env("MCP_TASKS_LOCK_CHILD", &path)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
+            .env("MCP_TASKS_SHARED_CHILD", &path)
+            .output()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let locked = lines.any(|line| line.is_ok_and(|line| line.contains("LOCKED")));
-        assert!(locked, "the child never opened the store");
-
-        let message = open_error_message(&path);
         assert!(
-            message.contains("in use by another task store"),
-            "{message}"
+            String::from_utf8_lossy(&output.stdout).contains("CREATED"),
+            "the child failed: {}",
+            String::from_utf8_lossy(&output.stderr)
         );
-
-        // SIGKILL, like a crash: the OS drops the lock with the process.
-        child.kill().unwrap();
-        child.wait().unwrap();
-        drop(SqliteTaskStore::open(&path).unwrap());
+        let changes = store.changes(Some(cursor), 1000).await.unwrap();
+        for n in 0..20 {
+            let id = format!("child-{n}");
+            assert!(changes.ids.contains(&id), "the change feed missed {id}");
+            assert!(store.get(&id).await.unwrap().is_some());
+        }
+        let page = store.list(Some("o"), None, 100).await.unwrap();
+        assert_eq!(page.tasks.len(), 40);
     }
 
     #[test]

@@ -23,21 +23,25 @@
 //! - `list` returns tasks in creation order (the suite creates them with increasing
 //!   `created_at`), and a cursor stays valid when the task it follows is deleted.
 //! - An id can be created again once its task is deleted.
+//! - Claims ([`ClaimStore::claim`]) take queued tasks oldest first, skip the tools asked,
+//!   bump `epoch` and `version` by one, and never hand one task to two concurrent claims;
+//!   [`ClaimStore::lapsed`] returns exactly the unfinished tasks whose lease ended; a
+//!   shared store reports every write in [`ClaimStore::changes`].
 
-use super::{StoreError, TaskStore};
+use super::{ClaimStore, StoreError, TaskStore};
 use crate::error::CallOutcome;
 use crate::jsonrpc::ErrorObject;
 use crate::model::{CallToolResult, Content, InputRequest, JsonObject};
-use crate::task::{TaskProtocol, TaskRecord, TaskStatus};
+use crate::task::{CancelRequest, Lease, SettlePolicy, TaskRecord, TaskStatus};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A plain task for tests: `working`, tool `sample` with arguments `{"n": 1}`, protocol
-/// 2026-07-28, no TTL, a one-second poll interval, `updated_at` equal to `created_at`,
-/// nothing else set and version 0.
+/// A plain task for tests: `working` and queued (no lease), tool `sample` with arguments
+/// `{"n": 1}`, settled `completed` by an error result, no TTL, a one-second poll interval,
+/// `updated_at` equal to `created_at`, nothing else set and version 0.
 pub fn sample_record(id: &str, owner: Option<&str>, created_at: SystemTime) -> TaskRecord {
     let mut arguments = JsonObject::new();
     arguments.insert("n".into(), json!(1));
@@ -46,7 +50,7 @@ pub fn sample_record(id: &str, owner: Option<&str>, created_at: SystemTime) -> T
         owner: owner.map(str::to_owned),
         tool: "sample".into(),
         arguments,
-        protocol: TaskProtocol::V2026,
+        settle: SettlePolicy::Complete,
         status: TaskStatus::Working,
         status_message: None,
         created_at,
@@ -57,6 +61,10 @@ pub fn sample_record(id: &str, owner: Option<&str>, created_at: SystemTime) -> T
         input_requests: BTreeMap::new(),
         input_responses: BTreeMap::new(),
         input_seq: 0,
+        client_capabilities: json!({}),
+        lease: None,
+        epoch: 0,
+        cancel_requested: None,
         version: 0,
     }
 }
@@ -71,7 +79,7 @@ pub async fn check_store<S, F, Fut>(make: F)
 where
     F: Fn() -> Fut,
     Fut: Future<Output = S>,
-    S: TaskStore,
+    S: TaskStore + ClaimStore,
 {
     let mut failures = Vec::new();
     let mut total = 0;
@@ -96,6 +104,11 @@ where
         expire,
         expire_follows_ttl_changes,
         unfinished,
+        claims,
+        concurrent_claims,
+        lapsed_leases,
+        fenced_writes,
+        changes_feed,
     );
     if !failures.is_empty() {
         panic!(
@@ -427,7 +440,7 @@ fn full_record(id: &str) -> TaskRecord {
     .as_object()
     .cloned()
     .unwrap_or_default();
-    record.protocol = TaskProtocol::V2025;
+    record.settle = SettlePolicy::Fail;
     record.status = TaskStatus::Completed;
     record.status_message = Some("50% — done, 'quoted' \"twice\"\nsecond line".into());
     record.updated_at = at(7) + Duration::from_nanos(987_654_321);
@@ -466,6 +479,16 @@ fn full_record(id: &str) -> TaskRecord {
         json!({ "action": "accept", "content": { "pick": "b" } }),
     );
     record.input_seq = 3;
+    record.client_capabilities = json!({ "elicitation": { "form": {} }, "sampling": {} });
+    record.lease = Some(Lease {
+        worker: "worker-✓".into(),
+        until: at(9),
+    });
+    record.epoch = 4;
+    record.cancel_requested = Some(CancelRequest {
+        at: at(8),
+        by: Some("principal:alice".into()),
+    });
     record.version = 12;
     record
 }
@@ -918,6 +941,287 @@ async fn unfinished<S: TaskStore>(store: S) -> Outcome {
     Ok(())
 }
 
+fn leased(mut record: TaskRecord, worker: &str, until: SystemTime) -> TaskRecord {
+    record.lease = Some(Lease {
+        worker: worker.into(),
+        until,
+    });
+    record.epoch = 1;
+    record
+}
+
+/// Claims take queued tasks oldest first, skip tools, and lease what they return.
+async fn claims<S: TaskStore + ClaimStore>(store: S) -> Outcome {
+    ensure!(
+        store
+            .claim("w1", at(100), 10, &[])
+            .await
+            .step("claim")?
+            .is_empty(),
+        "claim on an empty store returned tasks"
+    );
+    let mut records = Vec::new();
+    for n in 0..6 {
+        let mut record = sample_record(&format!("q{n}"), Some("alice"), at(n));
+        if n == 1 {
+            record.tool = "other".into();
+        }
+        records.push(record);
+    }
+    records.push(leased(sample_record("held", None, at(10)), "w0", at(1000)));
+    let mut done = sample_record("done", None, at(11));
+    done.status = TaskStatus::Completed;
+    records.push(done);
+    create_all(&store, &records).await?;
+
+    let first = store
+        .claim("w1", at(100), 2, &["other".into()])
+        .await
+        .step("claim")?;
+    let ids: Vec<&str> = first.iter().map(|r| r.id.as_str()).collect();
+    ensure_eq!(
+        ids,
+        ["q0", "q2"],
+        "the first claim (oldest first, skipping `other`)"
+    );
+    for record in &first {
+        ensure_eq!(
+            record.lease,
+            Some(Lease {
+                worker: "w1".into(),
+                until: at(100)
+            }),
+            "a claimed task's lease"
+        );
+        ensure_eq!((record.epoch, record.version), (1, 1), "epoch and version");
+        ensure_same(
+            record,
+            &get_some(&store, &record.id).await?,
+            "a claimed task",
+        )?;
+    }
+    let second = store.claim("w2", at(200), 10, &[]).await.step("claim")?;
+    let ids: Vec<&str> = second.iter().map(|r| r.id.as_str()).collect();
+    ensure_eq!(ids, ["q1", "q3", "q4", "q5"], "the second claim");
+    ensure!(
+        store
+            .claim("w3", at(300), 10, &[])
+            .await
+            .step("claim")?
+            .is_empty(),
+        "a claim found work after every queued task was taken"
+    );
+
+    // A task whose lease is given back is queued again, under a new epoch when claimed.
+    let mut back = get_some(&store, "q0").await?;
+    back.lease = None;
+    ensure!(
+        store
+            .compare_and_set(back, 1)
+            .await
+            .step("compare_and_set")?,
+        "giving a lease back failed"
+    );
+    let again = store.claim("w3", at(300), 10, &[]).await.step("claim")?;
+    ensure_eq!(
+        again.len(),
+        1,
+        "tasks claimed after one lease was given back"
+    );
+    ensure_eq!(
+        (again[0].id.as_str(), again[0].epoch, again[0].version),
+        ("q0", 2, 3),
+        "the task claimed again"
+    );
+    Ok(())
+}
+
+/// Concurrent claims never hand out one task twice, and together take every queued task.
+async fn concurrent_claims<S: TaskStore + ClaimStore>(store: S) -> Outcome {
+    const TASKS: usize = 60;
+    let records: Vec<TaskRecord> = (0..TASKS)
+        .map(|n| sample_record(&format!("c{n:02}"), None, at(n as u64)))
+        .collect();
+    create_all(&store, &records).await?;
+    let store = Arc::new(store);
+    let mut claimers = Vec::new();
+    for w in 0..6 {
+        let store = Arc::clone(&store);
+        claimers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let got = store.claim(&format!("w{w}"), at(1000), 4, &[]).await?;
+                if got.is_empty() {
+                    return Ok::<_, StoreError>(mine);
+                }
+                mine.extend(got.into_iter().map(|r| r.id));
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for claimer in claimers {
+        let ids = claimer
+            .await
+            .map_err(|e| format!("a claimer failed: {e}"))?
+            .step("claim")?;
+        all.extend(ids);
+    }
+    let count = all.len();
+    let unique: BTreeSet<String> = all.into_iter().collect();
+    ensure_eq!(unique.len(), count, "a task was claimed twice");
+    ensure_eq!(count, TASKS, "tasks claimed in all");
+    Ok(())
+}
+
+/// `lapsed` returns exactly the unfinished tasks whose lease ended, earliest first.
+async fn lapsed_leases<S: TaskStore + ClaimStore>(store: S) -> Outcome {
+    let mut done = leased(sample_record("done", None, at(0)), "w", at(5));
+    done.status = TaskStatus::Failed;
+    let mut asking = leased(sample_record("asking", None, at(1)), "w", at(20));
+    asking.status = TaskStatus::InputRequired;
+    let records = [
+        leased(sample_record("late", None, at(2)), "w", at(30)),
+        leased(sample_record("early", None, at(3)), "w", at(10)),
+        asking,
+        leased(sample_record("running", None, at(4)), "w", at(500)),
+        sample_record("queued", None, at(5)),
+        done,
+    ];
+    create_all(&store, &records).await?;
+    let ids = |got: Vec<TaskRecord>| got.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    ensure!(
+        store.lapsed(at(9), 10).await.step("lapsed")?.is_empty(),
+        "lapsed returned a task whose lease runs on"
+    );
+    ensure_eq!(
+        ids(store.lapsed(at(30), 10).await.step("lapsed")?),
+        ["early", "asking", "late"],
+        "lapsed at 30 s"
+    );
+    ensure_eq!(
+        ids(store.lapsed(at(30), 2).await.step("lapsed")?),
+        ["early", "asking"],
+        "lapsed with a limit"
+    );
+    // A renewal moves the task out of the lapsed set.
+    let mut renewed = get_some(&store, "early").await?;
+    renewed.lease = Some(Lease {
+        worker: "w".into(),
+        until: at(400),
+    });
+    ensure!(
+        store
+            .compare_and_set(renewed, 0)
+            .await
+            .step("compare_and_set")?,
+        "renewing a lease failed"
+    );
+    ensure_eq!(
+        ids(store.lapsed(at(30), 10).await.step("lapsed")?),
+        ["asking", "late"],
+        "lapsed after a renewal"
+    );
+    Ok(())
+}
+
+/// A holder that lost its lease cannot write over the task that was taken over: its
+/// compare-and-set, made from the record it read under its lease, fails.
+async fn fenced_writes<S: TaskStore + ClaimStore>(store: S) -> Outcome {
+    store
+        .create(sample_record("t", None, at(0)))
+        .await
+        .step("create")?;
+    let mine = store.claim("old", at(10), 1, &[]).await.step("claim")?;
+    ensure_eq!(mine.len(), 1, "claimed tasks");
+    let mine = mine
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| sample_record("t", None, at(0)));
+    ensure!(
+        mine.is_held_by("old", 1),
+        "the claim is not held by its claimer"
+    );
+    // The lease lapsed; another process takes the task over under a new epoch.
+    let mut taken = get_some(&store, "t").await?;
+    taken.lease = Some(Lease {
+        worker: "new".into(),
+        until: at(100),
+    });
+    taken.epoch = 2;
+    ensure!(
+        store
+            .compare_and_set(taken.clone(), mine.version)
+            .await
+            .step("compare_and_set")?,
+        "the takeover failed"
+    );
+    // The old holder wakes up and tries to settle the task from what it read.
+    let mut late = mine.clone();
+    late.status = TaskStatus::Completed;
+    ensure!(
+        !store
+            .compare_and_set(late, mine.version)
+            .await
+            .step("compare_and_set")?,
+        "a stale lease holder overwrote a task taken over by another process"
+    );
+    let now = get_some(&store, "t").await?;
+    ensure!(now.is_held_by("new", 2), "the new holder lost the task");
+    ensure!(
+        !now.is_held_by("old", 1),
+        "the old holder still holds the task"
+    );
+    Ok(())
+}
+
+/// A shared store reports every write after the cursor.
+async fn changes_feed<S: TaskStore + ClaimStore>(store: S) -> Outcome {
+    let start = store.changes(None, 100).await.step("changes")?;
+    ensure!(start.ids.is_empty(), "changes(None) returned ids");
+    store
+        .create(sample_record("a", None, at(0)))
+        .await
+        .step("create")?;
+    store
+        .create(sample_record("b", None, at(1)))
+        .await
+        .step("create")?;
+    let mut b = get_some(&store, "b").await?;
+    b.status = TaskStatus::Completed;
+    ensure!(
+        store.compare_and_set(b, 0).await.step("compare_and_set")?,
+        "compare_and_set returned false"
+    );
+    let got = store
+        .changes(Some(start.cursor), 100)
+        .await
+        .step("changes")?;
+    if !store.is_shared() {
+        ensure!(
+            got.ids.is_empty(),
+            "a store that is not shared reported changes"
+        );
+        return Ok(());
+    }
+    ensure_eq!(
+        got.ids.iter().cloned().collect::<BTreeSet<_>>(),
+        id_set(&["a", "b"]),
+        "the tasks written after the cursor"
+    );
+    let quiet = store.changes(Some(got.cursor), 100).await.step("changes")?;
+    ensure!(
+        quiet.ids.is_empty(),
+        "changes repeated writes it had reported"
+    );
+    ensure_eq!(quiet.cursor, got.cursor, "the cursor moved without writes");
+    let claimed = store.claim("w", at(50), 10, &[]).await.step("claim")?;
+    ensure_eq!(claimed.len(), 1, "claimed tasks");
+    let after = store.changes(Some(got.cursor), 100).await.step("changes")?;
+    ensure_eq!(after.ids, ["a"], "a claim is a change");
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -943,6 +1247,9 @@ mod tests {
         ExpireIgnoresLimit,
         ListIgnoresCursor,
         UnfinishedIncludesTerminal,
+        ClaimIgnoresSkip,
+        LapsedIgnoresTime,
+        ClaimTwice,
     }
 
     #[derive(Debug)]
@@ -1040,12 +1347,82 @@ mod tests {
         }
     }
 
+    impl ClaimStore for Flawed {
+        async fn claim(
+            &self,
+            worker: &str,
+            until: SystemTime,
+            limit: usize,
+            skip: &[String],
+        ) -> Result<Vec<TaskRecord>, StoreError> {
+            match self.flaw {
+                Flaw::ClaimIgnoresSkip => self.inner.claim(worker, until, limit, &[]).await,
+                Flaw::ClaimTwice => {
+                    // Reads the queue, then claims what it read, without atomicity.
+                    let queued: Vec<TaskRecord> = self
+                        .inner
+                        .unfinished()
+                        .await?
+                        .into_iter()
+                        .filter(|r| r.is_queued() && !skip.contains(&r.tool))
+                        .take(limit)
+                        .collect();
+                    tokio::task::yield_now().await;
+                    let mut claimed = Vec::new();
+                    for mut r in queued {
+                        let version = self.inner.get(&r.id).await?.map_or(0, |s| s.version);
+                        r.lease = Some(Lease {
+                            worker: worker.into(),
+                            until,
+                        });
+                        r.epoch += 1;
+                        if self.inner.compare_and_set(r.clone(), version).await? {
+                            r.version = version + 1;
+                            claimed.push(r);
+                        }
+                    }
+                    Ok(claimed)
+                }
+                _ => self.inner.claim(worker, until, limit, skip).await,
+            }
+        }
+
+        async fn lapsed(
+            &self,
+            now: SystemTime,
+            limit: usize,
+        ) -> Result<Vec<TaskRecord>, StoreError> {
+            let now = if self.flaw == Flaw::LapsedIgnoresTime {
+                now + Duration::from_secs(1_000_000)
+            } else {
+                now
+            };
+            self.inner.lapsed(now, limit).await
+        }
+
+        async fn changes(
+            &self,
+            cursor: Option<u64>,
+            limit: usize,
+        ) -> Result<super::super::Changes, StoreError> {
+            self.inner.changes(cursor, limit).await
+        }
+
+        fn is_shared(&self) -> bool {
+            self.inner.is_shared()
+        }
+    }
+
     #[tokio::test]
     async fn the_suite_catches_broken_stores() {
         let cases = [
             (
                 Flaw::CasIgnoresVersion,
-                &["compare_and_set", "concurrent_compare_and_set"][..],
+                &[
+                    "compare_and_set",
+                    "concurrent_compare_and_set",
+                    "fenced_writes",
+                ][..],
             ),
             (Flaw::CasNotAtomic, &["concurrent_compare_and_set"][..]),
             (Flaw::LosesErrorData, &["fields_round_trip"][..]),
@@ -1053,6 +1430,9 @@ mod tests {
             (Flaw::ExpireIgnoresLimit, &["expire"][..]),
             (Flaw::ListIgnoresCursor, &["list_pagination"][..]),
             (Flaw::UnfinishedIncludesTerminal, &["unfinished"][..]),
+            (Flaw::ClaimIgnoresSkip, &["claims"][..]),
+            (Flaw::LapsedIgnoresTime, &["lapsed_leases"][..]),
+            (Flaw::ClaimTwice, &["claims", "concurrent_claims"][..]),
         ];
         for (flaw, failing) in cases {
             let run = tokio::spawn(check_store(move || async move {
@@ -1066,7 +1446,7 @@ mod tests {
             };
             let message = *error.into_panic().downcast::<String>().expect("a message");
             assert!(
-                message.contains(&format!("failed {} of 10 checks", failing.len())),
+                message.contains(&format!("failed {} of 15 checks", failing.len())),
                 "{flaw:?}: {message}"
             );
             for check in failing {

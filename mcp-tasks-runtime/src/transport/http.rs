@@ -811,6 +811,8 @@ async fn initialize(app: &Arc<App>, principal: Option<String>, request: Request)
         session.close();
         return json(StatusCode::BAD_REQUEST, &response);
     };
+    // Nobody reads the session's own stream until a GET stream opens.
+    session.listen(false);
     let closed = app.config.shutdown.child_token();
     let standalone = Arc::new(EventLog::new(0, app.config.event_buffer));
     let http_session = Arc::new(HttpSession {
@@ -961,12 +963,29 @@ async fn get(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse {
         CancellationToken::new()
     };
     let active = Active::new(&session);
+    let listening = (log.id == 0).then(|| Listening::new(&session));
     let body = log.follow(from, app.config.retry, app.config.keep_alive, stop);
     let body = Body::new(WithGuard {
         body,
-        _guard: active,
+        _guard: (active, listening),
     });
     sse_response(body)
+}
+
+/// Counts an open GET stream as a reader of the session's own stream while it lives.
+struct Listening(Arc<HttpSession>);
+
+impl Listening {
+    fn new(session: &Arc<HttpSession>) -> Self {
+        session.session.listen(true);
+        Self(Arc::clone(session))
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.0.session.listen(false);
+    }
 }
 
 /// A body that keeps a value alive as long as it is being sent.

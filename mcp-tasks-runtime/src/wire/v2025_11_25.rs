@@ -5,17 +5,23 @@
 
 use crate::call::{DirectBackend, LogGate, Notifier, outcome_of, run_tool};
 use crate::context::TaskContext;
-use crate::engine::{Flavor, NewTask, RELATED_TASK, StatusHook};
+use crate::engine::{Delivery, Engine, NewTask, error_answer};
 use crate::error::{CallOutcome, Error};
 use crate::jsonrpc::{ErrorObject, Request};
 use crate::model::{JsonObject, LogLevel, TaskSupport};
 use crate::router::{name_param, params_object};
 use crate::server::{Server, tools_page};
+use crate::session::RequestAborted;
 use crate::session::{Connection, Era, Sink, StatefulState};
-use crate::task::{TaskProtocol, TaskRecord, TaskStatus, rfc3339};
+use crate::task::{SettlePolicy, TaskRecord, TaskStatus, rfc3339};
 use serde_json::{Value, json};
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The `_meta` key that ties a message to a task.
+pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// How many tasks a `tasks/list` page holds.
 const TASK_PAGE: usize = 100;
@@ -210,7 +216,28 @@ async fn tasks(
         Err(e) => return Some(Err(e.into())),
     };
     let cancel = conn.track(&request.id);
-    let waited = engine.wait_terminal(&id, owner, &sink, &cancel).await;
+    // While this request waits, the task's questions come on its stream.
+    let asker = match engine.get(&id, owner).await {
+        Ok(Some(rec)) if !rec.status.is_terminal() => {
+            let asker = Asker::new(rec.owner.clone(), conn, None);
+            match engine.attach(&id, asker).await {
+                Ok(attached) => attached
+                    .as_any()
+                    .downcast::<Asker>()
+                    .ok()
+                    .map(|a| a.offer_stream(conn, &sink, &request.id)),
+                Err(e) => {
+                    conn.untrack(&request.id);
+                    return Some(Err(e.into()));
+                }
+            }
+        }
+        _ => None,
+    };
+    let waited = engine.wait_terminal(&id, owner, &cancel).await;
+    if let Some(stream) = asker {
+        stream.withdraw();
+    }
     conn.untrack(&request.id);
     if cancel.is_cancelled() {
         return None;
@@ -485,26 +512,20 @@ async fn start_task(
     progress_token: Option<Value>,
     requested_ttl: Option<Duration>,
 ) -> Result<Value, ErrorObject> {
-    let sink = conn.sink.clone();
-    let on_status: StatusHook = Arc::new(move |rec: &TaskRecord| {
-        sink.notify("notifications/tasks/status", task_json(rec));
-    });
+    let owner = owner(conn);
+    let asker = Asker::new(Some(owner.clone()), conn, progress_token);
     let rec = server
         .inner
         .engine
         .start(NewTask {
             tool: tool.clone(),
             args,
-            owner: Some(owner(conn)),
-            protocol: TaskProtocol::V2025,
+            owner: Some(owner),
+            // A tool result with `isError: true` ends a task of this era `failed`.
+            settle: SettlePolicy::Fail,
             requested_ttl,
             client_capabilities: state.client_capabilities.clone(),
-            principal: conn.principal.clone(),
-            flavor: Flavor::V2025 {
-                conn: Arc::clone(conn),
-                progress_token,
-            },
-            on_status: Some(on_status),
+            delivery: Some(Arc::clone(&asker) as Arc<dyn Delivery>),
         })
         .await?;
     Ok(json!({ "task": task_json(&rec) }))
@@ -536,4 +557,246 @@ fn direct_context(
         conn.principal.clone(),
         backend,
     )
+}
+
+/// How a task's questions, status changes, progress and log lines reach a client of this
+/// era: questions are server-to-client requests tagged with the task, each sent on exactly
+/// one stream at a time — a waiting `tasks/result` stream when there is one, else the
+/// session's own stream — and sent again only when the stream that carried it closed
+/// without an answer. Answers are stored in the task, so the tool gets them whichever
+/// process runs it.
+pub(crate) struct Asker {
+    me: std::sync::Weak<Asker>,
+    owner: Option<String>,
+    /// The session that created or resumed the task.
+    conn: Arc<Connection>,
+    /// The progress token of the original request, for progress notifications.
+    progress_token: Option<Value>,
+    state: Mutex<AskState>,
+}
+
+#[derive(Default)]
+struct AskState {
+    /// Waiting `tasks/result` requests that offered their streams, newest last.
+    streams: Vec<Offered>,
+    /// Question keys being asked right now.
+    asking: HashSet<String>,
+    /// Wakes questions waiting for a stream to be offered.
+    offered: Arc<tokio::sync::Notify>,
+}
+
+#[derive(Clone)]
+struct Offered {
+    conn: Arc<Connection>,
+    sink: Sink,
+    request: crate::jsonrpc::RequestId,
+}
+
+/// A `tasks/result` stream offered to an [`Asker`]; withdrawn when the request ends.
+pub(crate) struct OfferedStream {
+    asker: Arc<Asker>,
+    request: crate::jsonrpc::RequestId,
+    conn: Arc<Connection>,
+}
+
+impl OfferedStream {
+    pub(crate) fn withdraw(self) {
+        let mut state = self.asker.lock();
+        state
+            .streams
+            .retain(|o| !(o.request == self.request && Arc::ptr_eq(&o.conn, &self.conn)));
+    }
+}
+
+impl Asker {
+    /// An asker for a task resumed by `conn` (a `tasks/result` from a session that did not
+    /// create it, after a reconnect or a restart).
+    fn new(
+        owner: Option<String>,
+        conn: &Arc<Connection>,
+        progress_token: Option<Value>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
+            owner,
+            conn: Arc::clone(conn),
+            progress_token,
+            state: Mutex::default(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, AskState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Offers the stream of a waiting `tasks/result` for the task's questions.
+    pub(crate) fn offer_stream(
+        self: Arc<Self>,
+        conn: &Arc<Connection>,
+        sink: &Sink,
+        request: &crate::jsonrpc::RequestId,
+    ) -> OfferedStream {
+        let notify = {
+            let mut state = self.lock();
+            state.streams.push(Offered {
+                conn: Arc::clone(conn),
+                sink: sink.clone(),
+                request: request.clone(),
+            });
+            Arc::clone(&state.offered)
+        };
+        notify.notify_waiters();
+        OfferedStream {
+            asker: Arc::clone(&self),
+            request: request.clone(),
+            conn: Arc::clone(conn),
+        }
+    }
+
+    /// The stream a question goes on now: the newest open `tasks/result` stream, else the
+    /// session's stream while a client listens on it.
+    fn path(&self) -> Option<(Arc<Connection>, Sink)> {
+        let mut state = self.lock();
+        state.streams.retain(|o| !o.sink.0.is_closed());
+        if let Some(o) = state.streams.last() {
+            return Some((Arc::clone(&o.conn), o.sink.clone()));
+        }
+        drop(state);
+        (!self.conn.is_closed() && self.conn.is_listening())
+            .then(|| (Arc::clone(&self.conn), self.conn.sink.clone()))
+    }
+
+    /// Asks the client one question until it answers, the question goes away, or the task
+    /// ends; stores the answer in the task.
+    async fn ask(
+        self: Arc<Self>,
+        engine: Arc<Engine>,
+        id: String,
+        key: String,
+        request: crate::model::InputRequest,
+    ) {
+        let mut params = request.params.clone();
+        if let Value::Object(p) = &mut params {
+            let meta = p
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Value::Object(meta) = meta {
+                meta.insert(RELATED_TASK.into(), json!({ "taskId": id }));
+            }
+        }
+        let mut watch = engine.watch(&id);
+        let still_asked = |rec: Option<TaskRecord>| {
+            rec.is_some_and(|r| !r.status.is_terminal() && r.input_requests.contains_key(&key))
+        };
+        loop {
+            if !still_asked(engine.get(&id, self.owner.as_deref()).await.ok().flatten()) {
+                break;
+            }
+            let Some((conn, sink)) = self.path() else {
+                // Nobody can be asked now: wait for a `tasks/result` or a change.
+                let offered = Arc::clone(&self.lock().offered);
+                tokio::select! {
+                    () = offered.notified() => {}
+                    () = watch.changed(Duration::from_secs(5)) => {}
+                }
+                continue;
+            };
+            let stop = CancellationToken::new();
+            let asked = conn.request(&sink, &request.method, params.clone(), &stop);
+            tokio::pin!(asked);
+            let answer = loop {
+                tokio::select! {
+                    answer = &mut asked => break Some(answer),
+                    () = sink.0.closed() => {
+                        // The stream closed unanswered: ask again on the next one.
+                        stop.cancel();
+                        break None;
+                    }
+                    () = watch.changed(Duration::from_secs(5)) => {
+                        if !still_asked(engine.get(&id, self.owner.as_deref()).await.ok().flatten()) {
+                            stop.cancel();
+                            let _ = (&mut asked).await;
+                            self.lock().asking.remove(&key);
+                            return;
+                        }
+                    }
+                }
+            };
+            let value = match answer {
+                None | Some(Err(RequestAborted::Closed)) => continue,
+                Some(Err(RequestAborted::Cancelled)) => break,
+                Some(Ok(Ok(value))) => value,
+                Some(Ok(Err(error))) => error_answer(&error.message),
+            };
+            let mut responses = JsonObject::new();
+            responses.insert(key.clone(), value);
+            if let Err(e) = engine.answer(&id, self.owner.as_deref(), &responses).await {
+                tracing::warn!(task = %id, error = %e, "cannot store the client's answer");
+            }
+            break;
+        }
+        self.lock().asking.remove(&key);
+    }
+}
+
+impl Delivery for Asker {
+    fn changed(&self, engine: &Arc<Engine>, record: &TaskRecord, status_changed: bool) {
+        if status_changed && !self.conn.is_closed() {
+            self.conn
+                .sink
+                .notify("notifications/tasks/status", task_json(record));
+        }
+        if record.status.is_terminal() {
+            return;
+        }
+        let new: Vec<(String, crate::model::InputRequest)> = {
+            let mut state = self.lock();
+            record
+                .input_requests
+                .iter()
+                .filter(|(key, _)| state.asking.insert((*key).clone()))
+                .map(|(k, r)| (k.clone(), r.clone()))
+                .collect()
+        };
+        if new.is_empty() {
+            return;
+        }
+        let Some(this) = self.me.upgrade() else {
+            return;
+        };
+        for (key, request) in new {
+            tokio::spawn(Arc::clone(&this).ask(
+                Arc::clone(engine),
+                record.id.clone(),
+                key,
+                request,
+            ));
+        }
+    }
+
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        Notifier {
+            sink: self.conn.sink.clone(),
+            progress_token: self.progress_token.clone(),
+            log: LogGate::Connection(Arc::clone(&self.conn)),
+        }
+        .progress(progress, total, message);
+    }
+
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
+        Notifier {
+            sink: self.conn.sink.clone(),
+            progress_token: None,
+            log: LogGate::Connection(Arc::clone(&self.conn)),
+        }
+        .log(level, logger, data);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.conn.is_closed()
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
 }

@@ -6,7 +6,7 @@
 
 use crate::call::{LogGate, MrtrBackend, Notifier, RunEnd, outcome_of, run_tool};
 use crate::context::{BoxFuture, CallBackend, TaskContext};
-use crate::engine::{Flavor, NewTask};
+use crate::engine::NewTask;
 use crate::error::{CallOutcome, Error, ToolError};
 use crate::jsonrpc::{self, ErrorObject, Request};
 use crate::model::{InputRequest, JsonObject, LogLevel, TaskSupport};
@@ -14,7 +14,7 @@ use crate::mrtr;
 use crate::router::{META_PROTOCOL_VERSION, name_param, params_object};
 use crate::server::{Server, tools_page};
 use crate::session::{Connection, Sink};
-use crate::task::{TaskProtocol, TaskRecord, TaskStatus, rfc3339};
+use crate::task::{SettlePolicy, TaskRecord, TaskStatus, rfc3339};
 use crate::tool::Tool;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -316,17 +316,23 @@ async fn listen(
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     for id in &honoured {
         let _ = tx.send(id.clone());
-        if let Some(mut changed) = engine.watch(id) {
-            let tx = tx.clone();
-            let id = id.clone();
-            tokio::spawn(async move {
-                while changed.changed().await.is_ok() {
-                    if tx.send(id.clone()).is_err() {
-                        break;
-                    }
+        let mut changed = engine.watch(id);
+        let tx = tx.clone();
+        let id = id.clone();
+        let engine = Arc::clone(engine);
+        let owner = owner.map(str::to_owned);
+        tokio::spawn(async move {
+            loop {
+                let rec = engine.get(&id, owner.as_deref()).await.ok().flatten();
+                let Some(rec) = rec.filter(|r| !r.status.is_terminal()) else {
+                    break;
+                };
+                changed.changed(rec.poll_interval).await;
+                if tx.send(id.clone()).is_err() {
+                    break;
                 }
-            });
-        }
+            }
+        });
     }
     drop(tx);
     loop {
@@ -590,12 +596,11 @@ fn new_task(conn: &Connection, tool: &Tool, args: JsonObject, meta: RequestMeta)
         tool: tool.clone(),
         args,
         owner: conn.task_owner(false),
-        protocol: TaskProtocol::V2026,
+        // A tool result with `isError: true` ends a task of this era `completed`.
+        settle: SettlePolicy::Complete,
         requested_ttl: None,
         client_capabilities: meta.client_capabilities,
-        principal: conn.principal.clone(),
-        flavor: Flavor::V2026,
-        on_status: None,
+        delivery: None,
     }
 }
 
