@@ -253,3 +253,46 @@ async fn a_request_sent_just_before_eof_is_still_answered() {
     assert_eq!(p.recv().await["result"]["content"][0]["text"], "hello");
     p.server.await.unwrap().unwrap();
 }
+
+/// The first four messages of a client that does not wait for `initialize` to be answered,
+/// written at once.
+const PIPELINED: &str = concat!(
+    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"eager","version":"1"}}}"#,
+    "\n",
+    r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    "\n",
+    r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    "\n",
+    r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"hello"}}"#,
+    "\n",
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_pipelined_after_initialize_are_served_in_order() {
+    for run in 0..200 {
+        let mut p = open();
+        p.write.write_all(PIPELINED.as_bytes()).await.unwrap();
+        let mut answers = std::collections::BTreeMap::new();
+        while answers.len() < 3 {
+            let m = p.recv().await;
+            answers.insert(m["id"].as_u64().expect("a response"), m);
+        }
+        assert_eq!(
+            answers[&1]["result"]["protocolVersion"], "2025-11-25",
+            "run {run}: {}",
+            answers[&1]
+        );
+        assert!(
+            answers[&2]["result"]["tools"].is_array(),
+            "run {run}: {}",
+            answers[&2]
+        );
+        assert_eq!(
+            answers[&3]["result"]["content"][0]["text"], "hello",
+            "run {run}: {}",
+            answers[&3]
+        );
+        p.write.shutdown().await.unwrap();
+        p.server.await.unwrap().unwrap();
+    }
+}

@@ -2,11 +2,16 @@
 //!
 //! The same code serves stdio and `tokio::io::duplex` in tests. Each request runs in its own
 //! task, so a long tool call never holds up a ping, a cancellation or the client's answer to
-//! a server request.
+//! a server request. Messages still take effect in the order they were read: a request is
+//! started (polled once) before the next line is read, so the `initialize` of a client that
+//! pipelines its first requests is answered before the requests behind it are looked at.
 
 use crate::jsonrpc::Message;
 use crate::server::Server;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -96,12 +101,17 @@ where
                 };
                 let session = session.clone();
                 let sink = sink.clone();
-                requests.spawn(async move {
+                let mut handling: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
                     if let Some(response) = session.handle_request(request).await {
                         sink(&response.to_value().to_string());
                     }
                     drop(permit);
                 });
+                // Start the request before reading on: whatever it decides without waiting
+                // (the era at `initialize`, say) is decided before the next message is seen.
+                if poll_once(handling.as_mut()).await.is_pending() {
+                    requests.spawn(handling);
+                }
             }
             Ok(other) => {
                 session.handle(other).await;
@@ -128,6 +138,11 @@ where
     read_result?;
     write_result?;
     Ok(())
+}
+
+/// Polls `future` once; `Ready` when it finished without waiting.
+async fn poll_once(mut future: Pin<&mut (dyn Future<Output = ()> + Send)>) -> Poll<()> {
+    std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
 }
 
 fn parse_error(message: &str) -> String {
