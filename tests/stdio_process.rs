@@ -143,3 +143,59 @@ async fn requests_pipelined_after_initialize_are_served_by_the_process() {
         assert!(status.success(), "run {run}: {status}");
     }
 }
+
+#[tokio::test]
+async fn the_process_exits_at_eof_while_a_2025_task_runs() {
+    let mut child = fixture();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = async |message: Value| {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "leaving", "version": "1"}}}),
+    )
+    .await;
+    assert_eq!(
+        next_message(&mut lines).await.unwrap()["result"]["protocolVersion"],
+        "2025-11-25"
+    );
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "slow_compute", "arguments": {"seconds": 3600}, "task": {"ttl": 600_000},
+        "_meta": {"progressToken": "p"}}}),
+    )
+    .await;
+    let task_id = loop {
+        let m = next_message(&mut lines).await.expect("the server is alive");
+        if m["id"] == 2 {
+            break m["result"]["task"]["taskId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("not a task: {m}"))
+                .to_owned();
+        }
+    };
+    // A blocking `tasks/result` is in flight when stdin closes.
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result",
+        "params": {"taskId": task_id}}))
+    .await;
+    drop(stdin);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(15), child.wait())
+        .await
+        .expect(
+            "the server exits within 15 s of stdin closing, though its task would run for an hour",
+        )
+        .unwrap();
+    assert!(status.success(), "{status}");
+    // Whatever it still wrote is well-formed, and the blocking `tasks/result` was not
+    // answered with a made-up result.
+    while let Some(m) = next_message(&mut lines).await {
+        assert_ne!(m["id"], 3, "{m}");
+    }
+}

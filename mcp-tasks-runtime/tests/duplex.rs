@@ -296,3 +296,43 @@ async fn requests_pipelined_after_initialize_are_served_in_order() {
         p.server.await.unwrap().unwrap();
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn eof_ends_the_session_while_its_task_runs_on() {
+    // A running 2025-11-25 task holds on to its session (to ask questions, to report
+    // progress); the end of input still ends `serve_io`, once the blocking `tasks/result`
+    // read before it has had its grace period.
+    let server = Server::builder()
+        .tool(
+            Tool::new("forever", |cx, _| async move {
+                cx.cancellation().cancelled().await;
+                Ok(CallToolResult::default())
+            })
+            .task_support(mcp_tasks_runtime::model::TaskSupport::Required),
+        )
+        .build()
+        .unwrap();
+    let mut p = open_with(server);
+    p.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}"#).await;
+    p.recv().await;
+    p.send(
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"forever","task":{}}}"#,
+    )
+    .await;
+    let r = p.recv().await;
+    let id = r["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    p.send(
+        &json!({"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId": id}})
+            .to_string(),
+    )
+    .await;
+    p.write.shutdown().await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(60), p.server)
+        .await
+        .expect("serve_io returns after end of input")
+        .unwrap()
+        .unwrap();
+}

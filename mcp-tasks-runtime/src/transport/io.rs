@@ -5,6 +5,10 @@
 //! a server request. Messages still take effect in the order they were read: a request is
 //! started (polled once) before the next line is read, so the `initialize` of a client that
 //! pipelines its first requests is answered before the requests behind it are looked at.
+//!
+//! At end of input, requests already read get a grace period to answer, then the session is
+//! closed and the transport returns, even while tasks of the session still run: those are
+//! left to the task store (and its `on_restart` policy at the next start).
 
 use crate::jsonrpc::Message;
 use crate::server::Server;
@@ -15,6 +19,7 @@ use std::task::Poll;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 /// The longest line accepted (16 MiB); a longer one is answered with a parse error and skipped.
 const MAX_LINE: usize = 16 * 1024 * 1024;
@@ -44,17 +49,32 @@ where
     }
     let (session, mut outbound) = server.session();
     let sink = outbound_sender(&session);
-    let writer_task = tokio::spawn(async move {
-        let mut writer = writer;
-        while let Some(line) = outbound.recv().await {
-            writer.write_all(line.as_bytes()).await?;
-            writer.write_all(b"\n").await?;
-            if outbound.is_empty() {
-                writer.flush().await?;
+    // Tasks of a 2025-11-25 session hold the session's outbound channel for as long as they
+    // run, so the writer does not wait for the channel to end: once the session is over it
+    // closes the channel, writes what is already queued and stops.
+    let finished = CancellationToken::new();
+    let mut writer_task = tokio::spawn({
+        let finished = finished.clone();
+        async move {
+            let mut writer = writer;
+            loop {
+                let line = tokio::select! {
+                    line = outbound.recv() => line,
+                    () = finished.cancelled(), if !outbound.is_closed() => {
+                        outbound.close();
+                        continue;
+                    }
+                };
+                let Some(line) = line else { break };
+                writer.write_all(line.as_bytes()).await?;
+                writer.write_all(b"\n").await?;
+                if outbound.is_empty() {
+                    writer.flush().await?;
+                }
             }
+            writer.flush().await?;
+            Ok::<_, std::io::Error>(())
         }
-        writer.flush().await?;
-        Ok::<_, std::io::Error>(())
     });
 
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
@@ -121,23 +141,39 @@ where
         while requests.try_join_next().is_some() {}
     };
     // The client closed its end: requests already read get a moment to answer (a piped,
-    // one-shot client still gets its response), then whatever is left is cancelled.
-    let drained = tokio::time::timeout(EOF_GRACE, async {
-        while requests.join_next().await.is_some() {}
-    })
-    .await;
+    // one-shot client still gets its response). Then the session is closed, which cancels
+    // whatever is left; cancelled requests get the same moment to unwind before they are
+    // dropped. Tasks keep running until the process exits.
+    let answered = drain(&mut requests).await;
     session.close();
-    if drained.is_err() {
-        while requests.join_next().await.is_some() {}
+    if !answered {
+        drain(&mut requests).await;
     }
+    requests.shutdown().await;
+    finished.cancel();
     drop(sink);
     drop(session);
-    let write_result = writer_task
-        .await
-        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    // A client that stopped reading does not keep the server alive either.
+    let write_result = match tokio::time::timeout(EOF_GRACE, &mut writer_task).await {
+        Ok(joined) => joined.unwrap_or_else(|e| Err(std::io::Error::other(e))),
+        Err(_) => {
+            writer_task.abort();
+            tracing::warn!("the client stopped reading; its last messages were dropped");
+            Ok(())
+        }
+    };
     read_result?;
     write_result?;
     Ok(())
+}
+
+/// Waits up to [`EOF_GRACE`] for every request to finish; `true` when they all did.
+async fn drain(requests: &mut JoinSet<()>) -> bool {
+    tokio::time::timeout(EOF_GRACE, async {
+        while requests.join_next().await.is_some() {}
+    })
+    .await
+    .is_ok()
 }
 
 /// Polls `future` once; `Ready` when it finished without waiting.
