@@ -212,6 +212,31 @@ const checks = {
       `questions asked: ${show(asked)}`,
     );
   },
+
+  // One question of `confirm_delete` must reach the person once, also when several sessions
+  // run at once. INTEROP_RUNS and INTEROP_CONCURRENCY (default 30 and 6) say how many runs
+  // there are and how many go at once.
+  async 'elicitation-once'(target) {
+    const runs = Number(process.env.INTEROP_RUNS ?? 30);
+    const concurrency = Number(process.env.INTEROP_CONCURRENCY ?? 6);
+    const twice = [];
+    let next = 0;
+    const worker = async () => {
+      while (next < runs) {
+        const run = next++;
+        const filename = `file-${run}.txt`;
+        const { result, asked } = await confirmDelete(target, filename);
+        expect(textOf(result) === `deleted ${filename}`, `run ${run}: ${show(result)}`);
+        if (asked.length !== 1) twice.push(`run ${run}: asked ${asked.length} times`);
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, worker));
+    expect(
+      twice.length === 0,
+      `${twice.length} of ${runs} runs asked their one question other than once ` +
+        `(${twice.slice(0, 5).join('; ')}${twice.length > 5 ? '; …' : ''})`,
+    );
+  },
 };
 
 const [check, ...target] = process.argv.slice(2);

@@ -236,7 +236,16 @@ impl Plan<'_> {
         let mut checks = Vec::new();
         let script = |name: &str| self.clients.join(name).into_os_string();
         for transport in [Transport::Stdio, Transport::Http] {
-            for name in ["list", "call", "tasks", "cancel", "elicitation"] {
+            // `elicitation-once`: 30 sessions, 6 at a time, each asked one question by
+            // `confirm_delete`; the handler must run once per question.
+            for name in [
+                "list",
+                "call",
+                "tasks",
+                "cancel",
+                "elicitation",
+                "elicitation-once",
+            ] {
                 let mut args = vec![script("typescript_client.mjs"), name.into()];
                 args.extend(self.target(transport));
                 checks.push(Check {
