@@ -5,6 +5,8 @@
 //! a server request. Messages still take effect in the order they were read: a request is
 //! started (polled once) before the next line is read, so the `initialize` of a client that
 //! pipelines its first requests is answered before the requests behind it are looked at.
+//! (So a tool that blocks its thread before its first `.await` holds up reading too; tools
+//! must not block in any case.)
 //!
 //! At end of input, requests already read get a grace period to answer, then the session is
 //! closed and the transport returns, even while tasks of the session still run: those are
@@ -24,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 /// The longest line accepted (16 MiB); a longer one is answered with a parse error and skipped.
 const MAX_LINE: usize = 16 * 1024 * 1024;
 /// How long requests still running at end of input may take to answer before they are
-/// cancelled.
+/// cancelled; also how long cancelled requests may take to unwind, and the writer to write
+/// what is queued.
 const EOF_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// Requests handled at once on one connection; further requests wait to be read.
 const MAX_IN_FLIGHT: usize = 1024;
