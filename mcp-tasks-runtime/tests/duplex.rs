@@ -253,3 +253,86 @@ async fn a_request_sent_just_before_eof_is_still_answered() {
     assert_eq!(p.recv().await["result"]["content"][0]["text"], "hello");
     p.server.await.unwrap().unwrap();
 }
+
+/// The first four messages of a client that does not wait for `initialize` to be answered,
+/// written at once.
+const PIPELINED: &str = concat!(
+    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"eager","version":"1"}}}"#,
+    "\n",
+    r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    "\n",
+    r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    "\n",
+    r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"hello"}}"#,
+    "\n",
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_pipelined_after_initialize_are_served_in_order() {
+    for run in 0..200 {
+        let mut p = open();
+        p.write.write_all(PIPELINED.as_bytes()).await.unwrap();
+        let mut answers = std::collections::BTreeMap::new();
+        while answers.len() < 3 {
+            let m = p.recv().await;
+            answers.insert(m["id"].as_u64().expect("a response"), m);
+        }
+        assert_eq!(
+            answers[&1]["result"]["protocolVersion"], "2025-11-25",
+            "run {run}: {}",
+            answers[&1]
+        );
+        assert!(
+            answers[&2]["result"]["tools"].is_array(),
+            "run {run}: {}",
+            answers[&2]
+        );
+        assert_eq!(
+            answers[&3]["result"]["content"][0]["text"], "hello",
+            "run {run}: {}",
+            answers[&3]
+        );
+        p.write.shutdown().await.unwrap();
+        p.server.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn eof_ends_the_session_while_its_task_runs_on() {
+    // A running 2025-11-25 task holds on to its session (to ask questions, to report
+    // progress); the end of input still ends `serve_io`, once the blocking `tasks/result`
+    // read before it has had its grace period.
+    let server = Server::builder()
+        .tool(
+            Tool::new("forever", |cx, _| async move {
+                cx.cancellation().cancelled().await;
+                Ok(CallToolResult::default())
+            })
+            .task_support(mcp_tasks_runtime::model::TaskSupport::Required),
+        )
+        .build()
+        .unwrap();
+    let mut p = open_with(server);
+    p.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}"#).await;
+    p.recv().await;
+    p.send(
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"forever","task":{}}}"#,
+    )
+    .await;
+    let r = p.recv().await;
+    let id = r["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    p.send(
+        &json!({"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId": id}})
+            .to_string(),
+    )
+    .await;
+    p.write.shutdown().await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(60), p.server)
+        .await
+        .expect("serve_io returns after end of input")
+        .unwrap()
+        .unwrap();
+}

@@ -141,12 +141,13 @@ pub(crate) fn run(args: Vec<String>) -> Result<()> {
 }
 
 /// Where Node lives.
-struct Node {
-    node: PathBuf,
-    npm_cli: PathBuf,
+pub(crate) struct Node {
+    pub(crate) node: PathBuf,
+    pub(crate) npm_cli: PathBuf,
 }
 
-fn install_node(work: &Path) -> Result<Node> {
+/// Node 24 from PyPI in a venv at `work/venv` (created when missing).
+pub(crate) fn install_node(work: &Path) -> Result<Node> {
     let venv = work.join("venv");
     let python = if cfg!(windows) {
         venv.join("Scripts").join("python.exe")
@@ -250,7 +251,8 @@ fn install_suite(work: &Path, node: &Node) -> Result<PathBuf> {
     Ok(entry)
 }
 
-fn build_server(root: &Path, target: &Path) -> Result<PathBuf> {
+/// Builds the fixture server and returns its executable.
+pub(crate) fn build_server(root: &Path, target: &Path) -> Result<PathBuf> {
     eprintln!("conformance: cargo build --example conformance-server");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     exec(
@@ -268,7 +270,8 @@ fn build_server(root: &Path, target: &Path) -> Result<PathBuf> {
     Ok(exe)
 }
 
-fn exec(command: &mut Command) -> Result<()> {
+/// Runs `command` and fails unless it succeeds.
+pub(crate) fn exec(command: &mut Command) -> Result<()> {
     let status = command
         .status()
         .with_context(|| format!("cannot start {command:?}"))?;
@@ -278,17 +281,19 @@ fn exec(command: &mut Command) -> Result<()> {
     Ok(())
 }
 
-fn free_port() -> Result<u16> {
+/// A loopback port nobody listens on.
+pub(crate) fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// The fixture server process; stopped when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
 }
 
 impl Server {
-    fn start(bin: &Path, addr: SocketAddr, log: &Path) -> Result<Self> {
+    /// Starts `bin` on `addr` over HTTP, its tasks in a fresh SQLite file next to `log`.
+    pub(crate) fn start(bin: &Path, addr: SocketAddr, log: &Path) -> Result<Self> {
         // A fresh SQLite file per run: the suite exercises the durable store too.
         let db = log.with_file_name("tasks.db");
         for suffix in ["", "-wal", "-shm", "-lock"] {
@@ -323,11 +328,13 @@ impl Server {
         }
     }
 
-    fn exited(&mut self) -> Result<Option<std::process::ExitStatus>> {
+    /// The exit status, once the process has stopped.
+    pub(crate) fn exited(&mut self) -> Result<Option<std::process::ExitStatus>> {
         Ok(self.child.try_wait()?)
     }
 
-    fn stop(&mut self) {
+    /// Kills the process and waits for it.
+    pub(crate) fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -1,6 +1,7 @@
 //! Project commands: `cargo xtask <command>`.
 
 mod conformance;
+mod interop;
 mod new;
 
 use anyhow::{Result, bail};
@@ -11,6 +12,7 @@ cargo xtask <command>
 
 commands:
   conformance   run the official MCP conformance suite against the fixture server (both eras, all tasks-*)
+  interop       drive the fixture server with real SDK clients and the Inspector CLI (stdio and HTTP)
   new           scaffold a task-tool server crate (`cargo xtask new --help`)
   help          print this help
 ";
@@ -23,6 +25,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("conformance") => conformance::run(args.collect()),
+        Some("interop") => interop::run(args.collect()),
         Some("new") => new::run(args.collect()),
         Some(other) => {
             eprint!("{HELP}");

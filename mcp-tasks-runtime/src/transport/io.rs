@@ -2,19 +2,32 @@
 //!
 //! The same code serves stdio and `tokio::io::duplex` in tests. Each request runs in its own
 //! task, so a long tool call never holds up a ping, a cancellation or the client's answer to
-//! a server request.
+//! a server request. Messages still take effect in the order they were read: a request is
+//! started (polled once) before the next line is read, so the `initialize` of a client that
+//! pipelines its first requests is answered before the requests behind it are looked at.
+//! (So a tool that blocks its thread before its first `.await` holds up reading too; tools
+//! must not block in any case.)
+//!
+//! At end of input, requests already read get a grace period to answer, then the session is
+//! closed and the transport returns, even while tasks of the session still run: those are
+//! left to the task store (and its `on_restart` policy at the next start).
 
 use crate::jsonrpc::Message;
 use crate::server::Server;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 /// The longest line accepted (16 MiB); a longer one is answered with a parse error and skipped.
 const MAX_LINE: usize = 16 * 1024 * 1024;
 /// How long requests still running at end of input may take to answer before they are
-/// cancelled.
+/// cancelled; also how long cancelled requests may take to unwind, and the writer to write
+/// what is queued.
 const EOF_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// Requests handled at once on one connection; further requests wait to be read.
 const MAX_IN_FLIGHT: usize = 1024;
@@ -39,17 +52,32 @@ where
     }
     let (session, mut outbound) = server.session();
     let sink = outbound_sender(&session);
-    let writer_task = tokio::spawn(async move {
-        let mut writer = writer;
-        while let Some(line) = outbound.recv().await {
-            writer.write_all(line.as_bytes()).await?;
-            writer.write_all(b"\n").await?;
-            if outbound.is_empty() {
-                writer.flush().await?;
+    // Tasks of a 2025-11-25 session hold the session's outbound channel for as long as they
+    // run, so the writer does not wait for the channel to end: once the session is over it
+    // closes the channel, writes what is already queued and stops.
+    let finished = CancellationToken::new();
+    let mut writer_task = tokio::spawn({
+        let finished = finished.clone();
+        async move {
+            let mut writer = writer;
+            loop {
+                let line = tokio::select! {
+                    line = outbound.recv() => line,
+                    () = finished.cancelled(), if !outbound.is_closed() => {
+                        outbound.close();
+                        continue;
+                    }
+                };
+                let Some(line) = line else { break };
+                writer.write_all(line.as_bytes()).await?;
+                writer.write_all(b"\n").await?;
+                if outbound.is_empty() {
+                    writer.flush().await?;
+                }
             }
+            writer.flush().await?;
+            Ok::<_, std::io::Error>(())
         }
-        writer.flush().await?;
-        Ok::<_, std::io::Error>(())
     });
 
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
@@ -96,12 +124,17 @@ where
                 };
                 let session = session.clone();
                 let sink = sink.clone();
-                requests.spawn(async move {
+                let mut handling: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
                     if let Some(response) = session.handle_request(request).await {
                         sink(&response.to_value().to_string());
                     }
                     drop(permit);
                 });
+                // Start the request before reading on: whatever it decides without waiting
+                // (the era at `initialize`, say) is decided before the next message is seen.
+                if poll_once(handling.as_mut()).await.is_pending() {
+                    requests.spawn(handling);
+                }
             }
             Ok(other) => {
                 session.handle(other).await;
@@ -111,23 +144,44 @@ where
         while requests.try_join_next().is_some() {}
     };
     // The client closed its end: requests already read get a moment to answer (a piped,
-    // one-shot client still gets its response), then whatever is left is cancelled.
-    let drained = tokio::time::timeout(EOF_GRACE, async {
-        while requests.join_next().await.is_some() {}
-    })
-    .await;
+    // one-shot client still gets its response). Then the session is closed, which cancels
+    // whatever is left; cancelled requests get the same moment to unwind before they are
+    // dropped. Tasks keep running until the process exits.
+    let answered = drain(&mut requests).await;
     session.close();
-    if drained.is_err() {
-        while requests.join_next().await.is_some() {}
+    if !answered {
+        drain(&mut requests).await;
     }
+    requests.shutdown().await;
+    finished.cancel();
     drop(sink);
     drop(session);
-    let write_result = writer_task
-        .await
-        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    // A client that stopped reading does not keep the server alive either.
+    let write_result = match tokio::time::timeout(EOF_GRACE, &mut writer_task).await {
+        Ok(joined) => joined.unwrap_or_else(|e| Err(std::io::Error::other(e))),
+        Err(_) => {
+            writer_task.abort();
+            tracing::warn!("the client stopped reading; its last messages were dropped");
+            Ok(())
+        }
+    };
     read_result?;
     write_result?;
     Ok(())
+}
+
+/// Waits up to [`EOF_GRACE`] for every request to finish; `true` when they all did.
+async fn drain(requests: &mut JoinSet<()>) -> bool {
+    tokio::time::timeout(EOF_GRACE, async {
+        while requests.join_next().await.is_some() {}
+    })
+    .await
+    .is_ok()
+}
+
+/// Polls `future` once; `Ready` when it finished without waiting.
+async fn poll_once(mut future: Pin<&mut (dyn Future<Output = ()> + Send)>) -> Poll<()> {
+    std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
 }
 
 fn parse_error(message: &str) -> String {
