@@ -2,113 +2,18 @@
 //! SIGKILL and started again on the same file; every task handle a client received must
 //! still answer, with finished results unchanged and interrupted work settled honestly.
 
+//!
+//! The fixture runs with a one-second lease: after a restart, tasks of the killed process
+//! are settled once their lease lapses.
+
+mod support;
+
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use support::{Server, task_id, temp_db};
 
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let path = dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with `cargo test --workspace`, which builds the examples",
-        path.display()
-    );
-    path
-}
-
-struct Server {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Lines<BufReader<ChildStdout>>,
-    next: u64,
-}
-
-fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {},
-            "extensions": {"io.modelcontextprotocol/tasks": {}}},
-    })
-}
-
-impl Server {
-    fn start(db: &Path) -> Self {
-        let mut child = Command::new(example("conformance-server"))
-            .args(["--stdio", "--store"])
-            .arg(format!("sqlite:{}", db.display()))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn the conformance server");
-        let stdin = child.stdin.take().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        Self {
-            child,
-            stdin,
-            lines,
-            next: 0,
-        }
-    }
-
-    async fn send(&mut self, method: &str, mut params: Value) -> u64 {
-        self.next += 1;
-        params["_meta"] = meta();
-        let msg = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
-        self.stdin
-            .write_all(format!("{msg}\n").as_bytes())
-            .await
-            .unwrap();
-        self.next
-    }
-
-    async fn recv(&mut self) -> Option<Value> {
-        let line = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
-            .await
-            .expect("an answer within 30 s")
-            .ok()??;
-        Some(serde_json::from_str(&line).unwrap())
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.send(method, params).await;
-        loop {
-            let m = self.recv().await.expect("the server is alive");
-            if m["id"] == id {
-                return m;
-            }
-        }
-    }
-
-    async fn get(&mut self, id: &str) -> Value {
-        self.request("tasks/get", json!({"taskId": id})).await
-    }
-
-    async fn kill(mut self) {
-        self.child.start_kill().unwrap();
-        self.child.wait().await.unwrap();
-    }
-}
-
-fn temp_db(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mcp-tasks-crash-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("tasks.db")
-}
-
-fn task_id(r: &Value) -> String {
-    r["result"]["taskId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not a task: {r}"))
-        .to_owned()
-}
+/// Long enough for a killed process's leases to lapse and be settled.
+const SETTLE: Duration = Duration::from_secs(15);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_survive_kill_9_with_honest_statuses() {
@@ -193,7 +98,9 @@ async fn tasks_survive_kill_9_with_honest_statuses() {
     assert_eq!(r["result"]["status"], "failed");
     assert_eq!(r["result"]["error"], failed_error);
     for id in running.iter().chain([&waiting]) {
-        let r = s.get(id).await;
+        let r = s
+            .wait_for(id, &["failed", "completed", "cancelled"], SETTLE)
+            .await;
         assert_eq!(r["result"]["status"], "failed", "{id}: {r}");
         assert_eq!(r["result"]["error"]["code"], -32603);
         assert!(
@@ -234,6 +141,9 @@ async fn every_handle_given_out_during_a_burst_survives_kill_9() {
             r["result"]["status"].is_string(),
             "handle {id} was given out but is unknown after the crash: {r}"
         );
+        let r = s
+            .wait_for(id, &["failed", "completed", "cancelled"], SETTLE)
+            .await;
         assert_eq!(r["result"]["status"], "failed");
     }
     s.kill().await;

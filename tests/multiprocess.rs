@@ -1,0 +1,174 @@
+//! Several fixture processes on one SQLite file: a task created by one is served, answered
+//! and cancelled through another; a process killed or frozen past its lease loses its
+//! tasks to the others, settled by each tool's restart policy, and a frozen process that
+//! wakes up writes nothing over them.
+//!
+//! Every wait is bounded; nothing here asserts how fast anything is.
+
+mod support;
+
+use serde_json::json;
+use std::time::Duration;
+use support::{LEASE_MS, Server, result_text, temp_db};
+
+/// A bound on any cross-process wait: several leases and scans.
+const WITHIN: Duration = Duration::from_secs(20);
+
+const TERMINAL: &[&str] = &["completed", "failed", "cancelled"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stdio_servers_on_one_file_serve_each_other_s_tasks() {
+    let db = temp_db("multi-serve");
+    let mut a = Server::start(&db);
+    let mut b = Server::start(&db);
+    // Both serve their own clients.
+    for s in [&mut a, &mut b] {
+        let r = s
+            .request(
+                "tools/call",
+                json!({"name": "greet", "arguments": {"name": "x"}}),
+            )
+            .await;
+        assert_eq!(r["result"]["content"][0]["text"], "Hello, x!", "{r}");
+    }
+
+    // A task created (and run) by A is visible on B.
+    let quick = a
+        .start_task("slow_compute", json!({"seconds": 1, "label": "on-a"}))
+        .await;
+    let r = b.wait_for(&quick, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "completed", "{r}");
+    assert_eq!(result_text(&r), "on-a finished after 1 s");
+
+    // A cancel sent to B settles a task running on A, and A sees it too.
+    let long = a
+        .start_task(
+            "slow_compute",
+            json!({"seconds": 600, "label": "cancel-me"}),
+        )
+        .await;
+    assert_eq!(b.get(&long).await["result"]["status"], "working");
+    let r = b.request("tasks/cancel", json!({"taskId": long})).await;
+    assert!(r.get("error").is_none(), "{r}");
+    let r = a.wait_for(&long, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "cancelled", "{r}");
+
+    // A question asked by the tool running on A is answered through B; the tool resumes.
+    let asking = a
+        .start_task("confirm_delete", json!({"filename": "report.pdf"}))
+        .await;
+    let r = b.wait_for(&asking, &["input_required"], WITHIN).await;
+    let keys: Vec<String> = r["result"]["inputRequests"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no input requests: {r}"))
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(keys.len(), 1, "{r}");
+    let r = b
+        .request(
+            "tasks/update",
+            json!({"taskId": asking, "inputResponses": {
+                keys[0].clone(): {"action": "accept", "content": {"confirm": true}}
+            }}),
+        )
+        .await;
+    assert!(r.get("error").is_none(), "{r}");
+    let r = a.wait_for(&asking, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "completed", "{r}");
+    assert_eq!(result_text(&r), "deleted report.pdf");
+
+    a.kill().await;
+    b.kill().await;
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_process_s_tasks_are_settled_by_their_restart_policy() {
+    let db = temp_db("multi-kill");
+    let mut a = Server::start(&db);
+    let mut b = Server::start(&db);
+    let fails = a
+        .start_task("slow_compute", json!({"seconds": 600, "label": "lost"}))
+        .await;
+    let reruns = a
+        .start_task("durable_sleep", json!({"seconds": 1, "label": "again"}))
+        .await;
+    // Both run on A.
+    for id in [&fails, &reruns] {
+        assert_eq!(b.get(id).await["result"]["status"], "working");
+    }
+    a.kill().await;
+
+    let r = b.wait_for(&fails, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "failed", "{r}");
+    assert_eq!(r["result"]["error"]["code"], -32603, "{r}");
+    let r = b.wait_for(&reruns, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "completed", "{r}");
+    assert_eq!(result_text(&r), "slept 1s: again");
+
+    b.kill().await;
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_frozen_past_its_lease_writes_nothing_over_the_takeover() {
+    // A longer lease here, so A can be frozen between two of its writes: SQLite's write
+    // lock is the file's, and a process frozen inside a write would hold it.
+    const LEASE: &str = "3000";
+    let db = temp_db("multi-freeze");
+    let mut a = Server::start_with(&db, &["--lease-ms", LEASE]);
+    let mut b = Server::start_with(&db, &["--lease-ms", LEASE]);
+    // A 2 s rerun task on A, which writes nothing until its first renewal a second in.
+    let id = a
+        .start_task("durable_sleep", json!({"seconds": 2, "label": "frozen"}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    a.signal("STOP");
+    // B takes the task over once A's lease lapses, runs it again and completes it.
+    let r = b.wait_for(&id, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "completed", "{r}");
+    let settled = r["result"].clone();
+    // A wakes with its own run finished and its lease gone: it must write nothing.
+    a.signal("CONT");
+    tokio::time::sleep(Duration::from_millis(4 * LEASE_MS)).await;
+    let r = a.get(&id).await;
+    assert_eq!(
+        r["result"], settled,
+        "the frozen process overwrote a task another process had taken over"
+    );
+    a.kill().await;
+    b.kill().await;
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_serving_process_leaves_tasks_to_a_worker() {
+    let db = temp_db("multi-worker");
+    let mut server = Server::start_with(&db, &["--no-execute"]);
+    let id = server
+        .start_task(
+            "durable_sleep",
+            json!({"seconds": 0, "label": "by a worker"}),
+        )
+        .await;
+    // Nobody runs it yet.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(server.get(&id).await["result"]["status"], "working");
+    let worker = tokio::process::Command::new(support::example("conformance-server"))
+        .args(["--worker", "--store"])
+        .arg(format!("sqlite:{}", db.display()))
+        .args(["--lease-ms", &LEASE_MS.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn a worker");
+    let r = server.wait_for(&id, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "completed", "{r}");
+    assert_eq!(result_text(&r), "slept 0s: by a worker");
+    drop(worker);
+    server.kill().await;
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
