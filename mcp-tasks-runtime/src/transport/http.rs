@@ -15,7 +15,8 @@
 //!   `MCP-Protocol-Version` header names a version that is not a stateful one) runs in a fresh
 //!   session on behalf of the request's principal. `MCP-Protocol-Version`, `Mcp-Method`,
 //!   `Mcp-Name` and the tool's `Mcp-Param-{Name}` headers must mirror the body (else HTTP 400,
-//!   `-32020`). Errors map to HTTP statuses: `-32601` is 404; `-32600`, `-32602`, `-32020`,
+//!   `-32020`); a missing `Mcp-Name` on `tasks/*` is accepted unless
+//!   [`HttpConfig::require_task_name_header`]. Errors map to HTTP statuses: `-32601` is 404; `-32600`, `-32602`, `-32020`,
 //!   `-32021` and `-32022` are 400. GET and DELETE answer 405. Closing the response stream
 //!   cancels the request.
 //! - **2025-11-25 (stateful).** A POST of `initialize` without `Mcp-Session-Id` opens a
@@ -130,6 +131,7 @@ pub struct HttpConfig {
     keep_alive: Option<Duration>,
     max_sessions: usize,
     session_idle: Duration,
+    strict_task_name: bool,
     shutdown: CancellationToken,
 }
 
@@ -145,6 +147,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("authenticator", &self.authenticator.is_some())
             .field("event_buffer", &self.event_buffer)
             .field("max_sessions", &self.max_sessions)
+            .field("require_task_name_header", &self.strict_task_name)
             .finish_non_exhaustive()
     }
 }
@@ -164,6 +167,7 @@ impl Default for HttpConfig {
             keep_alive: Some(Duration::from_secs(15)),
             max_sessions: 10_000,
             session_idle: Duration::from_secs(30 * 60),
+            strict_task_name: false,
             shutdown: CancellationToken::new(),
         }
     }
@@ -256,6 +260,15 @@ impl HttpConfig {
     /// (default 30 minutes). Idle sessions are ended when the next session opens.
     pub fn session_idle_timeout(mut self, idle: Duration) -> Self {
         self.session_idle = idle;
+        self
+    }
+
+    /// Refuses 2026-07-28 `tasks/get`, `tasks/update` and `tasks/cancel` requests without an
+    /// `Mcp-Name` header (400, `-32020`), for deployments whose load balancer routes tasks by
+    /// it. By default a missing header is accepted, since the task id is in the body and some
+    /// clients leave the header out; a header that disagrees with the body is always refused.
+    pub fn require_task_name_header(mut self, required: bool) -> Self {
+        self.strict_task_name = required;
         self
     }
 
@@ -769,7 +782,8 @@ async fn stateless(
     principal: Option<String>,
     request: Request,
 ) -> HttpResponse {
-    if let Err(e) = headers::check_stateless(&app.server, headers, &request) {
+    let strict = app.config.strict_task_name;
+    if let Err(e) = headers::check_stateless(&app.server, headers, &request, strict) {
         tracing::debug!(error = %e, "header mismatch");
         return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
     }
