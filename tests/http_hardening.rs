@@ -185,3 +185,100 @@ async fn the_strict_switch_requires_mcp_name_on_tasks_requests() {
     assert_eq!(status, 200, "{got}");
     handle.shutdown().await.unwrap();
 }
+
+// ---- Refusals are JSON-RPC ----
+
+/// Sends raw bytes on a new connection and reads until the server closes it (at most 10 s).
+async fn raw(handle: &HttpHandle, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut socket = tokio::net::TcpStream::connect(handle.local_addr())
+        .await
+        .unwrap();
+    socket.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut answer))
+        .await
+        .expect("the server did not close the connection")
+        .ok();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// The status and JSON body of a raw HTTP/1.1 answer.
+fn parse_answer(answer: &str) -> (u16, Value) {
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{head}"
+    );
+    (status, serde_json::from_str(body).expect(body))
+}
+
+#[tokio::test]
+async fn oversized_and_broken_bodies_get_json_rpc_errors() {
+    let (handle, url) = start(HttpConfig::new().body_limit(1024)).await;
+    let big = json!({"name": "long_job", "arguments": {"x": "y".repeat(2048)}});
+    let response = stateless(&url, 1, "tools/call", big, &[("mcp-name", "long_job")])
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = json_of(response).await;
+    assert_eq!(status, 413);
+    assert_eq!(body["id"], Value::Null);
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+
+    // The same without Content-Length: a chunked body that grows past the limit.
+    let chunk = "z".repeat(700);
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Transfer-Encoding: chunked\r\n\r\n{len:x}\r\n{chunk}\r\n{len:x}\r\n{chunk}\r\n0\r\n\r\n",
+        len = chunk.len()
+    );
+    let (status, body) = parse_answer(&raw(&handle, request.as_bytes()).await);
+    assert_eq!((status, &body["id"]), (413, &Value::Null), "{body}");
+    assert_eq!(body["error"]["code"], -32600);
+
+    let broken = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                  Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n";
+    let (status, body) = parse_answer(&raw(&handle, broken.as_bytes()).await);
+    assert_eq!((status, &body["id"]), (400, &Value::Null), "{body}");
+    assert_eq!(body["error"]["code"], -32600);
+
+    let put = reqwest::Client::new().put(&url).send().await.unwrap();
+    assert_eq!(put.headers()["allow"], "GET, POST, DELETE");
+    let (status, body) = json_of(put).await;
+    assert_eq!((status, &body["id"]), (405, &Value::Null));
+    handle.shutdown().await.unwrap();
+}
+
+// ---- Busy answers ----
+
+#[tokio::test]
+async fn a_busy_2026_answer_is_503_with_retry_after_and_the_json_rpc_error() {
+    let engine = EngineConfig {
+        max_running: 1,
+        max_queued: 0,
+        ..EngineConfig::default()
+    };
+    let (handle, url) = start_with(HttpConfig::new(), engine).await;
+    let task = create_task(&url).await;
+    let call = json!({"name": "long_job", "arguments": {}});
+    let response = stateless(&url, 2, "tools/call", call, &[("mcp-name", "long_job")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["retry-after"], "1");
+    let (status, body) = json_of(response).await;
+    assert_eq!((status, &body["id"]), (503, &json!(2)), "{body}");
+    assert_eq!(body["error"]["code"], -32000);
+
+    // Other answers carry no Retry-After.
+    let response = stateless(&url, 3, "tasks/cancel", json!({"taskId": task}), &[])
+        .send()
+        .await
+        .unwrap();
+    assert!(response.headers().get("retry-after").is_none());
+    assert_eq!(response.status(), 200);
+    handle.shutdown().await.unwrap();
+}

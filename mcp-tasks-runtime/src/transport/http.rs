@@ -61,7 +61,7 @@ use crate::transport::TransportError;
 use crate::wire::v2025_11_25;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use serde_json::Value;
@@ -79,6 +79,8 @@ const SESSION_ID: &str = "mcp-session-id";
 const LAST_EVENT_ID: &str = "last-event-id";
 /// Finished request streams kept per session for resumption, beyond the live ones.
 const FINISHED_STREAMS_KEPT: usize = 32;
+/// The `Retry-After` of a busy answer that gives no delay of its own.
+const BUSY_RETRY_AFTER_MS: u64 = 1000;
 /// Stateful protocol versions that are not supported but still recognised as stateful.
 const OLD_STATEFUL: [&str; 1] = ["2024-11-05"];
 
@@ -125,6 +127,7 @@ pub struct HttpConfig {
     allowed_hosts: Vec<String>,
     any_host: bool,
     body_limit: usize,
+    body_timeout: Duration,
     authenticator: Option<Authenticator>,
     event_buffer: usize,
     retry: Duration,
@@ -161,6 +164,7 @@ impl Default for HttpConfig {
             allowed_hosts: Vec::new(),
             any_host: false,
             body_limit: 4 * 1024 * 1024,
+            body_timeout: Duration::from_secs(30),
             authenticator: None,
             event_buffer: 256,
             retry: Duration::from_secs(1),
@@ -213,9 +217,17 @@ impl HttpConfig {
         self
     }
 
-    /// Sets the largest request body accepted (default 4 MiB); larger ones get 413.
+    /// Sets the largest request body accepted (default 4 MiB); larger ones get 413 (with a
+    /// JSON-RPC error, like every refusal).
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
+        self
+    }
+
+    /// Sets how long a request body may take to arrive once its headers have (default 30 s);
+    /// a slower one gets 408 and its connection is closed.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
         self
     }
 
@@ -325,7 +337,6 @@ impl Server {
     /// SSE events are small writes that must not wait on Nagle's algorithm.
     pub fn http_router(&self, config: HttpConfig) -> Router {
         let path = config.path.clone();
-        let limit = config.body_limit;
         let app = Arc::new(App {
             server: self.clone(),
             config,
@@ -333,8 +344,13 @@ impl Server {
             epoch: Instant::now(),
         });
         Router::new()
-            .route(&path, axum::routing::post(post).get(get).delete(delete))
-            .layer(DefaultBodyLimit::max(limit))
+            .route(
+                &path,
+                axum::routing::post(post)
+                    .get(get)
+                    .delete(delete)
+                    .fallback(other_method),
+            )
             .with_state(app)
     }
 
@@ -611,9 +627,11 @@ fn error_response(status: StatusCode, id: Option<RequestId>, error: Error) -> Ht
     json(status, &Response::error(id, error.into()))
 }
 
-/// The HTTP status of a 2026-07-28 response.
-fn stateless_status(response: &Response) -> StatusCode {
-    match &response.outcome {
+/// The HTTP status of a 2026-07-28 response, and the `Retry-After` seconds of a refusal to
+/// take the request now: 429 when the requestor is over a quota (the error's `data.limit`),
+/// 503 when the server is busy.
+fn stateless_status(response: &Response) -> (StatusCode, Option<u64>) {
+    let status = match &response.outcome {
         Ok(_) => StatusCode::OK,
         Err(e) => match e.code {
             jsonrpc::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
@@ -623,9 +641,23 @@ fn stateless_status(response: &Response) -> StatusCode {
             | jsonrpc::HEADER_MISMATCH
             | jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY
             | jsonrpc::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
+            jsonrpc::SERVER_BUSY => {
+                let data = e.data.as_ref();
+                let status = if data.and_then(|d| d.get("limit")).is_some() {
+                    StatusCode::TOO_MANY_REQUESTS
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                };
+                let retry_ms = data
+                    .and_then(|d| d.get("retryAfterMs"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(BUSY_RETRY_AFTER_MS);
+                return (status, Some(retry_ms.div_ceil(1000).max(1)));
+            }
             _ => StatusCode::OK,
         },
-    }
+    };
+    (status, None)
 }
 
 /// A `text/event-stream` response that no cache or proxy buffers.
@@ -665,7 +697,9 @@ fn is_stateless(request: &Request, version: Option<&str>) -> bool {
         || request.method == "server/discover"
 }
 
-async fn post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> HttpResponse {
+async fn post(State(app): State<Arc<App>>, request: axum::extract::Request) -> HttpResponse {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
     let principal = match app.admit(&headers) {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
@@ -682,6 +716,10 @@ async fn post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> H
             "Content-Type must be application/json",
         );
     }
+    let body = match read_body(&app.config, &headers, body).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     let message = match std::str::from_utf8(&body)
         .map_err(|_| {
             Response::error(
@@ -754,6 +792,59 @@ async fn post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> H
     }
 }
 
+/// Reads a request body within the size limit and the body timeout. Refusals are JSON-RPC
+/// errors like every other: 413 when too large, 408 when too slow, 400 when malformed (a
+/// broken chunked encoding, say); the last two also close the connection, whose framing can
+/// no longer be trusted.
+async fn read_body(
+    config: &HttpConfig,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, HttpResponse> {
+    use http_body_util::BodyExt as _;
+    let limit = config.body_limit;
+    let too_large = || {
+        plain_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the request body is larger than {limit} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(closing(too_large()));
+    }
+    let read = http_body_util::Limited::new(body, limit).collect();
+    match tokio::time::timeout(config.body_timeout, read).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(closing(too_large())),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "cannot read a request body");
+            Err(closing(plain_error(
+                StatusCode::BAD_REQUEST,
+                &format!("cannot read the request body: {e}"),
+            )))
+        }
+        Err(_) => {
+            tracing::debug!(timeout = ?config.body_timeout, "a request body was too slow");
+            Err(closing(plain_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "the request body did not arrive in time",
+            )))
+        }
+    }
+}
+
+/// Asks for the connection to be closed after this response.
+fn closing(mut response: HttpResponse) -> HttpResponse {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
 fn session_not_found(id: Option<RequestId>) -> HttpResponse {
     error_response(
         StatusCode::NOT_FOUND,
@@ -799,7 +890,13 @@ async fn stateless(
     match out.recv().await {
         Some(Out::Done(Some(response))) => {
             guard.disarm();
-            json(stateless_status(&response), &response)
+            let (status, retry_after) = stateless_status(&response);
+            let mut http = json(status, &response);
+            if let Some(seconds) = retry_after {
+                http.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            }
+            http
         }
         Some(Out::Done(None)) | None => {
             guard.disarm();
@@ -1019,6 +1116,18 @@ async fn delete(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse
     StatusCode::NO_CONTENT.into_response()
 }
 
+/// Any method but POST, GET and DELETE.
+async fn other_method() -> HttpResponse {
+    let mut response = plain_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this endpoint takes POST, GET and DELETE",
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+    response
+}
+
 fn method_not_allowed() -> HttpResponse {
     let mut response = plain_error(
         StatusCode::METHOD_NOT_ALLOWED,
@@ -1058,6 +1167,43 @@ mod tests {
         assert!(!is_loopback_origin("http://evil.example.com"));
         assert!(!is_loopback_origin("null"));
         assert!(!is_loopback_origin("http://localhost.evil.com"));
+    }
+
+    #[test]
+    fn busy_and_rate_limited_answers_get_their_status_and_retry_after() {
+        use crate::quota::QuotaError;
+        let answer = |error: Error| Response::error(Some(1.into()), error.into());
+        let limited = answer(Error::RateLimited(QuotaError::CreationRate {
+            per_second: 10.0,
+            retry_after: Duration::from_millis(1500),
+        }));
+        assert_eq!(
+            stateless_status(&limited),
+            (StatusCode::TOO_MANY_REQUESTS, Some(2))
+        );
+        let soon = answer(Error::RateLimited(QuotaError::CreationRate {
+            per_second: 10.0,
+            retry_after: Duration::from_micros(10),
+        }));
+        assert_eq!(
+            stateless_status(&soon),
+            (StatusCode::TOO_MANY_REQUESTS, Some(1))
+        );
+        let live = answer(Error::RateLimited(QuotaError::LiveTasks {
+            limit: 3,
+            retry_after: Duration::from_secs(1),
+        }));
+        assert_eq!(
+            stateless_status(&live),
+            (StatusCode::TOO_MANY_REQUESTS, Some(1))
+        );
+        let busy = answer(Error::Busy("queue full".into()));
+        assert_eq!(
+            stateless_status(&busy),
+            (StatusCode::SERVICE_UNAVAILABLE, Some(1))
+        );
+        let other = answer(Error::Internal("x".into()));
+        assert_eq!(stateless_status(&other), (StatusCode::OK, None));
     }
 
     #[test]
