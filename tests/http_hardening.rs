@@ -282,3 +282,204 @@ async fn a_busy_2026_answer_is_503_with_retry_after_and_the_json_rpc_error() {
     assert_eq!(response.status(), 200);
     handle.shutdown().await.unwrap();
 }
+
+// ---- Slow, idle and too many connections ----
+
+/// A raw `server/discover` request of the 2026-07-28 era.
+fn discover_request() -> String {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {
+        "_meta": tasks_meta()}})
+    .to_string();
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {V2026}\r\n\
+         Mcp-Method: server/discover\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Reads one HTTP answer with a Content-Length body from `socket`.
+async fn read_answer(socket: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut buffer = Vec::new();
+    loop {
+        let text = String::from_utf8_lossy(&buffer).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())?
+                })
+                .expect("a Content-Length");
+            if body.len() >= length {
+                return text;
+            }
+        }
+        let mut chunk = [0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut chunk))
+            .await
+            .expect("no answer")
+            .unwrap();
+        assert!(n > 0, "closed before the answer: {text}");
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Waits (at most 10 s) for the server to close `socket`; returns what it sent first.
+async fn until_closed(mut socket: impl tokio::io::AsyncRead + Unpin) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), socket.read(&mut chunk))
+            .await
+            .expect("the server kept the connection open")
+        {
+            Ok(0) | Err(_) => return String::from_utf8_lossy(&answer).into_owned(),
+            Ok(n) => answer.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+#[tokio::test]
+async fn slow_and_idle_connections_are_closed_after_their_timeouts() {
+    use tokio::io::AsyncWriteExt as _;
+    use tokio::net::TcpStream;
+    use tokio::time::Instant;
+    let header_timeout = Duration::from_millis(400);
+    let body_timeout = Duration::from_millis(500);
+    let idle_timeout = Duration::from_millis(700);
+    let config = HttpConfig::new()
+        .header_timeout(header_timeout)
+        .body_timeout(body_timeout)
+        .idle_timeout(idle_timeout);
+    let (handle, url) = start(config).await;
+    let addr = handle.local_addr();
+    let mut closing = tokio::task::JoinSet::new();
+    for kind in 0..3 {
+        for _ in 0..20 {
+            let opened = Instant::now();
+            let mut socket = TcpStream::connect(addr).await.unwrap();
+            let reader: Box<dyn tokio::io::AsyncRead + Unpin + Send> = match kind {
+                // Idle: sends nothing.
+                0 => Box::new(socket),
+                // Slow headers: one byte every 50 ms, for ever.
+                1 => {
+                    let (read, mut write) = socket.into_split();
+                    tokio::spawn(async move {
+                        let head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+                        if write.write_all(head).await.is_err() {
+                            return;
+                        }
+                        while write.write_all(b"a").await.is_ok() {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    });
+                    Box::new(read)
+                }
+                // A body shorter than its Content-Length.
+                _ => {
+                    let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                                Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"";
+                    socket.write_all(head.as_bytes()).await.unwrap();
+                    Box::new(socket)
+                }
+            };
+            closing.spawn(async move {
+                let answer = until_closed(reader).await;
+                (kind, opened.elapsed(), answer)
+            });
+        }
+    }
+
+    // Meanwhile a normal client is served, and its kept-alive connection ends when idle.
+    let (status, found) = json_of(
+        stateless(&url, 1, "server/discover", json!({}), &[])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{found}");
+    let mut kept = TcpStream::connect(addr).await.unwrap();
+    kept.write_all(discover_request().as_bytes()).await.unwrap();
+    assert!(read_answer(&mut kept).await.starts_with("HTTP/1.1 200"));
+    let answered = Instant::now();
+    assert_eq!(until_closed(kept).await, "");
+    assert!(answered.elapsed() >= idle_timeout);
+
+    let mut seen = [0; 3];
+    while let Some(closed) = closing.join_next().await {
+        let (kind, after, answer) = closed.unwrap();
+        seen[kind] += 1;
+        if kind == 2 {
+            assert!(after >= body_timeout, "{after:?}");
+            let (status, body) = parse_answer(&answer);
+            assert_eq!((status, &body["id"]), (408, &Value::Null), "{body}");
+        } else {
+            assert!(after >= header_timeout, "{after:?}");
+            assert_eq!(answer, "", "kind {kind}");
+        }
+    }
+    assert_eq!(seen, [20; 3]);
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_full_connection_table_evicts_idle_connections_for_new_clients() {
+    use tokio::io::AsyncWriteExt as _;
+    let cap = 32;
+    let config = HttpConfig::new()
+        .max_connections(cap)
+        .header_timeout(Duration::from_secs(120))
+        .idle_timeout(Duration::from_secs(120));
+    let (handle, url) = start(config).await;
+    let mut hostile = Vec::new();
+    for i in 0..300 {
+        let mut socket = tokio::net::TcpStream::connect(handle.local_addr())
+            .await
+            .unwrap();
+        if i % 2 == 1 {
+            socket
+                .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                .await
+                .unwrap();
+        }
+        hostile.push(socket);
+    }
+    for id in 0..5 {
+        let response = tokio::time::timeout(
+            Duration::from_secs(10),
+            stateless(&url, id, "server/discover", json!({}), &[]).send(),
+        )
+        .await
+        .expect("a normal request waited behind idle connections")
+        .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    // Every hostile connection was accepted before the normal ones, so all but the cap's
+    // worth of them have been closed.
+    let mut checks = tokio::task::JoinSet::new();
+    for mut socket in hostile {
+        checks.spawn(async move {
+            use tokio::io::AsyncReadExt as _;
+            let mut byte = [0u8; 1];
+            match tokio::time::timeout(Duration::from_secs(2), socket.read(&mut byte)).await {
+                Ok(Ok(0) | Err(_)) => true,
+                Ok(Ok(_)) => panic!("the server answered an incomplete request"),
+                Err(_) => false,
+            }
+        });
+    }
+    let mut closed = 0;
+    while let Some(c) = checks.join_next().await {
+        closed += usize::from(c.unwrap());
+    }
+    assert!(
+        closed >= 300 - cap,
+        "only {closed} of 300 idle connections closed"
+    );
+    handle.shutdown().await.unwrap();
+}

@@ -51,6 +51,7 @@
 //! principal owns the tasks it creates and the sessions it opens.
 
 mod headers;
+mod serve;
 mod sse;
 
 use crate::error::Error;
@@ -128,6 +129,9 @@ pub struct HttpConfig {
     any_host: bool,
     body_limit: usize,
     body_timeout: Duration,
+    header_timeout: Duration,
+    idle_timeout: Duration,
+    max_connections: usize,
     authenticator: Option<Authenticator>,
     event_buffer: usize,
     retry: Duration,
@@ -147,6 +151,10 @@ impl std::fmt::Debug for HttpConfig {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("any_host", &self.any_host)
             .field("body_limit", &self.body_limit)
+            .field("body_timeout", &self.body_timeout)
+            .field("header_timeout", &self.header_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_connections", &self.max_connections)
             .field("authenticator", &self.authenticator.is_some())
             .field("event_buffer", &self.event_buffer)
             .field("max_sessions", &self.max_sessions)
@@ -165,6 +173,9 @@ impl Default for HttpConfig {
             any_host: false,
             body_limit: 4 * 1024 * 1024,
             body_timeout: Duration::from_secs(30),
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 1024,
             authenticator: None,
             event_buffer: 256,
             retry: Duration::from_secs(1),
@@ -228,6 +239,29 @@ impl HttpConfig {
     /// a slower one gets 408 and its connection is closed.
     pub fn body_timeout(mut self, timeout: Duration) -> Self {
         self.body_timeout = timeout;
+        self
+    }
+
+    /// Sets how long a new connection may take to send its first request's headers (default
+    /// 10 s); a slower one is closed. Applies to [`Server::serve_http`].
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
+        self
+    }
+
+    /// Sets how long a kept-alive connection may wait for its next request's headers after a
+    /// response (default 60 s); then it is closed. Applies to [`Server::serve_http`].
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets how many connections may be open at once (default 1024). At the cap a new
+    /// connection evicts the one that has waited longest without a request in progress;
+    /// when every connection is busy it waits. The process running out of file descriptors
+    /// evicts the same way. Applies to [`Server::serve_http`].
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n.max(1);
         self
     }
 
@@ -334,7 +368,11 @@ impl Server {
     /// The MCP endpoint as an axum [`Router`], to serve or to mount in an application.
     ///
     /// Serve it with `TCP_NODELAY` on accepted sockets (as [`Server::serve_http`] does):
-    /// SSE events are small writes that must not wait on Nagle's algorithm.
+    /// SSE events are small writes that must not wait on Nagle's algorithm. Serve it with
+    /// the peer's address (`into_make_service_with_connect_info::<SocketAddr>()`) so that
+    /// anonymous sessions are counted per peer. The connection limits of [`HttpConfig`]
+    /// (header and idle timeouts, the connection cap) are [`Server::serve_http`]'s; the
+    /// body limit and the body timeout hold here too.
     pub fn http_router(&self, config: HttpConfig) -> Router {
         let path = config.path.clone();
         let app = Arc::new(App {
@@ -355,26 +393,25 @@ impl Server {
     }
 
     /// Serves the MCP endpoint on `config`'s address until [`HttpHandle::shutdown`].
+    ///
+    /// Connections are bounded: see [`HttpConfig::header_timeout`],
+    /// [`HttpConfig::idle_timeout`], [`HttpConfig::body_timeout`] and
+    /// [`HttpConfig::max_connections`].
     pub async fn serve_http(&self, config: HttpConfig) -> Result<HttpHandle, TransportError> {
-        use axum::serve::ListenerExt as _;
         if let Err(e) = self.recover().await {
             tracing::error!(error = %e, "cannot settle the tasks of an earlier run");
         }
         let listener = tokio::net::TcpListener::bind(config.bind).await?;
         let local_addr = listener.local_addr()?;
         let shutdown = config.shutdown.clone();
+        let limits = serve::Limits {
+            header_timeout: config.header_timeout,
+            idle_timeout: config.idle_timeout,
+            body_timeout: config.body_timeout,
+            max_connections: config.max_connections,
+        };
         let router = self.http_router(config);
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-            }
-        });
-        let stop = shutdown.clone();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await
-        });
+        let task = tokio::spawn(serve::serve(listener, router, limits, shutdown.clone()));
         tracing::debug!(%local_addr, "serving MCP over HTTP");
         Ok(HttpHandle {
             local_addr,
