@@ -483,3 +483,143 @@ async fn a_full_connection_table_evicts_idle_connections_for_new_clients() {
     );
     handle.shutdown().await.unwrap();
 }
+
+// ---- Sessions ----
+
+const V2025: &str = "2025-11-25";
+
+/// A client whose connections come from `source` (any address on loopback).
+fn client_from(source: [u8; 4]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from(source))
+        .build()
+        .unwrap()
+}
+
+/// Sends `initialize`; the session id, or the refusal's status.
+async fn initialize(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+) -> Result<String, u16> {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": V2025, "capabilities": {},
+                "clientInfo": {"name": "hardening", "version": "1"}}})
+            .to_string(),
+        );
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let (status, body) = json_of(response).await;
+    match session {
+        Some(s) if status == 200 => Ok(s),
+        _ => {
+            assert!(body["error"].is_object(), "{body}");
+            Err(status)
+        }
+    }
+}
+
+/// Sends `tools/list` on a session; the HTTP status.
+async fn use_session(
+    client: &reqwest::Client,
+    url: &str,
+    session: &str,
+    token: Option<&str>,
+) -> u16 {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", V2025)
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string());
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+/// Opens the GET stream of a session, which keeps it busy while the response lives.
+async fn open_stream(client: &reqwest::Client, url: &str, session: &str) -> reqwest::Response {
+    let response = client
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", V2025)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response
+}
+
+#[tokio::test]
+async fn each_anonymous_peer_has_its_own_share_of_sessions() {
+    let (handle, url) = start(HttpConfig::new().max_sessions_per_client(2)).await;
+    let (one, two) = (client_from([127, 0, 0, 1]), client_from([127, 0, 0, 2]));
+    let first = initialize(&one, &url, None).await.unwrap();
+    let second = initialize(&one, &url, None).await.unwrap();
+    let elsewhere = initialize(&two, &url, None).await.unwrap();
+    assert_eq!(use_session(&one, &url, &second, None).await, 200);
+    assert_eq!(use_session(&one, &url, &first, None).await, 200);
+    // A third session of the same peer ends that peer's least recently used idle one.
+    let third = initialize(&one, &url, None).await.unwrap();
+    assert_eq!(use_session(&one, &url, &second, None).await, 404);
+    assert_eq!(use_session(&one, &url, &first, None).await, 200);
+    assert_eq!(use_session(&one, &url, &third, None).await, 200);
+    assert_eq!(use_session(&two, &url, &elsewhere, None).await, 200);
+
+    // When all of a peer's sessions are busy, its next one is refused; others still open.
+    let _streams = (
+        open_stream(&one, &url, &first).await,
+        open_stream(&one, &url, &third).await,
+    );
+    assert_eq!(initialize(&one, &url, None).await, Err(429));
+    initialize(&two, &url, None).await.unwrap();
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_full_session_table_makes_room_instead_of_refusing() {
+    let config = HttpConfig::new().max_sessions(3).authenticator(|headers| {
+        let token = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        Ok(token.map(str::to_owned))
+    });
+    let (handle, url) = start(config).await;
+    let client = reqwest::Client::new();
+    let mut sessions = Vec::new();
+    for user in ["a", "b", "c"] {
+        let session = initialize(&client, &url, Some(user)).await.unwrap();
+        sessions.push((user, session));
+    }
+    // `a` and `c` send requests; `b` never does, so it goes first.
+    for i in [0, 2] {
+        let (user, session) = &sessions[i];
+        assert_eq!(use_session(&client, &url, session, Some(user)).await, 200);
+    }
+    let d = initialize(&client, &url, Some("d")).await.unwrap();
+    let (b, b_session) = &sessions[1];
+    assert_eq!(use_session(&client, &url, b_session, Some(b)).await, 404);
+    // Then the least recently used: `a`.
+    assert_eq!(use_session(&client, &url, &d, Some("d")).await, 200);
+    initialize(&client, &url, Some("e")).await.unwrap();
+    let (a, a_session) = &sessions[0];
+    assert_eq!(use_session(&client, &url, a_session, Some(a)).await, 404);
+    let (c, c_session) = &sessions[2];
+    assert_eq!(use_session(&client, &url, c_session, Some(c)).await, 200);
+    handle.shutdown().await.unwrap();
+}

@@ -47,11 +47,21 @@
 //!
 //! [`HttpConfig`] binds 127.0.0.1 unless told otherwise, accepts only `Host` values and
 //! `Origin`s on loopback unless more are allowed (403 otherwise: DNS-rebinding protection),
-//! limits request bodies (413), and can authenticate every request with a hook whose
-//! principal owns the tasks it creates and the sessions it opens.
+//! limits request bodies (413) and the time they take (408), and can authenticate every
+//! request with a hook whose principal owns the tasks it creates and the sessions it opens.
+//! Every refusal carries a JSON-RPC error body (id `null` when the request was not read).
+//!
+//! Nothing a client holds without sending requests is unbounded: [`Server::serve_http`]
+//! closes connections slow to send headers or idle between requests and caps how many are
+//! open, evicting the longest-idle one for a new client. Each client (principal, or peer
+//! address when anonymous) has a share of the session table; sessions that never sent a
+//! request expire soon, and a full table ends its least recently used idle session rather
+//! than turn a new client away. On the 2026-07-28 wire a busy answer is 503 and a
+//! rate-limited one 429, both with `Retry-After`.
 
 mod headers;
 mod serve;
+mod sessions;
 mod sse;
 
 use crate::error::Error;
@@ -66,12 +76,14 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use serde_json::Value;
+use sessions::{Owner, Sessions};
 use sse::{CancelOnDrop, EventLog, LiveSse, Out, spawn_request};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The session header of 2025-11-25.
@@ -137,7 +149,9 @@ pub struct HttpConfig {
     retry: Duration,
     keep_alive: Option<Duration>,
     max_sessions: usize,
+    max_sessions_per_client: usize,
     session_idle: Duration,
+    unused_session_idle: Duration,
     strict_task_name: bool,
     shutdown: CancellationToken,
 }
@@ -158,6 +172,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("authenticator", &self.authenticator.is_some())
             .field("event_buffer", &self.event_buffer)
             .field("max_sessions", &self.max_sessions)
+            .field("max_sessions_per_client", &self.max_sessions_per_client)
             .field("require_task_name_header", &self.strict_task_name)
             .finish_non_exhaustive()
     }
@@ -181,7 +196,9 @@ impl Default for HttpConfig {
             retry: Duration::from_secs(1),
             keep_alive: Some(Duration::from_secs(15)),
             max_sessions: 10_000,
+            max_sessions_per_client: 64,
             session_idle: Duration::from_secs(30 * 60),
+            unused_session_idle: Duration::from_secs(30),
             strict_task_name: false,
             shutdown: CancellationToken::new(),
         }
@@ -295,17 +312,36 @@ impl HttpConfig {
         self
     }
 
-    /// Sets how many stateful sessions may exist at once (default 10 000); `initialize`
-    /// beyond that gets 503 once idle sessions have been dropped.
+    /// Sets how many stateful sessions may exist at once (default 10 000). An `initialize`
+    /// beyond that ends the least recently used idle session (one that never sent a request
+    /// first); only when every session is busy (a request running, a stream open) does it
+    /// get 503.
     pub fn max_sessions(mut self, n: usize) -> Self {
         self.max_sessions = n.max(1);
         self
     }
 
+    /// Sets how many stateful sessions one client may have at once (default 64): one
+    /// principal, or for anonymous clients one peer address (an IPv6 /64). Beyond that its
+    /// least recently used idle session is ended, or the `initialize` gets 429 when all of
+    /// them are busy. Behind a reverse proxy every anonymous client has the proxy's address:
+    /// authenticate, or raise this.
+    pub fn max_sessions_per_client(mut self, n: usize) -> Self {
+        self.max_sessions_per_client = n.max(1);
+        self
+    }
+
     /// Sets how long a stateful session with nothing running and no open stream is kept
-    /// (default 30 minutes). Idle sessions are ended when the next session opens.
+    /// (default 30 minutes). Idle sessions are ended when a later session opens.
     pub fn session_idle_timeout(mut self, idle: Duration) -> Self {
         self.session_idle = idle;
+        self
+    }
+
+    /// Sets how long a stateful session that has sent no request since `initialize` is kept
+    /// (default 30 s), so that sessions opened and abandoned do not hold the table.
+    pub fn unused_session_idle_timeout(mut self, idle: Duration) -> Self {
+        self.unused_session_idle = idle;
         self
     }
 
@@ -375,10 +411,16 @@ impl Server {
     /// body limit and the body timeout hold here too.
     pub fn http_router(&self, config: HttpConfig) -> Router {
         let path = config.path.clone();
+        let limits = sessions::Limits {
+            max_sessions: config.max_sessions,
+            per_owner: config.max_sessions_per_client,
+            idle: config.session_idle,
+            unused_idle: config.unused_session_idle,
+        };
         let app = Arc::new(App {
             server: self.clone(),
             config,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(Sessions::new(limits)),
             epoch: Instant::now(),
         });
         Router::new()
@@ -424,21 +466,22 @@ impl Server {
 struct App {
     server: Server,
     config: HttpConfig,
-    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    sessions: Mutex<Sessions<HttpSession>>,
     epoch: Instant,
 }
 
 /// A 2025-11-25 session over HTTP.
 struct HttpSession {
     session: Session,
-    principal: Option<String>,
     version: &'static str,
     streams: Mutex<Streams>,
     /// Fires when the session ends; stops its GET stream and its outbound pump.
     closed: CancellationToken,
     /// Requests running and streams open; a session with none is idle.
     active: AtomicUsize,
+    /// Milliseconds from `epoch` to the last use.
     last_seen: AtomicU64,
+    epoch: Instant,
 }
 
 /// The stream logs of a session: number 0 is the GET stream, the others belong to POSTs.
@@ -460,15 +503,32 @@ impl Active {
 
 impl Drop for Active {
     fn drop(&mut self) {
+        sessions::Slot::touch(&*self.0, Instant::now());
         self.0.active.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-impl App {
-    fn now(&self) -> u64 {
-        self.epoch.elapsed().as_secs()
+impl sessions::Slot for HttpSession {
+    fn busy(&self) -> bool {
+        self.active.load(Ordering::Relaxed) > 0
     }
 
+    fn last_seen(&self) -> Instant {
+        self.epoch + Duration::from_millis(self.last_seen.load(Ordering::Relaxed))
+    }
+
+    fn touch(&self, now: Instant) {
+        let ms = u64::try_from(now.saturating_duration_since(self.epoch).as_millis());
+        self.last_seen
+            .store(ms.unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    fn end(&self) {
+        HttpSession::end(self);
+    }
+}
+
+impl App {
     /// Checks `Host` and `Origin` (DNS-rebinding protection) and authenticates.
     fn admit(&self, headers: &HeaderMap) -> Result<Option<String>, Refused> {
         if !self.config.any_host
@@ -513,39 +573,34 @@ impl App {
         }
     }
 
-    /// The session with this id, if it exists and belongs to `principal`.
-    fn session(&self, id: &str, principal: &Option<String>) -> Option<Arc<HttpSession>> {
-        let found = self
-            .sessions
+    /// The session with this id, if it exists and belongs to `principal`; `used` when this
+    /// is a request (not a notification or a response).
+    fn session(
+        &self,
+        id: &str,
+        principal: &Option<String>,
+        used: bool,
+    ) -> Option<Arc<HttpSession>> {
+        self.sessions
             .lock()
             .expect("sessions lock")
-            .get(id)
-            .cloned()
-            .filter(|s| s.principal == *principal)?;
-        found.last_seen.store(self.now(), Ordering::Relaxed);
-        Some(found)
+            .get(id, principal, used, Instant::now())
     }
 
-    /// Registers a new session, first ending the sessions that have been idle too long;
-    /// `None` when there is still no room.
-    fn register(&self, session: Arc<HttpSession>) -> Option<String> {
-        let mut sessions = self.sessions.lock().expect("sessions lock");
-        let now = self.now();
-        let idle = self.config.session_idle.as_secs();
-        sessions.retain(|_, s| {
-            let keep = s.active.load(Ordering::Relaxed) > 0
-                || now.saturating_sub(s.last_seen.load(Ordering::Relaxed)) < idle;
-            if !keep {
-                s.end();
-            }
-            keep
-        });
-        if sessions.len() >= self.config.max_sessions {
-            return None;
-        }
-        let id = crate::task::random_id();
-        sessions.insert(id.clone(), session);
-        Some(id)
+    /// Registers a new session, making room as [`sessions`] says.
+    fn register(
+        &self,
+        session: Arc<HttpSession>,
+        principal: Option<String>,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<String, sessions::Full> {
+        let owner = Owner::of(principal.as_deref(), peer);
+        self.sessions.lock().expect("sessions lock").insert(
+            session,
+            principal,
+            owner,
+            Instant::now(),
+        )
     }
 
     fn remove(&self, id: &str) -> Option<Arc<HttpSession>> {
@@ -737,6 +792,10 @@ fn is_stateless(request: &Request, version: Option<&str>) -> bool {
 async fn post(State(app): State<Arc<App>>, request: axum::extract::Request) -> HttpResponse {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
+    let peer = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
     let principal = match app.admit(&headers) {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
@@ -785,7 +844,7 @@ async fn post(State(app): State<Arc<App>>, request: axum::extract::Request) -> H
             }
             let Some(session_id) = session_id else {
                 if request.method == "initialize" {
-                    return initialize(&app, principal, request).await;
+                    return initialize(&app, principal, peer, request).await;
                 }
                 return error_response(
                     StatusCode::BAD_REQUEST,
@@ -796,7 +855,7 @@ async fn post(State(app): State<Arc<App>>, request: axum::extract::Request) -> H
                     ),
                 );
             };
-            let Some(session) = app.session(&session_id, &principal) else {
+            let Some(session) = app.session(&session_id, &principal, true) else {
                 return session_not_found(Some(request.id));
             };
             if let Err(e) = check_session_version(&session, version.as_deref()) {
@@ -817,7 +876,7 @@ async fn post(State(app): State<Arc<App>>, request: axum::extract::Request) -> H
                     )
                 };
             };
-            let Some(session) = app.session(&session_id, &principal) else {
+            let Some(session) = app.session(&session_id, &principal, false) else {
                 return session_not_found(None);
             };
             if let Err(e) = check_session_version(&session, version.as_deref()) {
@@ -948,7 +1007,12 @@ async fn stateless(
 }
 
 /// `initialize` without a session: opens one if the handshake succeeds.
-async fn initialize(app: &Arc<App>, principal: Option<String>, request: Request) -> HttpResponse {
+async fn initialize(
+    app: &Arc<App>,
+    principal: Option<String>,
+    peer: Option<std::net::IpAddr>,
+    request: Request,
+) -> HttpResponse {
     let id = request.id.clone();
     let (session, outbound) = app.server.session_for(principal.clone());
     let Some(response) = session.handle_request(request).await else {
@@ -963,7 +1027,6 @@ async fn initialize(app: &Arc<App>, principal: Option<String>, request: Request)
     let standalone = Arc::new(EventLog::new(0, app.config.event_buffer));
     let http_session = Arc::new(HttpSession {
         session,
-        principal,
         version,
         streams: Mutex::new(Streams {
             next: 1,
@@ -972,15 +1035,30 @@ async fn initialize(app: &Arc<App>, principal: Option<String>, request: Request)
         }),
         closed: closed.clone(),
         active: AtomicUsize::new(0),
-        last_seen: AtomicU64::new(app.now()),
+        last_seen: AtomicU64::new(0),
+        epoch: app.epoch,
     });
-    let Some(session_id) = app.register(Arc::clone(&http_session)) else {
-        http_session.end();
-        return error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            Some(id),
-            Error::Internal("too many sessions".into()),
-        );
+    let session_id = match app.register(Arc::clone(&http_session), principal, peer) {
+        Ok(id) => id,
+        Err(full) => {
+            http_session.end();
+            let (status, message) = match full {
+                sessions::Full::Owner => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too many sessions for this client, all of them busy; end one (DELETE) first",
+                ),
+                sessions::Full::Table => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many sessions, all of them busy",
+                ),
+            };
+            let mut http = error_response(status, Some(id), Error::Busy(message.into()));
+            http.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(BUSY_RETRY_AFTER_MS / 1000),
+            );
+            return http;
+        }
     };
     // Messages the server sends on its own go to the GET stream's log.
     tokio::spawn(async move {
@@ -1058,7 +1136,7 @@ async fn get(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse {
         }
         return method_not_allowed();
     };
-    let Some(session) = app.session(session_id, &principal) else {
+    let Some(session) = app.session(session_id, &principal, true) else {
         return session_not_found(None);
     };
     let accepts_sse = headers
@@ -1143,7 +1221,7 @@ async fn delete(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse
     let Some(session_id) = headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) else {
         return method_not_allowed();
     };
-    if app.session(session_id, &principal).is_none() {
+    if app.session(session_id, &principal, false).is_none() {
         return session_not_found(None);
     }
     if let Some(session) = app.remove(session_id) {
