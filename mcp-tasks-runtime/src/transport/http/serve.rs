@@ -163,6 +163,8 @@ pub(crate) async fn serve(
             Ok(a) => a,
             Err(e) => {
                 if out_of_descriptors(&e) && conns.evict_one() {
+                    // Give the evicted connection a moment to close its descriptor.
+                    tokio::time::sleep(Duration::from_millis(5)).await;
                     continue;
                 }
                 if !is_connection_error(&e) {

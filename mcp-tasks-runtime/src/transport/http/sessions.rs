@@ -137,14 +137,14 @@ impl<T: Slot> Sessions<T> {
         if owner != Owner::Unknown {
             let owned = self.by_owner.get(&owner).map_or(0, Vec::len);
             if owned >= self.limits.per_owner {
-                let ids = self.by_owner.get(&owner).cloned().unwrap_or_default();
-                let victim = self.least_recently_used(ids.iter().map(String::as_str));
+                let owned = self.by_owner.get(&owner).into_iter().flatten();
+                let victim =
+                    least_recently_used(owned.filter_map(|id| self.entries.get_key_value(id)));
                 self.evict(victim).ok_or(Full::Owner)?;
             }
         }
         if self.entries.len() >= self.limits.max_sessions {
-            let ids: Vec<String> = self.entries.keys().cloned().collect();
-            let victim = self.least_recently_used(ids.iter().map(String::as_str));
+            let victim = least_recently_used(self.entries.iter());
             self.evict(victim).ok_or(Full::Table)?;
         }
         let id = crate::task::random_id();
@@ -208,14 +208,6 @@ impl<T: Slot> Sessions<T> {
         }
     }
 
-    /// The idle session among `ids` to end first: never used, then least recently used.
-    fn least_recently_used<'a>(&self, ids: impl Iterator<Item = &'a str>) -> Option<String> {
-        ids.filter_map(|id| Some((id, self.entries.get(id)?)))
-            .filter(|(_, e)| !e.session.busy())
-            .min_by_key(|(_, e)| (e.used, e.session.last_seen()))
-            .map(|(id, _)| id.to_owned())
-    }
-
     fn evict(&mut self, id: Option<String>) -> Option<()> {
         let id = id?;
         let session = self.remove(&id)?;
@@ -223,6 +215,16 @@ impl<T: Slot> Sessions<T> {
         session.end();
         Some(())
     }
+}
+
+/// The idle session among `entries` to end first: never used, then least recently used.
+fn least_recently_used<'a, T: Slot + 'a>(
+    entries: impl Iterator<Item = (&'a String, &'a Entry<T>)>,
+) -> Option<String> {
+    entries
+        .filter(|(_, e)| !e.session.busy())
+        .min_by_key(|(_, e)| (e.used, e.session.last_seen()))
+        .map(|(id, _)| id.clone())
 }
 
 #[cfg(test)]
