@@ -434,6 +434,7 @@ async fn a_full_connection_table_evicts_idle_connections_for_new_clients() {
     let config = HttpConfig::new()
         .max_connections(cap)
         .header_timeout(Duration::from_secs(120))
+        .body_timeout(Duration::from_secs(120))
         .idle_timeout(Duration::from_secs(120));
     let (handle, url) = start(config).await;
     let mut hostile = Vec::new();
@@ -441,12 +442,16 @@ async fn a_full_connection_table_evicts_idle_connections_for_new_clients() {
         let mut socket = tokio::net::TcpStream::connect(handle.local_addr())
             .await
             .unwrap();
-        if i % 2 == 1 {
-            socket
-                .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-                .await
-                .unwrap();
-        }
+        // Idle, half a header, or a body shorter than its Content-Length.
+        let sent: &[u8] = match i % 3 {
+            0 => b"",
+            1 => b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+            _ => {
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                   Content-Length: 100\r\n\r\n{"
+            }
+        };
+        socket.write_all(sent).await.unwrap();
         hostile.push(socket);
     }
     for id in 0..5 {

@@ -481,8 +481,13 @@ struct HttpSession {
     active: AtomicUsize,
     /// Milliseconds from `epoch` to the last use.
     last_seen: AtomicU64,
+    /// The value of [`SESSION_USES`] at the last use.
+    recency: AtomicU64,
     epoch: Instant,
 }
+
+/// Counts the uses of every session, to order them exactly by their last use.
+static SESSION_USES: AtomicU64 = AtomicU64::new(0);
 
 /// The stream logs of a session: number 0 is the GET stream, the others belong to POSTs.
 struct Streams {
@@ -517,10 +522,18 @@ impl sessions::Slot for HttpSession {
         self.epoch + Duration::from_millis(self.last_seen.load(Ordering::Relaxed))
     }
 
+    fn recency(&self) -> u64 {
+        self.recency.load(Ordering::Relaxed)
+    }
+
     fn touch(&self, now: Instant) {
         let ms = u64::try_from(now.saturating_duration_since(self.epoch).as_millis());
         self.last_seen
             .store(ms.unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.recency.store(
+            SESSION_USES.fetch_add(1, Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
     }
 
     fn end(&self) {
@@ -1036,6 +1049,7 @@ async fn initialize(
         closed: closed.clone(),
         active: AtomicUsize::new(0),
         last_seen: AtomicU64::new(0),
+        recency: AtomicU64::new(0),
         epoch: app.epoch,
     });
     let session_id = match app.register(Arc::clone(&http_session), principal, peer) {

@@ -21,6 +21,8 @@ pub(crate) trait Slot {
     fn busy(&self) -> bool;
     /// When the session was last used (a request, or the end of a stream).
     fn last_seen(&self) -> Instant;
+    /// Orders the sessions by their last use, finer than any clock: higher is more recent.
+    fn recency(&self) -> u64;
     /// Records a use.
     fn touch(&self, now: Instant);
     /// Ends the session.
@@ -223,7 +225,7 @@ fn least_recently_used<'a, T: Slot + 'a>(
 ) -> Option<String> {
     entries
         .filter(|(_, e)| !e.session.busy())
-        .min_by_key(|(_, e)| (e.used, e.session.last_seen()))
+        .min_by_key(|(_, e)| (e.used, e.session.recency()))
         .map(|(id, _)| id.clone())
 }
 
@@ -231,12 +233,15 @@ fn least_recently_used<'a, T: Slot + 'a>(
 mod tests {
     use super::*;
     use std::sync::Mutex;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    static USES: AtomicU64 = AtomicU64::new(0);
 
     struct Fake {
         busy: AtomicBool,
         ended: AtomicBool,
         seen: Mutex<Instant>,
+        recency: AtomicU64,
     }
 
     impl Slot for Fake {
@@ -246,8 +251,13 @@ mod tests {
         fn last_seen(&self) -> Instant {
             *self.seen.lock().unwrap()
         }
+        fn recency(&self) -> u64 {
+            self.recency.load(Ordering::Relaxed)
+        }
         fn touch(&self, now: Instant) {
             *self.seen.lock().unwrap() = now;
+            self.recency
+                .store(USES.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
         }
         fn end(&self) {
             self.ended.store(true, Ordering::Relaxed);
@@ -259,6 +269,7 @@ mod tests {
             busy: AtomicBool::new(false),
             ended: AtomicBool::new(false),
             seen: Mutex::new(Instant::now()),
+            recency: AtomicU64::new(0),
         })
     }
 
