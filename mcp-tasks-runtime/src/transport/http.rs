@@ -16,9 +16,10 @@
 //!   session on behalf of the request's principal. `MCP-Protocol-Version`, `Mcp-Method`,
 //!   `Mcp-Name` and the tool's `Mcp-Param-{Name}` headers must mirror the body (else HTTP 400,
 //!   `-32020`); a missing `Mcp-Name` on `tasks/*` is accepted unless
-//!   [`HttpConfig::require_task_name_header`]. Errors map to HTTP statuses: `-32601` is 404; `-32600`, `-32602`, `-32020`,
-//!   `-32021` and `-32022` are 400. GET and DELETE answer 405. Closing the response stream
-//!   cancels the request.
+//!   [`HttpConfig::require_task_name_header`]. Errors map to HTTP statuses: `-32601` is 404;
+//!   `-32600`, `-32602`, `-32020`, `-32021` and `-32022` are 400; `-32000` is 429 when the
+//!   requestor is over a quota and 503 when the server is busy, both with `Retry-After`.
+//!   GET and DELETE answer 405. Closing the response stream cancels the request.
 //! - **2025-11-25 (stateful).** A POST of `initialize` without `Mcp-Session-Id` opens a
 //!   session; the id comes back in the `Mcp-Session-Id` header and must be sent on every later
 //!   request (400 when missing, 404 when unknown, ended or owned by another principal).
