@@ -628,3 +628,63 @@ async fn a_full_session_table_makes_room_instead_of_refusing() {
     assert_eq!(use_session(&client, &url, c_session, Some(c)).await, 200);
     handle.shutdown().await.unwrap();
 }
+
+/// The conformance server's binary, built with the examples.
+fn conformance_server() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = dir.join("examples").join("conformance-server");
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`, which builds the examples",
+        path.display()
+    );
+    path
+}
+
+#[tokio::test]
+async fn a_server_out_of_file_descriptors_evicts_idle_connections_for_new_clients() {
+    use tokio::io::AsyncBufReadExt as _;
+    // The server may open 128 files; it gets more idle connections than that.
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 128 && exec "$0" --http 127.0.0.1:0 --store memory"#)
+        .arg(conformance_server())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the conformance server");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("listening on ") {
+                return url.to_owned();
+            }
+        }
+        panic!("the server ended before it listened");
+    })
+    .await
+    .expect("the server did not start");
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    for id in 0..3 {
+        let response = tokio::time::timeout(
+            Duration::from_secs(10),
+            stateless(&url, id, "server/discover", json!({}), &[]).send(),
+        )
+        .await
+        .expect("a normal request waited behind idle connections")
+        .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    drop(idle);
+    child.kill().await.unwrap();
+}
