@@ -66,6 +66,10 @@ pub enum Error {
     /// The server cannot take more work right now.
     #[error("server busy: {0}")]
     Busy(String),
+    /// The requestor is over one of its task quotas (`-32000` like [`Error::Busy`], with
+    /// `data: {"limit": "liveTasks" | "retainedTasks" | "creationRate", "retryAfterMs": n}`).
+    #[error("rate limited: {0}")]
+    RateLimited(#[from] crate::quota::QuotaError),
     /// No task with this id is visible to the caller (unknown, expired or another owner's).
     #[error("failed to retrieve task: task not found")]
     TaskNotFound,
@@ -86,6 +90,12 @@ impl From<Error> for ErrorObject {
             }
             Error::MethodNotFound(_) => ErrorObject::new(jsonrpc::METHOD_NOT_FOUND, message),
             Error::Busy(_) => ErrorObject::new(jsonrpc::SERVER_BUSY, message),
+            Error::RateLimited(quota) => ErrorObject::new(jsonrpc::SERVER_BUSY, message)
+                .with_data(json!({
+                    "limit": quota.limit_name(),
+                    "retryAfterMs": u64::try_from(quota.retry_after().as_nanos().div_ceil(1_000_000))
+                        .unwrap_or(u64::MAX),
+                })),
             Error::InvalidParams(_)
             | Error::UnknownTool(_)
             | Error::TaskNotFound

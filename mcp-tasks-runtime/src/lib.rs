@@ -13,6 +13,7 @@ pub mod jsonrpc;
 pub mod model;
 pub mod mrtr;
 pub mod prompt;
+pub mod quota;
 pub mod resource;
 mod router;
 pub mod schema;

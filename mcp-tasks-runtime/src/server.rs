@@ -55,6 +55,7 @@ pub(crate) struct ServerInner {
     pub(crate) request_state_ttl: Duration,
     pub(crate) list_ttl: Duration,
     pub(crate) engine: Arc<Engine>,
+    pub(crate) quotas: crate::quota::Quotas,
     recovered: tokio::sync::Mutex<()>,
     recovered_done: std::sync::atomic::AtomicBool,
 }
@@ -105,6 +106,11 @@ impl Server {
         &self.inner.info
     }
 
+    /// The per-requestor task quotas, configured with [`ServerBuilder::quotas`].
+    pub fn quotas(&self) -> &crate::quota::Quotas {
+        &self.inner.quotas
+    }
+
     /// Settles tasks that an earlier run of the server left unfinished in the store (see
     /// `on_restart`). The transports call it once before they serve; call it yourself when
     /// you drive sessions directly. Later calls do nothing.
@@ -127,6 +133,7 @@ type MakeEngine = Box<dyn FnOnce(EngineConfig, Registry) -> Arc<Engine> + Send>;
 pub struct ServerBuilder {
     make_engine: MakeEngine,
     engine_config: EngineConfig,
+    quota_config: crate::quota::QuotaConfig,
     info: Implementation,
     instructions: Option<String>,
     tools: Vec<Tool>,
@@ -157,6 +164,7 @@ impl Default for ServerBuilder {
                 Engine::new(MemoryTaskStore::new(), config, registry)
             }),
             engine_config: EngineConfig::default(),
+            quota_config: crate::quota::QuotaConfig::default(),
             info: Implementation {
                 name: "mcp-tasks-server".into(),
                 version: env!("CARGO_PKG_VERSION").into(),
@@ -270,6 +278,13 @@ impl ServerBuilder {
         self
     }
 
+    /// Sets the per-requestor limits on live tasks, retained tasks and task creation rate
+    /// (default [`QuotaConfig::default`](crate::quota::QuotaConfig)).
+    pub fn quotas(mut self, config: crate::quota::QuotaConfig) -> Self {
+        self.quota_config = config;
+        self
+    }
+
     /// Builds the server. Fails on a malformed tool or resource template, or on a duplicate
     /// tool name, prompt name, resource URI or resource template.
     pub fn build(self) -> Result<Server, BuildError> {
@@ -318,6 +333,7 @@ impl ServerBuilder {
         Ok(Server {
             inner: Arc::new(ServerInner {
                 engine,
+                quotas: crate::quota::Quotas::new(self.quota_config),
                 recovered: tokio::sync::Mutex::new(()),
                 recovered_done: std::sync::atomic::AtomicBool::new(false),
                 info_value: self.info.to_value(),

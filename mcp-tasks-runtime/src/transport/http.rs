@@ -15,9 +15,11 @@
 //!   `MCP-Protocol-Version` header names a version that is not a stateful one) runs in a fresh
 //!   session on behalf of the request's principal. `MCP-Protocol-Version`, `Mcp-Method`,
 //!   `Mcp-Name` and the tool's `Mcp-Param-{Name}` headers must mirror the body (else HTTP 400,
-//!   `-32020`). Errors map to HTTP statuses: `-32601` is 404; `-32600`, `-32602`, `-32020`,
-//!   `-32021` and `-32022` are 400. GET and DELETE answer 405. Closing the response stream
-//!   cancels the request.
+//!   `-32020`); a missing `Mcp-Name` on `tasks/*` is accepted unless
+//!   [`HttpConfig::require_task_name_header`]. Errors map to HTTP statuses: `-32601` is 404;
+//!   `-32600`, `-32602`, `-32020`, `-32021` and `-32022` are 400; `-32000` is 429 when the
+//!   requestor is over a quota and 503 when the server is busy, both with `Retry-After`.
+//!   GET and DELETE answer 405. Closing the response stream cancels the request.
 //! - **2025-11-25 (stateful).** A POST of `initialize` without `Mcp-Session-Id` opens a
 //!   session; the id comes back in the `Mcp-Session-Id` header and must be sent on every later
 //!   request (400 when missing, 404 when unknown, ended or owned by another principal).
@@ -46,10 +48,21 @@
 //!
 //! [`HttpConfig`] binds 127.0.0.1 unless told otherwise, accepts only `Host` values and
 //! `Origin`s on loopback unless more are allowed (403 otherwise: DNS-rebinding protection),
-//! limits request bodies (413), and can authenticate every request with a hook whose
-//! principal owns the tasks it creates and the sessions it opens.
+//! limits request bodies (413) and the time they take (408), and can authenticate every
+//! request with a hook whose principal owns the tasks it creates and the sessions it opens.
+//! Every refusal carries a JSON-RPC error body (id `null` when the request was not read).
+//!
+//! Nothing a client holds without sending requests is unbounded: [`Server::serve_http`]
+//! closes connections slow to send headers or idle between requests and caps how many are
+//! open, evicting the longest-idle one for a new client. Each client (principal, or peer
+//! address when anonymous) has a share of the session table; sessions that never sent a
+//! request expire soon, and a full table ends its least recently used idle session rather
+//! than turn a new client away. On the 2026-07-28 wire a busy answer is 503 and a
+//! rate-limited one 429, both with `Retry-After`.
 
 mod headers;
+mod serve;
+mod sessions;
 mod sse;
 
 use crate::error::Error;
@@ -60,16 +73,18 @@ use crate::transport::TransportError;
 use crate::wire::v2025_11_25;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use serde_json::Value;
+use sessions::{Owner, Sessions};
 use sse::{CancelOnDrop, EventLog, LiveSse, Out, spawn_request};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The session header of 2025-11-25.
@@ -78,6 +93,8 @@ const SESSION_ID: &str = "mcp-session-id";
 const LAST_EVENT_ID: &str = "last-event-id";
 /// Finished request streams kept per session for resumption, beyond the live ones.
 const FINISHED_STREAMS_KEPT: usize = 32;
+/// The `Retry-After` of a busy answer that gives no delay of its own.
+const BUSY_RETRY_AFTER_MS: u64 = 1000;
 /// Stateful protocol versions that are not supported but still recognised as stateful.
 const OLD_STATEFUL: [&str; 1] = ["2024-11-05"];
 
@@ -124,12 +141,19 @@ pub struct HttpConfig {
     allowed_hosts: Vec<String>,
     any_host: bool,
     body_limit: usize,
+    body_timeout: Duration,
+    header_timeout: Duration,
+    idle_timeout: Duration,
+    max_connections: usize,
     authenticator: Option<Authenticator>,
     event_buffer: usize,
     retry: Duration,
     keep_alive: Option<Duration>,
     max_sessions: usize,
+    max_sessions_per_client: usize,
     session_idle: Duration,
+    unused_session_idle: Duration,
+    strict_task_name: bool,
     shutdown: CancellationToken,
 }
 
@@ -142,9 +166,15 @@ impl std::fmt::Debug for HttpConfig {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("any_host", &self.any_host)
             .field("body_limit", &self.body_limit)
+            .field("body_timeout", &self.body_timeout)
+            .field("header_timeout", &self.header_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_connections", &self.max_connections)
             .field("authenticator", &self.authenticator.is_some())
             .field("event_buffer", &self.event_buffer)
             .field("max_sessions", &self.max_sessions)
+            .field("max_sessions_per_client", &self.max_sessions_per_client)
+            .field("require_task_name_header", &self.strict_task_name)
             .finish_non_exhaustive()
     }
 }
@@ -158,12 +188,19 @@ impl Default for HttpConfig {
             allowed_hosts: Vec::new(),
             any_host: false,
             body_limit: 4 * 1024 * 1024,
+            body_timeout: Duration::from_secs(30),
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 1024,
             authenticator: None,
             event_buffer: 256,
             retry: Duration::from_secs(1),
             keep_alive: Some(Duration::from_secs(15)),
             max_sessions: 10_000,
+            max_sessions_per_client: 64,
             session_idle: Duration::from_secs(30 * 60),
+            unused_session_idle: Duration::from_secs(30),
+            strict_task_name: false,
             shutdown: CancellationToken::new(),
         }
     }
@@ -209,9 +246,40 @@ impl HttpConfig {
         self
     }
 
-    /// Sets the largest request body accepted (default 4 MiB); larger ones get 413.
+    /// Sets the largest request body accepted (default 4 MiB); larger ones get 413 (with a
+    /// JSON-RPC error, like every refusal).
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
+        self
+    }
+
+    /// Sets how long a request body may take to arrive once its headers have (default 30 s);
+    /// a slower one gets 408 and its connection is closed.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
+    /// Sets how long a new connection may take to send its first request's headers (default
+    /// 10 s); a slower one is closed. Applies to [`Server::serve_http`].
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
+        self
+    }
+
+    /// Sets how long a kept-alive connection may wait for its next request's headers after a
+    /// response (default 60 s); then it is closed. Applies to [`Server::serve_http`].
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets how many connections may be open at once (default 1024). At the cap a new
+    /// connection evicts the one that has waited longest without a request in progress;
+    /// when every connection is busy it waits. The process running out of file descriptors
+    /// evicts the same way. Applies to [`Server::serve_http`].
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n.max(1);
         self
     }
 
@@ -245,17 +313,45 @@ impl HttpConfig {
         self
     }
 
-    /// Sets how many stateful sessions may exist at once (default 10 000); `initialize`
-    /// beyond that gets 503 once idle sessions have been dropped.
+    /// Sets how many stateful sessions may exist at once (default 10 000). An `initialize`
+    /// beyond that ends the least recently used idle session (one that never sent a request
+    /// first); only when every session is busy (a request running, a stream open) does it
+    /// get 503.
     pub fn max_sessions(mut self, n: usize) -> Self {
         self.max_sessions = n.max(1);
         self
     }
 
+    /// Sets how many stateful sessions one client may have at once (default 64): one
+    /// principal, or for anonymous clients one peer address (an IPv6 /64). Beyond that its
+    /// least recently used idle session is ended, or the `initialize` gets 429 when all of
+    /// them are busy. Behind a reverse proxy every anonymous client has the proxy's address:
+    /// authenticate, or raise this.
+    pub fn max_sessions_per_client(mut self, n: usize) -> Self {
+        self.max_sessions_per_client = n.max(1);
+        self
+    }
+
     /// Sets how long a stateful session with nothing running and no open stream is kept
-    /// (default 30 minutes). Idle sessions are ended when the next session opens.
+    /// (default 30 minutes). Idle sessions are ended when a later session opens.
     pub fn session_idle_timeout(mut self, idle: Duration) -> Self {
         self.session_idle = idle;
+        self
+    }
+
+    /// Sets how long a stateful session that has sent no request since `initialize` is kept
+    /// (default 30 s), so that sessions opened and abandoned do not hold the table.
+    pub fn unused_session_idle_timeout(mut self, idle: Duration) -> Self {
+        self.unused_session_idle = idle;
+        self
+    }
+
+    /// Refuses 2026-07-28 `tasks/get`, `tasks/update` and `tasks/cancel` requests without an
+    /// `Mcp-Name` header (400, `-32020`), for deployments whose load balancer routes tasks by
+    /// it. By default a missing header is accepted, since the task id is in the body and some
+    /// clients leave the header out; a header that disagrees with the body is always refused.
+    pub fn require_task_name_header(mut self, required: bool) -> Self {
+        self.strict_task_name = required;
         self
     }
 
@@ -309,43 +405,56 @@ impl Server {
     /// The MCP endpoint as an axum [`Router`], to serve or to mount in an application.
     ///
     /// Serve it with `TCP_NODELAY` on accepted sockets (as [`Server::serve_http`] does):
-    /// SSE events are small writes that must not wait on Nagle's algorithm.
+    /// SSE events are small writes that must not wait on Nagle's algorithm. Serve it with
+    /// the peer's address (`into_make_service_with_connect_info::<SocketAddr>()`) so that
+    /// anonymous sessions are counted per peer. The connection limits of [`HttpConfig`]
+    /// (header and idle timeouts, the connection cap) are [`Server::serve_http`]'s; the
+    /// body limit and the body timeout hold here too.
     pub fn http_router(&self, config: HttpConfig) -> Router {
         let path = config.path.clone();
-        let limit = config.body_limit;
+        let limits = sessions::Limits {
+            max_sessions: config.max_sessions,
+            per_owner: config.max_sessions_per_client,
+            idle: config.session_idle,
+            unused_idle: config.unused_session_idle,
+        };
         let app = Arc::new(App {
             server: self.clone(),
             config,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(Sessions::new(limits)),
             epoch: Instant::now(),
         });
         Router::new()
-            .route(&path, axum::routing::post(post).get(get).delete(delete))
-            .layer(DefaultBodyLimit::max(limit))
+            .route(
+                &path,
+                axum::routing::post(post)
+                    .get(get)
+                    .delete(delete)
+                    .fallback(other_method),
+            )
             .with_state(app)
     }
 
     /// Serves the MCP endpoint on `config`'s address until [`HttpHandle::shutdown`].
+    ///
+    /// Connections are bounded: see [`HttpConfig::header_timeout`],
+    /// [`HttpConfig::idle_timeout`], [`HttpConfig::body_timeout`] and
+    /// [`HttpConfig::max_connections`].
     pub async fn serve_http(&self, config: HttpConfig) -> Result<HttpHandle, TransportError> {
-        use axum::serve::ListenerExt as _;
         if let Err(e) = self.recover().await {
             tracing::error!(error = %e, "cannot settle the tasks of an earlier run");
         }
         let listener = tokio::net::TcpListener::bind(config.bind).await?;
         let local_addr = listener.local_addr()?;
         let shutdown = config.shutdown.clone();
+        let limits = serve::Limits {
+            header_timeout: config.header_timeout,
+            idle_timeout: config.idle_timeout,
+            body_timeout: config.body_timeout,
+            max_connections: config.max_connections,
+        };
         let router = self.http_router(config);
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-            }
-        });
-        let stop = shutdown.clone();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await
-        });
+        let task = tokio::spawn(serve::serve(listener, router, limits, shutdown.clone()));
         tracing::debug!(%local_addr, "serving MCP over HTTP");
         Ok(HttpHandle {
             local_addr,
@@ -358,22 +467,28 @@ impl Server {
 struct App {
     server: Server,
     config: HttpConfig,
-    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    sessions: Mutex<Sessions<HttpSession>>,
     epoch: Instant,
 }
 
 /// A 2025-11-25 session over HTTP.
 struct HttpSession {
     session: Session,
-    principal: Option<String>,
     version: &'static str,
     streams: Mutex<Streams>,
     /// Fires when the session ends; stops its GET stream and its outbound pump.
     closed: CancellationToken,
     /// Requests running and streams open; a session with none is idle.
     active: AtomicUsize,
+    /// Milliseconds from `epoch` to the last use.
     last_seen: AtomicU64,
+    /// The value of [`SESSION_USES`] at the last use.
+    recency: AtomicU64,
+    epoch: Instant,
 }
+
+/// Counts the uses of every session, to order them exactly by their last use.
+static SESSION_USES: AtomicU64 = AtomicU64::new(0);
 
 /// The stream logs of a session: number 0 is the GET stream, the others belong to POSTs.
 struct Streams {
@@ -394,15 +509,40 @@ impl Active {
 
 impl Drop for Active {
     fn drop(&mut self) {
+        sessions::Slot::touch(&*self.0, Instant::now());
         self.0.active.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-impl App {
-    fn now(&self) -> u64 {
-        self.epoch.elapsed().as_secs()
+impl sessions::Slot for HttpSession {
+    fn busy(&self) -> bool {
+        self.active.load(Ordering::Relaxed) > 0
     }
 
+    fn last_seen(&self) -> Instant {
+        self.epoch + Duration::from_millis(self.last_seen.load(Ordering::Relaxed))
+    }
+
+    fn recency(&self) -> u64 {
+        self.recency.load(Ordering::Relaxed)
+    }
+
+    fn touch(&self, now: Instant) {
+        let ms = u64::try_from(now.saturating_duration_since(self.epoch).as_millis());
+        self.last_seen
+            .store(ms.unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.recency.store(
+            SESSION_USES.fetch_add(1, Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+    }
+
+    fn end(&self) {
+        HttpSession::end(self);
+    }
+}
+
+impl App {
     /// Checks `Host` and `Origin` (DNS-rebinding protection) and authenticates.
     fn admit(&self, headers: &HeaderMap) -> Result<Option<String>, Refused> {
         if !self.config.any_host
@@ -447,39 +587,34 @@ impl App {
         }
     }
 
-    /// The session with this id, if it exists and belongs to `principal`.
-    fn session(&self, id: &str, principal: &Option<String>) -> Option<Arc<HttpSession>> {
-        let found = self
-            .sessions
+    /// The session with this id, if it exists and belongs to `principal`; `used` when this
+    /// is a request (not a notification or a response).
+    fn session(
+        &self,
+        id: &str,
+        principal: &Option<String>,
+        used: bool,
+    ) -> Option<Arc<HttpSession>> {
+        self.sessions
             .lock()
             .expect("sessions lock")
-            .get(id)
-            .cloned()
-            .filter(|s| s.principal == *principal)?;
-        found.last_seen.store(self.now(), Ordering::Relaxed);
-        Some(found)
+            .get(id, principal, used, Instant::now())
     }
 
-    /// Registers a new session, first ending the sessions that have been idle too long;
-    /// `None` when there is still no room.
-    fn register(&self, session: Arc<HttpSession>) -> Option<String> {
-        let mut sessions = self.sessions.lock().expect("sessions lock");
-        let now = self.now();
-        let idle = self.config.session_idle.as_secs();
-        sessions.retain(|_, s| {
-            let keep = s.active.load(Ordering::Relaxed) > 0
-                || now.saturating_sub(s.last_seen.load(Ordering::Relaxed)) < idle;
-            if !keep {
-                s.end();
-            }
-            keep
-        });
-        if sessions.len() >= self.config.max_sessions {
-            return None;
-        }
-        let id = crate::task::random_id();
-        sessions.insert(id.clone(), session);
-        Some(id)
+    /// Registers a new session, making room as [`sessions`] says.
+    fn register(
+        &self,
+        session: Arc<HttpSession>,
+        principal: Option<String>,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<String, sessions::Full> {
+        let owner = Owner::of(principal.as_deref(), peer);
+        self.sessions.lock().expect("sessions lock").insert(
+            session,
+            principal,
+            owner,
+            Instant::now(),
+        )
     }
 
     fn remove(&self, id: &str) -> Option<Arc<HttpSession>> {
@@ -598,9 +733,11 @@ fn error_response(status: StatusCode, id: Option<RequestId>, error: Error) -> Ht
     json(status, &Response::error(id, error.into()))
 }
 
-/// The HTTP status of a 2026-07-28 response.
-fn stateless_status(response: &Response) -> StatusCode {
-    match &response.outcome {
+/// The HTTP status of a 2026-07-28 response, and the `Retry-After` seconds of a refusal to
+/// take the request now: 429 when the requestor is over a quota (the error's `data.limit`),
+/// 503 when the server is busy.
+fn stateless_status(response: &Response) -> (StatusCode, Option<u64>) {
+    let status = match &response.outcome {
         Ok(_) => StatusCode::OK,
         Err(e) => match e.code {
             jsonrpc::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
@@ -610,9 +747,23 @@ fn stateless_status(response: &Response) -> StatusCode {
             | jsonrpc::HEADER_MISMATCH
             | jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY
             | jsonrpc::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
+            jsonrpc::SERVER_BUSY => {
+                let data = e.data.as_ref();
+                let status = if data.and_then(|d| d.get("limit")).is_some() {
+                    StatusCode::TOO_MANY_REQUESTS
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                };
+                let retry_ms = data
+                    .and_then(|d| d.get("retryAfterMs"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(BUSY_RETRY_AFTER_MS);
+                return (status, Some(retry_ms.div_ceil(1000).max(1)));
+            }
             _ => StatusCode::OK,
         },
-    }
+    };
+    (status, None)
 }
 
 /// A `text/event-stream` response that no cache or proxy buffers.
@@ -652,7 +803,13 @@ fn is_stateless(request: &Request, version: Option<&str>) -> bool {
         || request.method == "server/discover"
 }
 
-async fn post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> HttpResponse {
+async fn post(State(app): State<Arc<App>>, request: axum::extract::Request) -> HttpResponse {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    let peer = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
     let principal = match app.admit(&headers) {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
@@ -669,6 +826,10 @@ async fn post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> H
             "Content-Type must be application/json",
         );
     }
+    let body = match read_body(&app.config, &headers, body).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     let message = match std::str::from_utf8(&body)
         .map_err(|_| {
             Response::error(
@@ -697,7 +858,7 @@ async fn post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> H
             }
             let Some(session_id) = session_id else {
                 if request.method == "initialize" {
-                    return initialize(&app, principal, request).await;
+                    return initialize(&app, principal, peer, request).await;
                 }
                 return error_response(
                     StatusCode::BAD_REQUEST,
@@ -708,7 +869,7 @@ async fn post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> H
                     ),
                 );
             };
-            let Some(session) = app.session(&session_id, &principal) else {
+            let Some(session) = app.session(&session_id, &principal, true) else {
                 return session_not_found(Some(request.id));
             };
             if let Err(e) = check_session_version(&session, version.as_deref()) {
@@ -729,7 +890,7 @@ async fn post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> H
                     )
                 };
             };
-            let Some(session) = app.session(&session_id, &principal) else {
+            let Some(session) = app.session(&session_id, &principal, false) else {
                 return session_not_found(None);
             };
             if let Err(e) = check_session_version(&session, version.as_deref()) {
@@ -739,6 +900,59 @@ async fn post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> H
             StatusCode::ACCEPTED.into_response()
         }
     }
+}
+
+/// Reads a request body within the size limit and the body timeout. Refusals are JSON-RPC
+/// errors like every other: 413 when too large, 408 when too slow, 400 when malformed (a
+/// broken chunked encoding, say); the last two also close the connection, whose framing can
+/// no longer be trusted.
+async fn read_body(
+    config: &HttpConfig,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, HttpResponse> {
+    use http_body_util::BodyExt as _;
+    let limit = config.body_limit;
+    let too_large = || {
+        plain_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the request body is larger than {limit} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(closing(too_large()));
+    }
+    let read = http_body_util::Limited::new(body, limit).collect();
+    match tokio::time::timeout(config.body_timeout, read).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(closing(too_large())),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "cannot read a request body");
+            Err(closing(plain_error(
+                StatusCode::BAD_REQUEST,
+                &format!("cannot read the request body: {e}"),
+            )))
+        }
+        Err(_) => {
+            tracing::debug!(timeout = ?config.body_timeout, "a request body was too slow");
+            Err(closing(plain_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "the request body did not arrive in time",
+            )))
+        }
+    }
+}
+
+/// Asks for the connection to be closed after this response.
+fn closing(mut response: HttpResponse) -> HttpResponse {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 fn session_not_found(id: Option<RequestId>) -> HttpResponse {
@@ -769,7 +983,8 @@ async fn stateless(
     principal: Option<String>,
     request: Request,
 ) -> HttpResponse {
-    if let Err(e) = headers::check_stateless(&app.server, headers, &request) {
+    let strict = app.config.strict_task_name;
+    if let Err(e) = headers::check_stateless(&app.server, headers, &request, strict) {
         tracing::debug!(error = %e, "header mismatch");
         return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
     }
@@ -785,7 +1000,13 @@ async fn stateless(
     match out.recv().await {
         Some(Out::Done(Some(response))) => {
             guard.disarm();
-            json(stateless_status(&response), &response)
+            let (status, retry_after) = stateless_status(&response);
+            let mut http = json(status, &response);
+            if let Some(seconds) = retry_after {
+                http.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            }
+            http
         }
         Some(Out::Done(None)) | None => {
             guard.disarm();
@@ -800,7 +1021,12 @@ async fn stateless(
 }
 
 /// `initialize` without a session: opens one if the handshake succeeds.
-async fn initialize(app: &Arc<App>, principal: Option<String>, request: Request) -> HttpResponse {
+async fn initialize(
+    app: &Arc<App>,
+    principal: Option<String>,
+    peer: Option<std::net::IpAddr>,
+    request: Request,
+) -> HttpResponse {
     let id = request.id.clone();
     let (session, outbound) = app.server.session_for(principal.clone());
     let Some(response) = session.handle_request(request).await else {
@@ -817,7 +1043,6 @@ async fn initialize(app: &Arc<App>, principal: Option<String>, request: Request)
     let standalone = Arc::new(EventLog::new(0, app.config.event_buffer));
     let http_session = Arc::new(HttpSession {
         session,
-        principal,
         version,
         streams: Mutex::new(Streams {
             next: 1,
@@ -826,15 +1051,31 @@ async fn initialize(app: &Arc<App>, principal: Option<String>, request: Request)
         }),
         closed: closed.clone(),
         active: AtomicUsize::new(0),
-        last_seen: AtomicU64::new(app.now()),
+        last_seen: AtomicU64::new(0),
+        recency: AtomicU64::new(0),
+        epoch: app.epoch,
     });
-    let Some(session_id) = app.register(Arc::clone(&http_session)) else {
-        http_session.end();
-        return error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            Some(id),
-            Error::Internal("too many sessions".into()),
-        );
+    let session_id = match app.register(Arc::clone(&http_session), principal, peer) {
+        Ok(id) => id,
+        Err(full) => {
+            http_session.end();
+            let (status, message) = match full {
+                sessions::Full::Owner => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too many sessions for this client, all of them busy; end one (DELETE) first",
+                ),
+                sessions::Full::Table => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many sessions, all of them busy",
+                ),
+            };
+            let mut http = error_response(status, Some(id), Error::Busy(message.into()));
+            http.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(BUSY_RETRY_AFTER_MS / 1000),
+            );
+            return http;
+        }
     };
     // Messages the server sends on its own go to the GET stream's log.
     tokio::spawn(async move {
@@ -912,7 +1153,7 @@ async fn get(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse {
         }
         return method_not_allowed();
     };
-    let Some(session) = app.session(session_id, &principal) else {
+    let Some(session) = app.session(session_id, &principal, true) else {
         return session_not_found(None);
     };
     let accepts_sse = headers
@@ -1014,7 +1255,7 @@ async fn delete(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse
     let Some(session_id) = headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) else {
         return method_not_allowed();
     };
-    if app.session(session_id, &principal).is_none() {
+    if app.session(session_id, &principal, false).is_none() {
         return session_not_found(None);
     }
     if let Some(session) = app.remove(session_id) {
@@ -1022,6 +1263,18 @@ async fn delete(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse
         tracing::debug!(session = %session_id, "session ended by the client");
     }
     StatusCode::NO_CONTENT.into_response()
+}
+
+/// Any method but POST, GET and DELETE.
+async fn other_method() -> HttpResponse {
+    let mut response = plain_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this endpoint takes POST, GET and DELETE",
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+    response
 }
 
 fn method_not_allowed() -> HttpResponse {
@@ -1063,6 +1316,43 @@ mod tests {
         assert!(!is_loopback_origin("http://evil.example.com"));
         assert!(!is_loopback_origin("null"));
         assert!(!is_loopback_origin("http://localhost.evil.com"));
+    }
+
+    #[test]
+    fn busy_and_rate_limited_answers_get_their_status_and_retry_after() {
+        use crate::quota::QuotaError;
+        let answer = |error: Error| Response::error(Some(1.into()), error.into());
+        let limited = answer(Error::RateLimited(QuotaError::CreationRate {
+            per_second: 10.0,
+            retry_after: Duration::from_millis(1500),
+        }));
+        assert_eq!(
+            stateless_status(&limited),
+            (StatusCode::TOO_MANY_REQUESTS, Some(2))
+        );
+        let soon = answer(Error::RateLimited(QuotaError::CreationRate {
+            per_second: 10.0,
+            retry_after: Duration::from_micros(10),
+        }));
+        assert_eq!(
+            stateless_status(&soon),
+            (StatusCode::TOO_MANY_REQUESTS, Some(1))
+        );
+        let live = answer(Error::RateLimited(QuotaError::LiveTasks {
+            limit: 3,
+            retry_after: Duration::from_secs(1),
+        }));
+        assert_eq!(
+            stateless_status(&live),
+            (StatusCode::TOO_MANY_REQUESTS, Some(1))
+        );
+        let busy = answer(Error::Busy("queue full".into()));
+        assert_eq!(
+            stateless_status(&busy),
+            (StatusCode::SERVICE_UNAVAILABLE, Some(1))
+        );
+        let other = answer(Error::Internal("x".into()));
+        assert_eq!(stateless_status(&other), (StatusCode::OK, None));
     }
 
     #[test]

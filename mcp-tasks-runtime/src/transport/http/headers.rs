@@ -54,17 +54,26 @@ fn name_in_body(request: &Request) -> Option<&str> {
     let field = match request.method.as_str() {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
-        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+        m if is_task_method(m) => "taskId",
         _ => return None,
     };
     request.params.as_ref()?.get(field)?.as_str()
 }
 
+/// The methods whose `Mcp-Name` is the task id.
+fn is_task_method(method: &str) -> bool {
+    matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel")
+}
+
 /// Checks the mirrored headers of a stateless request against its body.
+///
+/// A missing `Mcp-Name` on `tasks/*` is accepted unless `strict_task_name` (the task id is in
+/// the body, and some clients leave the header out); a mismatched one is always refused.
 pub(crate) fn check_stateless(
     server: &Server,
     headers: &HeaderMap,
     request: &Request,
+    strict_task_name: bool,
 ) -> Result<(), Error> {
     let version = text(headers, PROTOCOL_VERSION)?.ok_or_else(|| {
         Error::HeaderMismatch("the MCP-Protocol-Version header is required".into())
@@ -84,7 +93,11 @@ pub(crate) fn check_stateless(
     }
     mirrored(headers, METHOD, "Mcp-Method", Some(&request.method))?;
     if let Some(name) = name_in_body(request) {
-        mirrored(headers, NAME, "Mcp-Name", Some(name))?;
+        if !strict_task_name && is_task_method(&request.method) && text(headers, NAME)?.is_none() {
+            tracing::debug!(method = %request.method, "no Mcp-Name header; the task id is in the body");
+        } else {
+            mirrored(headers, NAME, "Mcp-Name", Some(name))?;
+        }
     }
     if request.method == "tools/call" {
         check_params(server, headers, request)?;

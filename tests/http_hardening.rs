@@ -1,0 +1,690 @@
+//! The Streamable HTTP transport against real clients that bend the rules and hostile ones:
+//! a real server on an ephemeral loopback port, driven by real sockets.
+
+use mcp_tasks::EngineConfig;
+use mcp_tasks::prelude::*;
+use mcp_tasks::transport::http::{HttpConfig, HttpHandle};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+// ---- Fixture tools ----
+
+/// A task that runs until cancelled (at most 60 s).
+#[task_tool(mode = "required", poll_interval = "50ms")]
+async fn long_job(cancel: CancellationToken) -> Result<String, ToolError> {
+    tokio::select! {
+        () = cancel.cancelled() => Err(ToolError::cancelled()),
+        () = tokio::time::sleep(Duration::from_secs(60)) => Ok("done".into()),
+    }
+}
+
+// ---- Helpers ----
+
+const V2026: &str = "2026-07-28";
+const TASKS_EXT: &str = "io.modelcontextprotocol/tasks";
+
+async fn start(config: HttpConfig) -> (HttpHandle, String) {
+    start_with(config, EngineConfig::default()).await
+}
+
+async fn start_with(config: HttpConfig, engine: EngineConfig) -> (HttpHandle, String) {
+    let server = Server::builder()
+        .name("http-hardening")
+        .registry_tools()
+        .engine_config(engine)
+        .build()
+        .unwrap();
+    let handle = server.serve_http(config).await.unwrap();
+    let url = handle.url("/mcp");
+    (handle, url)
+}
+
+/// The 2026-07-28 `_meta` of a client that speaks the tasks extension.
+fn tasks_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": V2026,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXT: {}}},
+    })
+}
+
+/// A 2026-07-28 request with exactly the headers given (besides the content headers).
+fn stateless(
+    url: &str,
+    id: u64,
+    method: &str,
+    mut params: Value,
+    headers: &[(&str, &str)],
+) -> reqwest::RequestBuilder {
+    params["_meta"] = tasks_meta();
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", V2026)
+        .header("mcp-method", method)
+        .body(body.to_string());
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    request
+}
+
+async fn json_of(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/json",
+        "status {status}"
+    );
+    let body = response.bytes().await.unwrap();
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+/// Starts a `long_job` task and returns its id.
+async fn create_task(url: &str) -> String {
+    let call = json!({"name": "long_job", "arguments": {}});
+    let (status, created) = json_of(
+        stateless(url, 1, "tools/call", call, &[("mcp-name", "long_job")])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{created}");
+    created["result"]["taskId"].as_str().unwrap().to_owned()
+}
+
+// ---- Mcp-Name on tasks/* ----
+
+#[tokio::test]
+async fn tasks_requests_without_mcp_name_are_served_but_a_wrong_one_is_refused() {
+    let (handle, url) = start(HttpConfig::new()).await;
+    let task = create_task(&url).await;
+    let params = json!({"taskId": task});
+
+    let (status, got) = json_of(
+        stateless(&url, 2, "tasks/get", params.clone(), &[])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["result"]["taskId"], task.as_str());
+
+    let (status, wrong) = json_of(
+        stateless(
+            &url,
+            3,
+            "tasks/get",
+            params.clone(),
+            &[("mcp-name", "other")],
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!((status, &wrong["error"]["code"]), (400, &json!(-32020)));
+
+    let (status, cancelled) = json_of(
+        stateless(&url, 4, "tasks/cancel", params, &[])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{cancelled}");
+    assert!(cancelled.get("result").is_some(), "{cancelled}");
+
+    // Other methods still need their Mcp-Name.
+    let call = json!({"name": "long_job", "arguments": {}});
+    let (status, refused) = json_of(
+        stateless(&url, 5, "tools/call", call, &[])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, &refused["error"]["code"]), (400, &json!(-32020)));
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_strict_switch_requires_mcp_name_on_tasks_requests() {
+    let (handle, url) = start(HttpConfig::new().require_task_name_header(true)).await;
+    let task = create_task(&url).await;
+    for method in ["tasks/get", "tasks/cancel"] {
+        let (status, refused) = json_of(
+            stateless(&url, 2, method, json!({"taskId": task}), &[])
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status, &refused["error"]["code"]),
+            (400, &json!(-32020)),
+            "{method}: {refused}"
+        );
+    }
+    let (status, got) = json_of(
+        stateless(
+            &url,
+            3,
+            "tasks/get",
+            json!({"taskId": task}),
+            &[("mcp-name", &task)],
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{got}");
+    handle.shutdown().await.unwrap();
+}
+
+// ---- Refusals are JSON-RPC ----
+
+/// Sends raw bytes on a new connection and reads until the server closes it (at most 10 s).
+async fn raw(handle: &HttpHandle, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut socket = tokio::net::TcpStream::connect(handle.local_addr())
+        .await
+        .unwrap();
+    socket.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut answer))
+        .await
+        .expect("the server did not close the connection")
+        .ok();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// The status and JSON body of a raw HTTP/1.1 answer.
+fn parse_answer(answer: &str) -> (u16, Value) {
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{head}"
+    );
+    (status, serde_json::from_str(body).expect(body))
+}
+
+#[tokio::test]
+async fn oversized_and_broken_bodies_get_json_rpc_errors() {
+    let (handle, url) = start(HttpConfig::new().body_limit(1024)).await;
+    let big = json!({"name": "long_job", "arguments": {"x": "y".repeat(2048)}});
+    let response = stateless(&url, 1, "tools/call", big, &[("mcp-name", "long_job")])
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = json_of(response).await;
+    assert_eq!(status, 413);
+    assert_eq!(body["id"], Value::Null);
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+
+    // The same without Content-Length: a chunked body that grows past the limit.
+    let chunk = "z".repeat(700);
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Transfer-Encoding: chunked\r\n\r\n{len:x}\r\n{chunk}\r\n{len:x}\r\n{chunk}\r\n0\r\n\r\n",
+        len = chunk.len()
+    );
+    let (status, body) = parse_answer(&raw(&handle, request.as_bytes()).await);
+    assert_eq!((status, &body["id"]), (413, &Value::Null), "{body}");
+    assert_eq!(body["error"]["code"], -32600);
+
+    let broken = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                  Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n";
+    let (status, body) = parse_answer(&raw(&handle, broken.as_bytes()).await);
+    assert_eq!((status, &body["id"]), (400, &Value::Null), "{body}");
+    assert_eq!(body["error"]["code"], -32600);
+
+    let put = reqwest::Client::new().put(&url).send().await.unwrap();
+    assert_eq!(put.headers()["allow"], "GET, POST, DELETE");
+    let (status, body) = json_of(put).await;
+    assert_eq!((status, &body["id"]), (405, &Value::Null));
+    handle.shutdown().await.unwrap();
+}
+
+// ---- Busy answers ----
+
+#[tokio::test]
+async fn a_busy_2026_answer_is_503_with_retry_after_and_the_json_rpc_error() {
+    let engine = EngineConfig {
+        max_running: 1,
+        max_queued: 0,
+        ..EngineConfig::default()
+    };
+    let (handle, url) = start_with(HttpConfig::new(), engine).await;
+    let task = create_task(&url).await;
+    let call = json!({"name": "long_job", "arguments": {}});
+    let response = stateless(&url, 2, "tools/call", call, &[("mcp-name", "long_job")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["retry-after"], "1");
+    let (status, body) = json_of(response).await;
+    assert_eq!((status, &body["id"]), (503, &json!(2)), "{body}");
+    assert_eq!(body["error"]["code"], -32000);
+
+    // Other answers carry no Retry-After.
+    let response = stateless(&url, 3, "tasks/cancel", json!({"taskId": task}), &[])
+        .send()
+        .await
+        .unwrap();
+    assert!(response.headers().get("retry-after").is_none());
+    assert_eq!(response.status(), 200);
+    handle.shutdown().await.unwrap();
+}
+
+// ---- Slow, idle and too many connections ----
+
+/// A raw `server/discover` request of the 2026-07-28 era.
+fn discover_request() -> String {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {
+        "_meta": tasks_meta()}})
+    .to_string();
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {V2026}\r\n\
+         Mcp-Method: server/discover\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Reads one HTTP answer with a Content-Length body from `socket`.
+async fn read_answer(socket: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut buffer = Vec::new();
+    loop {
+        let text = String::from_utf8_lossy(&buffer).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())?
+                })
+                .expect("a Content-Length");
+            if body.len() >= length {
+                return text;
+            }
+        }
+        let mut chunk = [0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut chunk))
+            .await
+            .expect("no answer")
+            .unwrap();
+        assert!(n > 0, "closed before the answer: {text}");
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Waits (at most 10 s) for the server to close `socket`; returns what it sent first.
+async fn until_closed(mut socket: impl tokio::io::AsyncRead + Unpin) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), socket.read(&mut chunk))
+            .await
+            .expect("the server kept the connection open")
+        {
+            Ok(0) | Err(_) => return String::from_utf8_lossy(&answer).into_owned(),
+            Ok(n) => answer.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+#[tokio::test]
+async fn slow_and_idle_connections_are_closed_after_their_timeouts() {
+    use tokio::io::AsyncWriteExt as _;
+    use tokio::net::TcpStream;
+    use tokio::time::Instant;
+    let header_timeout = Duration::from_millis(400);
+    let body_timeout = Duration::from_millis(500);
+    let idle_timeout = Duration::from_millis(700);
+    let config = HttpConfig::new()
+        .header_timeout(header_timeout)
+        .body_timeout(body_timeout)
+        .idle_timeout(idle_timeout);
+    let (handle, url) = start(config).await;
+    let addr = handle.local_addr();
+    let mut closing = tokio::task::JoinSet::new();
+    for kind in 0..3 {
+        for _ in 0..20 {
+            let opened = Instant::now();
+            let mut socket = TcpStream::connect(addr).await.unwrap();
+            let reader: Box<dyn tokio::io::AsyncRead + Unpin + Send> = match kind {
+                // Idle: sends nothing.
+                0 => Box::new(socket),
+                // Slow headers: one byte every 50 ms, for ever.
+                1 => {
+                    let (read, mut write) = socket.into_split();
+                    tokio::spawn(async move {
+                        let head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+                        if write.write_all(head).await.is_err() {
+                            return;
+                        }
+                        while write.write_all(b"a").await.is_ok() {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    });
+                    Box::new(read)
+                }
+                // A body shorter than its Content-Length.
+                _ => {
+                    let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                                Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"";
+                    socket.write_all(head.as_bytes()).await.unwrap();
+                    Box::new(socket)
+                }
+            };
+            closing.spawn(async move {
+                let answer = until_closed(reader).await;
+                (kind, opened.elapsed(), answer)
+            });
+        }
+    }
+
+    // Meanwhile a normal client is served, and its kept-alive connection ends when idle.
+    let (status, found) = json_of(
+        stateless(&url, 1, "server/discover", json!({}), &[])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{found}");
+    let mut kept = TcpStream::connect(addr).await.unwrap();
+    kept.write_all(discover_request().as_bytes()).await.unwrap();
+    assert!(read_answer(&mut kept).await.starts_with("HTTP/1.1 200"));
+    let answered = Instant::now();
+    assert_eq!(until_closed(kept).await, "");
+    assert!(answered.elapsed() >= idle_timeout);
+
+    let mut seen = [0; 3];
+    while let Some(closed) = closing.join_next().await {
+        let (kind, after, answer) = closed.unwrap();
+        seen[kind] += 1;
+        if kind == 2 {
+            assert!(after >= body_timeout, "{after:?}");
+            let (status, body) = parse_answer(&answer);
+            assert_eq!((status, &body["id"]), (408, &Value::Null), "{body}");
+        } else {
+            assert!(after >= header_timeout, "{after:?}");
+            assert_eq!(answer, "", "kind {kind}");
+        }
+    }
+    assert_eq!(seen, [20; 3]);
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_full_connection_table_evicts_idle_connections_for_new_clients() {
+    use tokio::io::AsyncWriteExt as _;
+    let cap = 32;
+    let config = HttpConfig::new()
+        .max_connections(cap)
+        .header_timeout(Duration::from_secs(120))
+        .body_timeout(Duration::from_secs(120))
+        .idle_timeout(Duration::from_secs(120));
+    let (handle, url) = start(config).await;
+    let mut hostile = Vec::new();
+    for i in 0..300 {
+        let mut socket = tokio::net::TcpStream::connect(handle.local_addr())
+            .await
+            .unwrap();
+        // Idle, half a header, or a body shorter than its Content-Length.
+        let sent: &[u8] = match i % 3 {
+            0 => b"",
+            1 => b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+            _ => {
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                   Content-Length: 100\r\n\r\n{"
+            }
+        };
+        socket.write_all(sent).await.unwrap();
+        hostile.push(socket);
+    }
+    for id in 0..5 {
+        let response = tokio::time::timeout(
+            Duration::from_secs(10),
+            stateless(&url, id, "server/discover", json!({}), &[]).send(),
+        )
+        .await
+        .expect("a normal request waited behind idle connections")
+        .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    // Every hostile connection was accepted before the normal ones, so all but the cap's
+    // worth of them have been closed.
+    let mut checks = tokio::task::JoinSet::new();
+    for mut socket in hostile {
+        checks.spawn(async move {
+            use tokio::io::AsyncReadExt as _;
+            let mut byte = [0u8; 1];
+            match tokio::time::timeout(Duration::from_secs(2), socket.read(&mut byte)).await {
+                Ok(Ok(0) | Err(_)) => true,
+                Ok(Ok(_)) => panic!("the server answered an incomplete request"),
+                Err(_) => false,
+            }
+        });
+    }
+    let mut closed = 0;
+    while let Some(c) = checks.join_next().await {
+        closed += usize::from(c.unwrap());
+    }
+    assert!(
+        closed >= 300 - cap,
+        "only {closed} of 300 idle connections closed"
+    );
+    handle.shutdown().await.unwrap();
+}
+
+// ---- Sessions ----
+
+const V2025: &str = "2025-11-25";
+
+/// A client whose connections come from `source` (any address on loopback).
+fn client_from(source: [u8; 4]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from(source))
+        .build()
+        .unwrap()
+}
+
+/// Sends `initialize`; the session id, or the refusal's status.
+async fn initialize(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+) -> Result<String, u16> {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": V2025, "capabilities": {},
+                "clientInfo": {"name": "hardening", "version": "1"}}})
+            .to_string(),
+        );
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let (status, body) = json_of(response).await;
+    match session {
+        Some(s) if status == 200 => Ok(s),
+        _ => {
+            assert!(body["error"].is_object(), "{body}");
+            Err(status)
+        }
+    }
+}
+
+/// Sends `tools/list` on a session; the HTTP status.
+async fn use_session(
+    client: &reqwest::Client,
+    url: &str,
+    session: &str,
+    token: Option<&str>,
+) -> u16 {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", V2025)
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string());
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+/// Opens the GET stream of a session, which keeps it busy while the response lives.
+async fn open_stream(client: &reqwest::Client, url: &str, session: &str) -> reqwest::Response {
+    let response = client
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", V2025)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response
+}
+
+#[tokio::test]
+async fn each_anonymous_peer_has_its_own_share_of_sessions() {
+    let (handle, url) = start(HttpConfig::new().max_sessions_per_client(2)).await;
+    let (one, two) = (client_from([127, 0, 0, 1]), client_from([127, 0, 0, 2]));
+    let first = initialize(&one, &url, None).await.unwrap();
+    let second = initialize(&one, &url, None).await.unwrap();
+    let elsewhere = initialize(&two, &url, None).await.unwrap();
+    assert_eq!(use_session(&one, &url, &second, None).await, 200);
+    assert_eq!(use_session(&one, &url, &first, None).await, 200);
+    // A third session of the same peer ends that peer's least recently used idle one.
+    let third = initialize(&one, &url, None).await.unwrap();
+    assert_eq!(use_session(&one, &url, &second, None).await, 404);
+    assert_eq!(use_session(&one, &url, &first, None).await, 200);
+    assert_eq!(use_session(&one, &url, &third, None).await, 200);
+    assert_eq!(use_session(&two, &url, &elsewhere, None).await, 200);
+
+    // When all of a peer's sessions are busy, its next one is refused; others still open.
+    let _streams = (
+        open_stream(&one, &url, &first).await,
+        open_stream(&one, &url, &third).await,
+    );
+    assert_eq!(initialize(&one, &url, None).await, Err(429));
+    initialize(&two, &url, None).await.unwrap();
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_full_session_table_makes_room_instead_of_refusing() {
+    let config = HttpConfig::new().max_sessions(3).authenticator(|headers| {
+        let token = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        Ok(token.map(str::to_owned))
+    });
+    let (handle, url) = start(config).await;
+    let client = reqwest::Client::new();
+    let mut sessions = Vec::new();
+    for user in ["a", "b", "c"] {
+        let session = initialize(&client, &url, Some(user)).await.unwrap();
+        sessions.push((user, session));
+    }
+    // `a` and `c` send requests; `b` never does, so it goes first.
+    for i in [0, 2] {
+        let (user, session) = &sessions[i];
+        assert_eq!(use_session(&client, &url, session, Some(user)).await, 200);
+    }
+    let d = initialize(&client, &url, Some("d")).await.unwrap();
+    let (b, b_session) = &sessions[1];
+    assert_eq!(use_session(&client, &url, b_session, Some(b)).await, 404);
+    // Then the least recently used: `a`.
+    assert_eq!(use_session(&client, &url, &d, Some("d")).await, 200);
+    initialize(&client, &url, Some("e")).await.unwrap();
+    let (a, a_session) = &sessions[0];
+    assert_eq!(use_session(&client, &url, a_session, Some(a)).await, 404);
+    let (c, c_session) = &sessions[2];
+    assert_eq!(use_session(&client, &url, c_session, Some(c)).await, 200);
+    handle.shutdown().await.unwrap();
+}
+
+/// The conformance server's binary, built with the examples.
+fn conformance_server() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = dir.join("examples").join("conformance-server");
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`, which builds the examples",
+        path.display()
+    );
+    path
+}
+
+#[tokio::test]
+async fn a_server_out_of_file_descriptors_evicts_idle_connections_for_new_clients() {
+    use tokio::io::AsyncBufReadExt as _;
+    // The server may open 128 files; it gets more idle connections than that.
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 128 && exec "$0" --http 127.0.0.1:0 --store memory"#)
+        .arg(conformance_server())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the conformance server");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("listening on ") {
+                return url.to_owned();
+            }
+        }
+        panic!("the server ended before it listened");
+    })
+    .await
+    .expect("the server did not start");
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    for id in 0..3 {
+        let response = tokio::time::timeout(
+            Duration::from_secs(10),
+            stateless(&url, id, "server/discover", json!({}), &[]).send(),
+        )
+        .await
+        .expect("a normal request waited behind idle connections")
+        .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    drop(idle);
+    child.kill().await.unwrap();
+}
