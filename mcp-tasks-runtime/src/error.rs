@@ -164,8 +164,6 @@ pub(crate) enum ToolErrorKind {
     Cancelled,
     /// The tool needs a client capability the client did not declare.
     MissingCapability(&'static str),
-    /// The call must stop so the client can answer input requests (2026-07-28 MRTR).
-    InputRequired,
 }
 
 impl ToolError {
@@ -206,12 +204,6 @@ impl ToolError {
         }
     }
 
-    pub(crate) fn input_required() -> Self {
-        Self {
-            kind: ToolErrorKind::InputRequired,
-        }
-    }
-
     /// `true` when this error stands for a cancelled call.
     pub fn is_cancelled(&self) -> bool {
         matches!(self.kind, ToolErrorKind::Cancelled)
@@ -243,7 +235,6 @@ impl std::fmt::Display for ToolError {
             ToolErrorKind::MissingCapability(c) => {
                 write!(f, "the client does not support {c}")
             }
-            ToolErrorKind::InputRequired => f.write_str("input required"),
         }
     }
 }
@@ -273,7 +264,7 @@ pub enum CallOutcome {
 }
 
 impl CallOutcome {
-    /// The outcome of a tool's return value. `None` when the tool stopped for MRTR input.
+    /// The outcome of a tool's return value (every return value has one).
     pub(crate) fn from_tool(result: Result<CallToolResult, ToolError>) -> Option<Self> {
         Some(match result {
             Ok(r) => Self::Result(r),
@@ -294,7 +285,6 @@ impl CallOutcome {
                     }
                     .into(),
                 ),
-                ToolErrorKind::InputRequired => return None,
             },
         })
     }
