@@ -218,6 +218,27 @@ pub(crate) enum Taken {
     Refused(StateError),
 }
 
+/// A parked call being resumed by one request: when the request is done with it (it ended, was
+/// cancelled, became a task, or the request's future was dropped), its states resume nothing
+/// any more, unless it was parked again for its next round.
+pub(crate) struct Resuming<'a> {
+    parking: &'a Parking,
+    id: String,
+}
+
+impl Resuming<'_> {
+    /// The id of the call.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Drop for Resuming<'_> {
+    fn drop(&mut self) {
+        self.parking.finish(&self.id);
+    }
+}
+
 /// How many ended calls are remembered per parked call allowed.
 const REMEMBERED_PER_SLOT: usize = 16;
 
@@ -314,8 +335,13 @@ impl Parking {
         }
     }
 
-    /// Marks a resumed call as ended: its states resume nothing any more.
-    pub(crate) fn finish(&self, id: &str) {
+    /// Marks the call a retry's state names as being resumed by that retry.
+    pub(crate) fn resuming(&self, id: String) -> Resuming<'_> {
+        Resuming { parking: self, id }
+    }
+
+    /// Marks a resumed call as ended, unless it was parked again.
+    fn finish(&self, id: &str) {
         let mut slots = self.slots();
         if matches!(slots.calls.get(id), Some(Slot::Busy { .. })) {
             self.end(&mut slots, id, false);

@@ -402,7 +402,7 @@ async fn a_replayed_or_superseded_state_resumes_nothing() {
 }
 
 #[tokio::test]
-async fn a_tampered_or_foreign_state_is_refused_and_the_call_still_waits() {
+async fn a_tampered_state_or_a_malformed_answer_is_refused_and_the_call_still_waits() {
     let counters = Counters::default();
     let mut c = Client::new(&builder(&counters).build().unwrap());
     let (_, state) = asked(&c.call("import", json!({})).await);
@@ -433,6 +433,15 @@ async fn a_tampered_or_foreign_state_is_refused_and_the_call_still_waits() {
         .await,
     );
     assert_eq!(code, -32602, "a state is bound to its tool");
+    let (code, message) = error(
+        &c.call(
+            "import",
+            json!({"requestState": state, "inputResponses": {"elicit-1": 12345}}),
+        )
+        .await,
+    );
+    assert_eq!(code, -32602, "an input response is an object");
+    assert!(message.contains("elicit-1"), "{message}");
     let r = c
         .call(
             "import",

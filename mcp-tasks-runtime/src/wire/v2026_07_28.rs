@@ -13,7 +13,7 @@ use crate::engine::{Flavor, NewTask};
 use crate::error::{CallOutcome, Error};
 use crate::jsonrpc::{self, ErrorObject, Request};
 use crate::model::{InputRequest, JsonObject, LogLevel, TaskSupport};
-use crate::mrtr::{self, Taken};
+use crate::mrtr::{self, Resuming, Taken};
 use crate::router::{META_PROTOCOL_VERSION, name_param, params_object};
 use crate::server::{Server, tools_page};
 use crate::session::{Connection, Sink};
@@ -715,7 +715,6 @@ async fn interact(
         progress_token: meta.progress_token.clone(),
         log: LogGate::Request(meta.log_level),
     };
-    let parking = &server.inner.parking;
     let (suspended, resumed) = match start {
         Start::Resume(suspended, id) => {
             suspended.backend.set_notifier(notifier);
@@ -743,43 +742,35 @@ async fn interact(
         if let Step::Asked(s) | Step::Detached(s) = step {
             s.abandon();
         }
-        if let Some(id) = &resumed {
-            parking.finish(id);
-        }
         return None;
     }
     Some(Ok(match step {
-        Step::Ended(end) => {
-            if let Some(id) = &resumed {
-                parking.finish(id);
-            }
-            Round::Ended(end)
-        }
-        Step::Detached(s) => {
-            if let Some(id) = &resumed {
-                parking.finish(id);
-            }
-            Round::Detached(s)
-        }
+        Step::Ended(end) => Round::Ended(end),
+        Step::Detached(s) => Round::Detached(s),
         Step::Asked(s) => {
             let questions = s.backend.open_questions();
             let answers = match call.policy {
                 ResumePolicy::Rerun => s.backend.used_answers(),
                 ResumePolicy::Fail => BTreeMap::new(),
             };
-            let parked = match parking.park(resumed.as_deref(), &call.target, s) {
-                Ok(parked) => Some(parked),
-                Err(s) => {
-                    s.abandon();
-                    if call.policy == ResumePolicy::Fail {
-                        return Some(Err(Error::Busy(
-                            "too many calls are waiting for answers to their questions".into(),
-                        )
-                        .into()));
+            let parked =
+                match server
+                    .inner
+                    .parking
+                    .park(resumed.as_ref().map(Resuming::id), &call.target, s)
+                {
+                    Ok(parked) => Some(parked),
+                    Err(s) => {
+                        s.abandon();
+                        if call.policy == ResumePolicy::Fail {
+                            return Some(Err(Error::Busy(
+                                "too many calls are waiting for answers to their questions".into(),
+                            )
+                            .into()));
+                        }
+                        None
                     }
-                    None
-                }
-            };
+                };
             let state = mrtr::State {
                 call: parked,
                 answers,
@@ -790,21 +781,21 @@ async fn interact(
 }
 
 /// How a round begins.
-enum Start {
-    /// The parked call named by the state, and its id.
-    Resume(Suspended, String),
+enum Start<'a> {
+    /// The parked call named by the state.
+    Resume(Suspended, Resuming<'a>),
     /// A new run, with the answers it finds when it asks.
     Fresh(BTreeMap<String, Value>),
 }
 
 /// Decides how a round begins from its `requestState`; returns it with the request's
 /// `inputResponses`.
-fn begin(
-    server: &Server,
+fn begin<'a>(
+    server: &'a Server,
     params: &JsonObject,
     to: mrtr::Binding<'_>,
     call: &SyncCall,
-) -> Result<(Start, JsonObject), Error> {
+) -> Result<(Start<'a>, JsonObject), Error> {
     let responses = match params.get("inputResponses") {
         None | Some(Value::Null) => JsonObject::new(),
         Some(Value::Object(r)) => r.clone(),
@@ -814,6 +805,13 @@ fn begin(
             ));
         }
     };
+    // Every input response (an elicitation, sampling or roots result) is an object. Checked
+    // before the parked call is taken, so a malformed retry leaves it waiting.
+    if let Some((key, _)) = responses.iter().find(|(_, r)| !r.is_object()) {
+        return Err(Error::InvalidParams(format!(
+            "`inputResponses[{key:?}]` must be an object: an elicitation, sampling or roots result"
+        )));
+    }
     let start = match request_state(server, params, to)? {
         None => Start::Fresh(BTreeMap::new()),
         Some(mrtr::State {
@@ -824,7 +822,9 @@ fn begin(
             call: Some((id, round)),
             answers,
         }) => match server.inner.parking.take(&id, round, &call.target) {
-            Taken::Resumed(suspended) => Start::Resume(suspended, id),
+            Taken::Resumed(suspended) => {
+                Start::Resume(suspended, server.inner.parking.resuming(id))
+            }
             Taken::Refused(e) => return Err(Error::InvalidParams(e.to_string())),
             Taken::Gone => match call.policy {
                 ResumePolicy::Rerun => Start::Fresh(answers),
