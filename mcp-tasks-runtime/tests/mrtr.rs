@@ -172,8 +172,30 @@ fn builder(counters: &Counters) -> ServerBuilder {
             }])
         }
     });
+    let c = counters.clone();
+    let lookup_resource = Resource::new("test://lookup", "lookup", move |cx, uri| {
+        let c = c.clone();
+        async move {
+            c.lookups.fetch_add(1, Ordering::SeqCst);
+            let who = ask(&cx, None, "who").await?;
+            Ok(vec![ResourceContents {
+                uri,
+                mime_type: None,
+                text: Some(format!("found {who}")),
+                blob: None,
+            }])
+        }
+    })
+    .on_unresumable(ResumePolicy::Rerun);
+    let reporter = Tool::new("report_after", |cx, _| async move {
+        let step = ask(&cx, None, "step").await?;
+        cx.progress().report(1.0, Some(1.0));
+        text(format!("reported {step}"))
+    });
     Server::builder()
         .request_state_key(KEY)
+        .tool(reporter)
+        .resource(lookup_resource)
         .tool(import)
         .tool(wizard)
         .tool(parallel)
@@ -186,14 +208,17 @@ fn builder(counters: &Counters) -> ServerBuilder {
 
 struct Client {
     session: Session,
+    outbound: tokio::sync::mpsc::UnboundedReceiver<String>,
     next: i64,
     caps: Value,
 }
 
 impl Client {
     fn new(server: &Server) -> Self {
+        let (session, outbound) = server.session();
         Self {
-            session: server.session().0,
+            session,
+            outbound,
             next: 0,
             caps: json!({"elicitation": {}}),
         }
@@ -201,10 +226,14 @@ impl Client {
 
     fn message(&mut self, method: &str, mut params: Value) -> (i64, String) {
         self.next += 1;
+        let token = params.as_object_mut().unwrap().remove("progressToken");
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": self.caps,
         });
+        if let Some(token) = token {
+            params["_meta"]["progressToken"] = token;
+        }
         let message =
             json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
         (self.next, message.to_string())
@@ -658,4 +687,57 @@ async fn a_prelude_is_resumed_then_goes_on_as_a_task() {
         "Hello, Alice! (from a task)"
     );
     assert_eq!(counters.effects.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_resumed_call_reports_progress_to_the_retry() {
+    let mut c = Client::new(&builder(&Counters::default()).build().unwrap());
+    let (_, state) = asked(
+        &c.call("report_after", json!({"progressToken": "first"}))
+            .await,
+    );
+    let r = c
+        .call(
+            "report_after",
+            json!({"progressToken": "second", "requestState": state,
+                "inputResponses": {"elicit-1": accept("step", "one")}}),
+        )
+        .await;
+    assert_eq!(answered(&r), "reported one");
+    let mut tokens = Vec::new();
+    while let Ok(message) = c.outbound.try_recv() {
+        let message: Value = serde_json::from_str(&message).unwrap();
+        assert_eq!(message["method"], "notifications/progress");
+        tokens.push(message["params"]["progressToken"].clone());
+    }
+    assert_eq!(tokens, [json!("second")]);
+}
+
+#[tokio::test]
+async fn a_lost_prompt_fails_and_a_lost_resource_read_reruns_by_their_policy() {
+    let counters = Counters::default();
+    let before = builder(&counters).build().unwrap();
+    let mut c = Client::new(&before);
+    let (keys, prompt_state) = asked(
+        &c.request("prompts/get", json!({"name": "confirm_prompt"}))
+            .await,
+    );
+    let prompt_retry = json!({"name": "confirm_prompt", "requestState": prompt_state,
+        "inputResponses": {keys[0].clone(): accept("topic", "rivers")}});
+    let (keys, read_state) = asked(
+        &c.request("resources/read", json!({"uri": "test://lookup"}))
+            .await,
+    );
+    let read_retry = json!({"uri": "test://lookup", "requestState": read_state,
+        "inputResponses": {keys[0].clone(): accept("who", "Ada")}});
+
+    drop(before);
+    let mut c = Client::new(&builder(&counters).build().unwrap());
+    let (code, message) = error(&c.request("prompts/get", prompt_retry).await);
+    assert_eq!(code, -32602);
+    assert!(message.contains("interaction expired"), "{message}");
+    let r = c.request("resources/read", read_retry).await;
+    assert_eq!(r["result"]["contents"][0]["text"], "found Ada", "{r}");
+    assert_eq!(counters.effects.load(Ordering::SeqCst), 1);
+    assert_eq!(counters.lookups.load(Ordering::SeqCst), 2);
 }
