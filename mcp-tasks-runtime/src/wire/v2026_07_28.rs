@@ -753,24 +753,18 @@ async fn interact(
                 ResumePolicy::Rerun => s.backend.used_answers(),
                 ResumePolicy::Fail => BTreeMap::new(),
             };
-            let parked =
-                match server
-                    .inner
-                    .parking
-                    .park(resumed.as_ref().map(Resuming::id), &call.target, s)
-                {
-                    Ok(parked) => Some(parked),
-                    Err(s) => {
-                        s.abandon();
-                        if call.policy == ResumePolicy::Fail {
-                            return Some(Err(Error::Busy(
-                                "too many calls are waiting for answers to their questions".into(),
-                            )
-                            .into()));
-                        }
-                        None
+            let resumed_id = resumed.as_ref().map(Resuming::id);
+            let parked = match server.inner.parking.park(resumed_id, &call.target, s) {
+                Ok(parked) => Some(parked),
+                Err(s) => {
+                    s.abandon();
+                    if call.policy == ResumePolicy::Fail {
+                        let busy = "too many calls are waiting for answers to their questions";
+                        return Some(Err(Error::Busy(busy.into()).into()));
                     }
-                };
+                    None
+                }
+            };
             let state = mrtr::State {
                 call: parked,
                 answers,
