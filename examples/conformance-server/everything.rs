@@ -1,11 +1,14 @@
 //! More "everything server" fixtures of the conformance suite: elicitation forms (SEP-1034,
 //! SEP-1330), the stateless-era probes (`server-stateless`), the MRTR tools of the
-//! `input-required-result-*` scenarios, and two tools whose input schema is written by hand
-//! (JSON Schema 2020-12 keywords, an `x-mcp-header` parameter).
+//! `input-required-result-*` scenarios, two tools that show a question resumes its call
+//! instead of running it again (`side_effect_then_ask`, `side_effect_count`), and two tools
+//! whose input schema is written by hand (JSON Schema 2020-12 keywords, an `x-mcp-header`
+//! parameter).
 
 use mcp_tasks::model::{CallToolResult, Content, ElicitResult};
 use mcp_tasks::prelude::*;
 use serde_json::{Value, json};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `Elicitation completed: action=…, content={…}`.
 fn completed(result: &ElicitResult) -> String {
@@ -244,6 +247,36 @@ async fn test_input_required_result_capabilities(client: Client) -> Result<Strin
         parts.push("the client declared no input capability".into());
     }
     Ok(parts.join(", "))
+}
+
+// ---- A question resumes the call ----
+
+/// How many times `side_effect_then_ask` has done its side effect, in this process.
+static SIDE_EFFECTS: AtomicU64 = AtomicU64::new(0);
+
+/// The answer `side_effect_then_ask` asks for.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Confirm {
+    /// Whether to go on.
+    confirm: bool,
+}
+
+/// Does a side effect (counts it), then asks for a confirmation. A retry with the answer
+/// resumes the call, so the side effect happens once per call.
+#[task_tool(mode = "optional")]
+async fn side_effect_then_ask(label: String, client: Client) -> Result<String, ToolError> {
+    SIDE_EFFECTS.fetch_add(1, Ordering::SeqCst);
+    let answer = client
+        .elicit_as::<Confirm>(format!("Confirm {label}?"))
+        .await?;
+    let confirm = answer.is_some_and(|a| a.confirm);
+    Ok(format!("confirmed {label}: {confirm}"))
+}
+
+/// How many times `side_effect_then_ask` has done its side effect.
+#[task_tool(mode = "forbidden", read_only)]
+async fn side_effect_count() -> String {
+    SIDE_EFFECTS.load(Ordering::SeqCst).to_string()
 }
 
 // ---- Tools with hand-written input schemas ----

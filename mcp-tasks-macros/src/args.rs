@@ -8,7 +8,7 @@ use syn::parse::Parser;
 use syn::{Expr, Lit, LitStr, Path};
 
 /// Every argument `#[task_tool]` accepts, in the order the manual lists them.
-pub(crate) const KEYS: [&str; 13] = [
+pub(crate) const KEYS: [&str; 14] = [
     "mode",
     "poll_interval",
     "ttl",
@@ -20,6 +20,7 @@ pub(crate) const KEYS: [&str; 13] = [
     "idempotent",
     "open_world",
     "on_restart",
+    "on_unresumable",
     "prelude",
     "crate",
 ];
@@ -49,6 +50,9 @@ pub(crate) struct TaskToolArgs {
     pub(crate) open_world: Option<bool>,
     /// `on_restart = "..."`: whether to rerun, and the literal for errors.
     pub(crate) on_restart: Option<(bool, LitStr)>,
+    /// `on_unresumable = "..."`: whether to rerun a call that can no longer be resumed, and
+    /// the literal for errors.
+    pub(crate) on_unresumable: Option<(bool, LitStr)>,
     /// `prelude`: the call runs inline until it awaits `detach()`.
     pub(crate) prelude: Option<bool>,
     /// `crate = path`.
@@ -169,24 +173,25 @@ impl TaskToolArgs {
             "idempotent" => self.idempotent = boolean(key, value, errors),
             "open_world" => self.open_world = boolean(key, value, errors),
             "prelude" => self.prelude = boolean(key, value, errors),
-            "on_restart" => {
-                self.on_restart = string(key, value, errors).and_then(|lit| {
-                    match lit.value().as_str() {
-                        "fail" => Some((false, lit)),
-                        "rerun" => Some((true, lit)),
-                        other => {
-                            errors.spanned(
-                                &lit,
-                                format_args!(
-                                    "invalid `on_restart` {other:?}: expected `\"fail\"` or `\"rerun\"`"
-                                ),
-                            );
-                            None
-                        }
-                    }
-                });
-            }
+            "on_restart" => self.on_restart = fail_or_rerun(key, value, errors),
+            "on_unresumable" => self.on_unresumable = fail_or_rerun(key, value, errors),
             _ => self.krate = path(value, errors),
+        }
+    }
+}
+
+/// Reads `"fail"` (`false`) or `"rerun"` (`true`), keeping the literal for later errors.
+fn fail_or_rerun(key: &str, value: Expr, errors: &mut Errors) -> Option<(bool, LitStr)> {
+    let lit = string(key, value, errors)?;
+    match lit.value().as_str() {
+        "fail" => Some((false, lit)),
+        "rerun" => Some((true, lit)),
+        other => {
+            errors.spanned(
+                &lit,
+                format_args!("invalid `{key}` {other:?}: expected `\"fail\"` or `\"rerun\"`"),
+            );
+            None
         }
     }
 }
@@ -197,7 +202,7 @@ fn example(key: &str) -> &'static str {
         "mode" => "\"optional\"",
         "poll_interval" => "\"2s\"",
         "ttl" => "\"1h\"",
-        "on_restart" => "\"fail\"",
+        "on_restart" | "on_unresumable" => "\"fail\"",
         "crate" => "::mcp_tasks",
         _ => "\"...\"",
     }
@@ -349,6 +354,7 @@ mod tests {
         let args = parse_ok(quote!());
         assert!(args.mode.is_none() && args.poll_interval_ms.is_none() && args.ttl_ms.is_none());
         assert!(args.name.is_none() && args.krate.is_none() && args.on_restart.is_none());
+        assert!(args.on_unresumable.is_none());
     }
 
     #[test]
@@ -365,6 +371,7 @@ mod tests {
             idempotent = true,
             open_world,
             on_restart = "rerun",
+            on_unresumable = "rerun",
             crate = crate::rt,
         ));
         assert_eq!(args.mode, Some(Mode::Required));
@@ -378,6 +385,7 @@ mod tests {
         assert_eq!(args.idempotent, Some(true));
         assert_eq!(args.open_world, Some(true));
         assert!(args.on_restart.unwrap().0);
+        assert!(args.on_unresumable.unwrap().0);
         assert!(args.krate.unwrap().segments.len() == 2);
     }
 
@@ -400,6 +408,7 @@ mod tests {
             name = "",
             read_only = "yes",
             on_restart = "retry",
+            on_unresumable = "resume",
         ));
         assert_eq!(
             found,
@@ -407,11 +416,12 @@ mod tests {
                 "invalid `mode` \"sometimes\": expected `\"forbidden\"`, `\"optional\"` or `\"required\"`",
                 "`poll_interval` must be greater than zero",
                 "invalid `ttl` \"2 days\": expected `\"none\"` or a number followed by `ms`, `s`, `m` or `h`",
-                "unknown `#[task_tool]` argument `colour`; expected one of: `mode`, `poll_interval`, `ttl`, `name`, `title`, `description`, `read_only`, `destructive`, `idempotent`, `open_world`, `on_restart`, `prelude`, `crate`",
+                "unknown `#[task_tool]` argument `colour`; expected one of: `mode`, `poll_interval`, `ttl`, `name`, `title`, `description`, `read_only`, `destructive`, `idempotent`, `open_world`, `on_restart`, `on_unresumable`, `prelude`, `crate`",
                 "`mode` specified more than once",
                 "invalid tool name \"\": use 1 to 64 of `A-Z a-z 0-9 _ - .`",
                 "`read_only` expects `true` or `false`",
                 "invalid `on_restart` \"retry\": expected `\"fail\"` or `\"rerun\"`",
+                "invalid `on_unresumable` \"resume\": expected `\"fail\"` or `\"rerun\"`",
             ]
         );
     }

@@ -193,6 +193,10 @@ fn registration(
     let idempotent = flag(args.idempotent);
     let open_world = flag(args.open_world);
     let rerun = args.on_restart.as_ref().is_some_and(|(rerun, _)| *rerun);
+    let rerun_unresumable = args
+        .on_unresumable
+        .as_ref()
+        .is_some_and(|(rerun, _)| *rerun);
     let prelude = args.prelude.unwrap_or(false);
     // `line!()` spanned on the name reports the line of the function, not of the attribute.
     let line = quote_spanned!(ident.span()=> ::core::line!());
@@ -210,6 +214,7 @@ fn registration(
                 idempotent: #idempotent,
                 open_world: #open_world,
                 rerun_on_restart: #rerun,
+                rerun_unresumable: #rerun_unresumable,
                 prelude: #prelude,
                 input_schema: #p::input_schema::<#input_ty>,
                 output_schema: #ret_trait::output_schema,
@@ -500,6 +505,7 @@ mod tests {
                 destructive = false,
                 idempotent,
                 on_restart = "rerun",
+                on_unresumable = "rerun",
             ),
             quote! {
                 /// Render a report.
@@ -524,6 +530,7 @@ mod tests {
                 "idempotent",
                 "open_world",
                 "rerun_on_restart",
+                "rerun_unresumable",
                 "prelude",
                 "input_schema",
                 "output_schema",
@@ -564,6 +571,7 @@ mod tests {
             ":: mcp_tasks :: __private :: Option :: None"
         );
         assert_eq!(field(&reg, "rerun_on_restart"), "true");
+        assert_eq!(field(&reg, "rerun_unresumable"), "true");
         assert_eq!(
             field(&reg, "input_schema"),
             ":: mcp_tasks :: __private :: input_schema :: < __McpTasksInput >"
@@ -597,6 +605,7 @@ mod tests {
             ":: mcp_tasks :: __private :: Option :: Some (3600000u64)"
         );
         assert_eq!(field(&reg, "rerun_on_restart"), "false");
+        assert_eq!(field(&reg, "rerun_unresumable"), "false");
         assert_eq!(
             field(&reg, "output_schema"),
             "< () as :: mcp_tasks :: __private :: IntoToolResult > :: output_schema"

@@ -90,6 +90,7 @@ use proc_macro::TokenStream;
 /// | `idempotent` | a flag, or `= true` / `= false` | unset | `annotations.idempotentHint` |
 /// | `open_world` | a flag, or `= true` / `= false` | unset | `annotations.openWorldHint` |
 /// | `on_restart` | `"fail"` or `"rerun"` | `"fail"` | what becomes of a task that was running when the server stopped |
+/// | `on_unresumable` | `"fail"` or `"rerun"` | `"fail"` | what a 2026-07-28 synchronous call does when the client answers a question after the suspended call is gone ([below](#questions-to-the-client-and-on_unresumable)) |
 /// | `prelude` | a flag, or `= true` / `= false` | unset | the call runs inline until it awaits [`TaskContext::detach`]; questions asked before that are answered in synchronous rounds (2026-07-28) |
 /// | `crate` | a path | `::mcp_tasks` | where the generated code finds the runtime |
 ///
@@ -129,6 +130,105 @@ use proc_macro::TokenStream;
 ///     "42"
 /// }
 /// # fn main() {}
+/// ```
+///
+/// ## Questions to the client, and `on_unresumable`
+///
+/// A tool asks the user or the client's model something with [`Client`] (`elicit`,
+/// `elicit_as`, `sample_text`, `list_roots`, ...) and awaits the answer. What the client sees
+/// depends on how the tool was called; the tool's code is the same in every case:
+///
+/// | the call | how the question travels | what the tool sees |
+/// | --- | --- | --- |
+/// | a task (either era) | the task parks in `input_required`; the question is sent as a request tagged with the task (2025-11-25) or listed in `tasks/get` and answered with `tasks/update` (2026-07-28) | the `await` returns the answer |
+/// | a synchronous call, 2025-11-25 | a server-to-client request on the same connection, while the call waits | the `await` returns the answer |
+/// | a synchronous call, 2026-07-28 (no tasks extension, or `mode = "forbidden"`) | the call is suspended on the question and the request is answered with an `InputRequiredResult`: every open question in `inputRequests`, and a signed `requestState`. The client retries the call with `inputResponses` and that `requestState` | the `await` returns the answer: the same call continues from the question, and nothing before it runs again |
+///
+/// The third case holds for questions asked one after the other (each retry is answered with
+/// the next `InputRequiredResult`, with a new `requestState`) and for questions asked at once
+/// (`tokio::join!`: all of them are in one `inputRequests`; a retry that answers only some of
+/// them is answered with the rest). Answers to keys that are not open are ignored. While it
+/// waits, the suspended call does not run. A `requestState` resumes its call once: replaying
+/// it, or sending the state of an earlier round, is a `-32602` error, and a tampered or
+/// foreign state is refused the same way.
+///
+/// Resuming is impossible when the suspended call is gone: the client took longer than
+/// [`ServerBuilder::parked_call_timeout`] (five minutes by default; the call is then
+/// cancelled as a cancelled request is), the server restarted, or the retry reached another
+/// server process. Then `on_unresumable` decides:
+///
+/// - `"fail"` (the default): the retry gets a `-32602` error saying the interaction expired
+///   and must start over without `requestState`. Nothing the tool did runs twice.
+/// - `"rerun"`: the tool runs again from the start and finds every answer given so far
+///   (`requestState` carries them). Whatever the tool did before its first question happens
+///   again, so this needs `idempotent`, which is checked while compiling.
+///
+/// The server keeps at most [`ServerBuilder::max_parked_calls`] suspended calls. A call that
+/// asks when that many are waiting is cancelled at once: with `"fail"` the request gets
+/// `-32000` (server busy); with `"rerun"` it gets its `InputRequiredResult` as usual and the
+/// retry runs the tool again.
+///
+/// A `prompts/get` or `resources/read` handler that asks questions is suspended and resumed
+/// the same way (`Prompt::on_unresumable`, `Resource::on_unresumable`). A tool with `prelude`
+/// is suspended the same way until it awaits `detach()`, and then goes on as a task.
+///
+/// ```
+/// use mcp_tasks::prelude::*;
+/// use serde_json::{Value, json};
+/// use std::sync::atomic::{AtomicU32, Ordering};
+///
+/// static IMPORTED: AtomicU32 = AtomicU32::new(0);
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Confirm {
+///     confirm: bool,
+/// }
+///
+/// /// Import the first half of the items, then ask before importing the rest.
+/// #[task_tool(mode = "optional")]
+/// async fn bulk_import(client: Client) -> Result<String, ToolError> {
+///     IMPORTED.fetch_add(1, Ordering::SeqCst); // the first half
+///     let answer = client.elicit_as::<Confirm>("Import the rest too?").await?;
+///     Ok(format!("rest imported: {}", answer.is_some_and(|a| a.confirm)))
+/// }
+///
+/// /// Look something up; running it twice changes nothing.
+/// #[task_tool(idempotent, on_unresumable = "rerun")]
+/// async fn lookup(client: Client) -> Result<String, ToolError> {
+///     let answer = client.elicit_as::<Confirm>("Look it up?").await?;
+///     Ok(format!("looked up: {}", answer.is_some_and(|a| a.confirm)))
+/// }
+///
+/// #[tokio::main(flavor = "current_thread")]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let server = Server::from_registry()?;
+///     let (session, _) = server.session();
+///     // A 2026-07-28 client without the tasks extension.
+///     let call = |extra: Value| {
+///         let mut params = json!({"name": "bulk_import", "_meta": {
+///             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+///             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+///         }});
+///         params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+///         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string()
+///     };
+///     let reply = session.handle_text(&call(json!({}))).await.unwrap();
+///     let first: Value = serde_json::from_str(&reply)?;
+///     assert_eq!(first["result"]["resultType"], "input_required");
+///     let state = first["result"]["requestState"].clone();
+///     let answer = json!({"elicit-1": {"action": "accept", "content": {"confirm": true}}});
+///
+///     let retry = call(json!({"requestState": state, "inputResponses": answer}));
+///     let done: Value = serde_json::from_str(&session.handle_text(&retry).await.unwrap())?;
+///     assert_eq!(done["result"]["content"][0]["text"], "rest imported: true");
+///     assert_eq!(IMPORTED.load(Ordering::SeqCst), 1, "resumed, not run again");
+///
+///     // The same state again resumes nothing.
+///     let replay: Value = serde_json::from_str(&session.handle_text(&retry).await.unwrap())?;
+///     assert_eq!(replay["error"]["code"], -32602);
+///     assert_eq!(IMPORTED.load(Ordering::SeqCst), 1);
+///     Ok(())
+/// }
 /// ```
 ///
 /// ## `name`, `title`, `description`: how the tool is presented
@@ -348,7 +448,7 @@ use proc_macro::TokenStream;
 /// | a future that is not `Send` | the function's name (with a note on the value held across an `.await`) |
 /// | an unknown, repeated or valueless argument | its key; unknown keys list the valid ones |
 /// | a bad mode, duration, name or flag value | the literal |
-/// | `on_restart = "rerun"` without `idempotent` | `"rerun"` |
+/// | `on_restart = "rerun"` or `on_unresumable = "rerun"` without `idempotent` | `"rerun"` |
 /// | a function name that is not a valid tool name | the name (use `name = "..."`) |
 ///
 /// For instance, a tool must be an `async fn`:
@@ -408,6 +508,8 @@ use proc_macro::TokenStream;
 /// [`ToolError`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.ToolError.html
 /// [`TaskSupport`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/model/enum.TaskSupport.html
 /// [`Server::from_registry`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Server.html#method.from_registry
+/// [`ServerBuilder::parked_call_timeout`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.ServerBuilder.html#method.parked_call_timeout
+/// [`ServerBuilder::max_parked_calls`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.ServerBuilder.html#method.max_parked_calls
 /// [Json]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Json.html
 #[proc_macro_attribute]
 pub fn task_tool(args: TokenStream, item: TokenStream) -> TokenStream {

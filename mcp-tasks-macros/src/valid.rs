@@ -50,6 +50,14 @@ impl TaskFn<'_> {
                 "`on_restart = \"rerun\"` requires `idempotent`: only an idempotent tool can safely run again",
             );
         }
+        if let Some((true, lit)) = &args.on_unresumable
+            && args.idempotent != Some(true)
+        {
+            errors.spanned(
+                lit,
+                "`on_unresumable = \"rerun\"` requires `idempotent`: only an idempotent tool can safely run again from the start",
+            );
+        }
     }
 
     fn validate_signature(&self, errors: &mut Errors) {
@@ -357,6 +365,29 @@ mod tests {
         );
         assert!(errors(quote!(on_restart = "rerun", idempotent), item.clone()).is_empty());
         assert!(errors(quote!(on_restart = "fail"), item).is_empty());
+    }
+
+    #[test]
+    fn rerun_of_an_unresumable_call_needs_idempotent() {
+        let rerun = "`on_unresumable = \"rerun\"` requires `idempotent`: only an idempotent tool can safely run again from the start";
+        let item = quote!(
+            async fn tool() {}
+        );
+        assert_eq!(
+            errors(quote!(on_unresumable = "rerun"), item.clone()),
+            [rerun]
+        );
+        assert_eq!(
+            errors(
+                quote!(on_unresumable = "rerun", on_restart = "rerun"),
+                item.clone()
+            )
+            .len(),
+            2,
+            "each policy is checked on its own"
+        );
+        assert!(errors(quote!(on_unresumable = "rerun", idempotent), item.clone()).is_empty());
+        assert!(errors(quote!(on_unresumable = "fail"), item).is_empty());
     }
 
     #[test]

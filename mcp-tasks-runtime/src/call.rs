@@ -1,9 +1,11 @@
 //! Running a tool call: the context backends of each era, panic isolation, cancellation and
-//! the check of structured output.
+//! the check of structured output; and the suspended synchronous calls of 2026-07-28 (see
+//! [`crate::mrtr`]).
 
 use crate::context::{BoxFuture, CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
-use crate::model::{CallToolResult, InputRequest, JsonObject, LogLevel};
+use crate::model::{CallToolResult, InputRequest, JsonObject, LogLevel, ResourceContents};
+use crate::prompt::GetPromptResult;
 use crate::session::{Connection, RequestAborted, Sink};
 use crate::tool::Tool;
 use serde_json::{Value, json};
@@ -12,8 +14,9 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 /// Who decides whether a log line reaches the client.
@@ -109,36 +112,115 @@ impl CallBackend for DirectBackend {
     }
 }
 
-/// 2026-07-28 plain call: questions stop the call and go back as `inputRequests`; the retry
-/// brings the answers. Keys are numbered in the order the tool asks, so a tool that asks the
-/// same questions in the same order finds its answers on every round.
+/// What a synchronous 2026-07-28 call produces: a tool result, a filled-in prompt or the
+/// contents of a resource.
+pub(crate) enum Produced {
+    Tool(CallToolResult),
+    Prompt(GetPromptResult),
+    Resource(Vec<ResourceContents>),
+}
+
+impl Produced {
+    pub(crate) fn into_tool(self) -> Result<CallToolResult, ToolError> {
+        match self {
+            Self::Tool(r) => Ok(r),
+            _ => Err(ToolError::protocol(
+                crate::jsonrpc::INTERNAL_ERROR,
+                "a suspended call produced something other than a tool result",
+            )),
+        }
+    }
+}
+
+/// The future of a synchronous 2026-07-28 call.
+pub(crate) type WorkFuture = BoxFuture<'static, Result<Produced, ToolError>>;
+
+#[derive(Default)]
+struct Questions {
+    /// Answers given before their question was asked (a rerun's earlier answers, or
+    /// `inputResponses` on the first round).
+    given: BTreeMap<String, Value>,
+    /// Questions asked and not answered yet, with where their answer goes.
+    open: BTreeMap<String, (InputRequest, oneshot::Sender<Value>)>,
+    /// Every answer the call received, by key.
+    used: BTreeMap<String, Value>,
+}
+
+impl Questions {
+    /// Forgets questions nobody waits for any more (the tool stopped awaiting them).
+    fn prune(&mut self) {
+        self.open.retain(|_, (_, tx)| !tx.is_closed());
+    }
+}
+
+/// 2026-07-28 plain call: a question the client has not answered yet suspends the call, and
+/// the retry's `inputResponses` resume it. Keys are numbered in the order the tool asks, so a
+/// rerun that asks the same questions in the same order finds the answers it was given.
 pub(crate) struct MrtrBackend {
-    pub(crate) answers: BTreeMap<String, Value>,
-    pub(crate) asked: Mutex<BTreeMap<String, InputRequest>>,
-    pub(crate) used: Mutex<BTreeMap<String, Value>>,
-    pub(crate) counter: AtomicUsize,
-    pub(crate) notifier: Notifier,
+    questions: Mutex<Questions>,
+    counter: AtomicUsize,
+    notifier: Mutex<Notifier>,
+    cancel: CancellationToken,
 }
 
 impl MrtrBackend {
-    pub(crate) fn new(answers: BTreeMap<String, Value>, notifier: Notifier) -> Self {
+    pub(crate) fn new(
+        given: BTreeMap<String, Value>,
+        notifier: Notifier,
+        cancel: CancellationToken,
+    ) -> Self {
         Self {
-            answers,
-            asked: Mutex::default(),
-            used: Mutex::default(),
+            questions: Mutex::new(Questions {
+                given,
+                ..Questions::default()
+            }),
             counter: AtomicUsize::new(0),
-            notifier,
+            notifier: Mutex::new(notifier),
+            cancel,
         }
     }
 
-    /// The questions the tool asked that have no answer yet.
-    pub(crate) fn take_asked(&self) -> BTreeMap<String, InputRequest> {
-        std::mem::take(&mut *self.asked.lock().expect("asked lock"))
+    fn questions(&self) -> std::sync::MutexGuard<'_, Questions> {
+        self.questions.lock().expect("questions lock")
     }
 
-    /// The answers the tool consumed, to carry into the next round.
+    /// Sends this round's progress and logs to this round's request.
+    pub(crate) fn set_notifier(&self, notifier: Notifier) {
+        *self.notifier.lock().expect("notifier lock") = notifier;
+    }
+
+    /// Hands the retry's answers to the questions waiting for them; answers to keys that are
+    /// not open (never asked, already answered) are ignored.
+    pub(crate) fn answer(&self, responses: &JsonObject) {
+        let mut q = self.questions();
+        for (key, answer) in responses {
+            if let Some((_, tx)) = q.open.remove(key)
+                && tx.send(answer.clone()).is_ok()
+            {
+                q.used.insert(key.clone(), answer.clone());
+            }
+        }
+    }
+
+    /// Every question still waiting for an answer.
+    pub(crate) fn open_questions(&self) -> BTreeMap<String, InputRequest> {
+        let mut q = self.questions();
+        q.prune();
+        q.open
+            .iter()
+            .map(|(k, (request, _))| (k.clone(), request.clone()))
+            .collect()
+    }
+
+    fn has_open(&self) -> bool {
+        let mut q = self.questions();
+        q.prune();
+        !q.open.is_empty()
+    }
+
+    /// Every answer the call received, to carry into a rerun.
     pub(crate) fn used_answers(&self) -> BTreeMap<String, Value> {
-        self.used.lock().expect("used lock").clone()
+        self.questions().used.clone()
     }
 }
 
@@ -158,29 +240,243 @@ impl CallBackend for MrtrBackend {
             .key
             .clone()
             .unwrap_or_else(|| input_key(&request.method, n));
-        let result = match self.answers.get(&key) {
-            Some(answer) => {
-                self.used
-                    .lock()
-                    .expect("used lock")
-                    .insert(key, answer.clone());
-                Ok(answer.clone())
+        let mut q = self.questions();
+        if let Some(answer) = q.given.remove(&key) {
+            q.used.insert(key, answer.clone());
+            return Box::pin(async move { Ok(answer) });
+        }
+        q.prune();
+        if q.open.contains_key(&key) {
+            return Box::pin(async move {
+                Err(ToolError::new(format!(
+                    "two open questions of one call share the key {key:?}"
+                )))
+            });
+        }
+        let (tx, rx) = oneshot::channel();
+        q.open.insert(key, (request, tx));
+        let cancel = self.cancel.clone();
+        Box::pin(async move {
+            tokio::select! {
+                answer = rx => answer.map_err(|_| ToolError::cancelled()),
+                () = cancel.cancelled() => Err(ToolError::cancelled()),
             }
-            None => {
-                self.asked.lock().expect("asked lock").insert(key, request);
-                Err(ToolError::input_required())
-            }
-        };
-        Box::pin(async move { result })
+        })
     }
 
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        self.notifier.progress(progress, total, message);
+        self.notifier
+            .lock()
+            .expect("notifier lock")
+            .progress(progress, total, message);
     }
 
     fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
-        self.notifier.log(level, logger, data);
+        self.notifier
+            .lock()
+            .expect("notifier lock")
+            .log(level, logger, data);
     }
+}
+
+/// The backend of a call with a prelude (2026-07-28): questions suspend it like a plain call
+/// until it becomes a task; after that they go to the task.
+pub(crate) struct Prelude {
+    pub(crate) mrtr: Arc<MrtrBackend>,
+    pub(crate) task: OnceLock<Arc<dyn CallBackend>>,
+}
+
+impl CallBackend for Prelude {
+    fn input(&self, request: InputRequest) -> BoxFuture<'_, Result<Value, ToolError>> {
+        match self.task.get() {
+            Some(task) => task.input(request),
+            None => self.mrtr.input(request),
+        }
+    }
+
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        match self.task.get() {
+            Some(task) => task.progress(progress, total, message),
+            None => self.mrtr.progress(progress, total, message),
+        }
+    }
+
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
+        match self.task.get() {
+            Some(task) => task.log(level, logger, data),
+            None => self.mrtr.log(level, logger, data),
+        }
+    }
+
+    fn detach(&self) -> BoxFuture<'_, ()> {
+        if self.task.get().is_some() {
+            return Box::pin(async {});
+        }
+        // Not a task yet: give up one poll, which turns the call into one.
+        let mut yielded = false;
+        Box::pin(std::future::poll_fn(move |cx| {
+            if yielded || self.task.get().is_some() {
+                Poll::Ready(())
+            } else {
+                yielded = true;
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        }))
+    }
+}
+
+/// A synchronous 2026-07-28 call that may be suspended on its questions: its future (which
+/// holds its context), where its questions go, and its cancellation token.
+pub(crate) struct Suspended {
+    future: WorkFuture,
+    pub(crate) backend: Arc<MrtrBackend>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) cx: TaskContext,
+    /// Set for a call with a prelude, which may become a task.
+    pub(crate) prelude: Option<Arc<Prelude>>,
+}
+
+/// Who a synchronous call is and what it may see.
+pub(crate) struct Caller {
+    pub(crate) name: Arc<str>,
+    pub(crate) client_capabilities: Value,
+    pub(crate) principal: Option<Arc<str>>,
+    pub(crate) notifier: Notifier,
+}
+
+impl Suspended {
+    /// Starts a call; `given` are answers it finds when it asks (nothing runs until it is
+    /// driven).
+    pub(crate) fn start(
+        caller: Caller,
+        given: BTreeMap<String, Value>,
+        prelude: bool,
+        work: impl FnOnce(TaskContext) -> WorkFuture,
+    ) -> Self {
+        let cancel = CancellationToken::new();
+        let backend = Arc::new(MrtrBackend::new(given, caller.notifier, cancel.clone()));
+        let prelude = prelude.then(|| {
+            Arc::new(Prelude {
+                mrtr: Arc::clone(&backend),
+                task: OnceLock::new(),
+            })
+        });
+        let cx_backend: Arc<dyn CallBackend> = match &prelude {
+            Some(p) => Arc::clone(p) as _,
+            None => Arc::clone(&backend) as _,
+        };
+        let cx = TaskContext::new(
+            caller.name,
+            cancel.clone(),
+            caller.client_capabilities,
+            caller.principal,
+            cx_backend,
+        );
+        Self {
+            future: work(cx.clone()),
+            backend,
+            cancel,
+            cx,
+            prelude,
+        }
+    }
+
+    /// The call's future as a tool's, for the task engine to run.
+    pub(crate) fn into_tool_future(self) -> crate::tool::ToolFuture {
+        let future = self.future;
+        Box::pin(async move { future.await.and_then(Produced::into_tool) })
+    }
+
+    /// Cancels the call and lets it clean up briefly in the background, as a cancelled
+    /// request does.
+    pub(crate) fn abandon(self) {
+        self.cancel.cancel();
+        let mut future = CatchUnwind::new(self.future);
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(SYNC_CANCEL_GRACE, &mut future).await;
+        });
+    }
+}
+
+/// How a synchronous call ended.
+pub(crate) enum Ended {
+    /// It returned.
+    Returned(Result<Produced, ToolError>),
+    /// It panicked, with this message (logged, never sent to the client).
+    Panicked(String),
+    /// The request was cancelled and the call dropped.
+    Cancelled,
+}
+
+impl Ended {
+    /// The end of a tool's call, as the tool runner reports it.
+    pub(crate) fn into_run_end(self, tool: &Tool) -> RunEnd {
+        match self {
+            Self::Returned(r) => RunEnd::Returned(r.and_then(Produced::into_tool)),
+            Self::Panicked(message) => {
+                tracing::error!(tool = %tool.name, panic = %message, "tool panicked");
+                RunEnd::Panicked
+            }
+            Self::Cancelled => RunEnd::Cancelled,
+        }
+    }
+}
+
+/// Where a round of a synchronous call stopped.
+pub(crate) enum Step {
+    /// The call ended.
+    Ended(Ended),
+    /// The call waits for answers to its open questions.
+    Asked(Suspended),
+    /// A call with a prelude reached its first suspension that is not a question: it goes on
+    /// as a task.
+    Detached(Suspended),
+}
+
+/// Runs a call until it ends, waits on a question the client has not answered, or (with a
+/// prelude) first waits on anything else. `request` is the token of the request driving this
+/// round: when it fires the call is cancelled.
+pub(crate) async fn drive(mut call: Suspended, request: &CancellationToken) -> Step {
+    let detach = call.prelude.is_some();
+    let polled = {
+        let backend = Arc::clone(&call.backend);
+        let future = &mut call.future;
+        let step = std::future::poll_fn(|cx| {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+                Ok(Poll::Ready(result)) => Poll::Ready(Some(Ok(result))),
+                Err(payload) => Poll::Ready(Some(Err(panic_message(payload.as_ref())))),
+                Ok(Poll::Pending) if detach || backend.has_open() => Poll::Ready(None),
+                Ok(Poll::Pending) => Poll::Pending,
+            }
+        });
+        tokio::select! {
+            biased;
+            step = step => Some(step),
+            () = request.cancelled() => None,
+        }
+    };
+    match polled {
+        Some(Some(Ok(result))) => Step::Ended(Ended::Returned(result)),
+        Some(Some(Err(message))) => Step::Ended(Ended::Panicked(message)),
+        Some(None) if call.backend.has_open() => Step::Asked(call),
+        Some(None) => Step::Detached(call),
+        None => {
+            // Cooperative first: the call sees its token fire and may clean up, briefly.
+            call.cancel.cancel();
+            let mut future = CatchUnwind::new(call.future);
+            let _ = tokio::time::timeout(SYNC_CANCEL_GRACE, &mut future).await;
+            Step::Ended(Ended::Cancelled)
+        }
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
 }
 
 /// Polls a future, turning a panic inside it into `Err(message)`.
@@ -204,14 +500,7 @@ impl<F: Future> Future for CatchUnwind<F> {
         match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
             Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
             Ok(Poll::Pending) => Poll::Pending,
-            Err(payload) => {
-                let message = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".to_owned());
-                Poll::Ready(Err(message))
-            }
+            Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
         }
     }
 }
@@ -258,7 +547,7 @@ pub(crate) async fn run_tool(
 }
 
 /// The outcome of a finished run, with the output checked against the tool's output schema.
-/// `None` when the tool stopped for MRTR input.
+/// (Every end has one; the `Option` is what the task engine matches on.)
 pub(crate) fn outcome_of(tool: &Tool, end: RunEnd) -> Option<CallOutcome> {
     match end {
         RunEnd::Returned(result) => {

@@ -174,8 +174,6 @@ pub(crate) enum ToolErrorKind {
     Cancelled,
     /// The tool needs a client capability the client did not declare.
     MissingCapability(&'static str),
-    /// The call must stop so the client can answer input requests (2026-07-28 MRTR).
-    InputRequired,
 }
 
 impl ToolError {
@@ -216,12 +214,6 @@ impl ToolError {
         }
     }
 
-    pub(crate) fn input_required() -> Self {
-        Self {
-            kind: ToolErrorKind::InputRequired,
-        }
-    }
-
     /// `true` when this error stands for a cancelled call.
     pub fn is_cancelled(&self) -> bool {
         matches!(self.kind, ToolErrorKind::Cancelled)
@@ -253,7 +245,6 @@ impl std::fmt::Display for ToolError {
             ToolErrorKind::MissingCapability(c) => {
                 write!(f, "the client does not support {c}")
             }
-            ToolErrorKind::InputRequired => f.write_str("input required"),
         }
     }
 }
@@ -283,7 +274,7 @@ pub enum CallOutcome {
 }
 
 impl CallOutcome {
-    /// The outcome of a tool's return value. `None` when the tool stopped for MRTR input.
+    /// The outcome of a tool's return value (every return value has one).
     pub(crate) fn from_tool(result: Result<CallToolResult, ToolError>) -> Option<Self> {
         Some(match result {
             Ok(r) => Self::Result(r),
@@ -304,7 +295,6 @@ impl CallOutcome {
                     }
                     .into(),
                 ),
-                ToolErrorKind::InputRequired => return None,
             },
         })
     }

@@ -2,12 +2,14 @@
 //!
 //! A prompt's handler gets the same [`TaskContext`] a tool gets, so it can ask the client
 //! questions: a server-to-client request in 2025-11-25, an `InputRequiredResult` round in
-//! 2026-07-28.
+//! 2026-07-28 (the handler is suspended on the question and the client's retry resumes it;
+//! see [`crate::mrtr`]).
 
 use crate::context::{BoxFuture, TaskContext};
 use crate::error::{Error, ToolError, ToolErrorKind};
 use crate::jsonrpc::ErrorObject;
 use crate::model::{Content, JsonObject};
+use crate::tool::ResumePolicy;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::future::Future;
@@ -78,6 +80,7 @@ pub struct Prompt {
     description: Option<String>,
     arguments: Vec<PromptArgument>,
     completions: std::collections::BTreeMap<String, Vec<String>>,
+    pub(crate) on_unresumable: ResumePolicy,
     pub(crate) handler: PromptHandler,
 }
 
@@ -118,6 +121,7 @@ impl Prompt {
             description: None,
             arguments: Vec::new(),
             completions: std::collections::BTreeMap::new(),
+            on_unresumable: ResumePolicy::Fail,
             handler: Arc::new(move |cx, args| Box::pin(handler(cx, args))),
         }
     }
@@ -165,6 +169,15 @@ impl Prompt {
             argument.into(),
             values.into_iter().map(Into::into).collect(),
         );
+        self
+    }
+
+    /// Sets what a 2026-07-28 `prompts/get` does when the client answers the handler's
+    /// question after the suspended call is gone (default [`ResumePolicy::Fail`];
+    /// [`ResumePolicy::Rerun`] runs the handler again from the start with the answers given
+    /// so far).
+    pub fn on_unresumable(mut self, policy: ResumePolicy) -> Self {
+        self.on_unresumable = policy;
         self
     }
 
@@ -224,11 +237,10 @@ impl Prompt {
     }
 }
 
-/// How a prompt handler's error is answered; `None` when it stopped for MRTR input.
-pub(crate) fn prompt_error(error: ToolError) -> Option<ErrorObject> {
+/// How a prompt or resource handler's error is answered.
+pub(crate) fn prompt_error(error: ToolError) -> ErrorObject {
     let message = error.to_string();
-    Some(match error.kind {
-        ToolErrorKind::InputRequired => return None,
+    match error.kind {
         ToolErrorKind::Protocol(p) => Error::Protocol(p).into(),
         ToolErrorKind::InvalidArguments(m) => Error::InvalidParams(m).into(),
         ToolErrorKind::MissingCapability(cap) => Error::MissingCapability {
@@ -237,7 +249,7 @@ pub(crate) fn prompt_error(error: ToolError) -> Option<ErrorObject> {
         .into(),
         ToolErrorKind::Cancelled => Error::Cancelled.into(),
         ToolErrorKind::Failed(_) => Error::Internal(message).into(),
-    })
+    }
 }
 
 /// Runs a prompt's handler; `Err` when it panicked.

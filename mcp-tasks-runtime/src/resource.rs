@@ -4,13 +4,14 @@
 //!
 //! A resource's handler gets the same [`TaskContext`] a tool gets, so it can ask the client
 //! questions: a server-to-client request in 2025-11-25, an `InputRequiredResult` round in
-//! 2026-07-28.
+//! 2026-07-28 (the handler is suspended on the question and the client's retry resumes it;
+//! see [`crate::mrtr`]).
 
 use crate::context::{BoxFuture, TaskContext};
 use crate::error::{Error, ToolError};
 use crate::jsonrpc::ErrorObject;
 use crate::model::{JsonObject, ResourceContents};
-use crate::tool::ToolDefError;
+use crate::tool::{ResumePolicy, ToolDefError};
 use serde_json::{Value, json};
 use std::future::Future;
 use std::sync::Arc;
@@ -35,6 +36,7 @@ pub struct Resource {
     title: Option<String>,
     description: Option<String>,
     mime_type: Option<String>,
+    on_unresumable: ResumePolicy,
     pub(crate) handler: ResourceHandler,
 }
 
@@ -75,6 +77,7 @@ impl Resource {
             title: None,
             description: None,
             mime_type: None,
+            on_unresumable: ResumePolicy::Fail,
             handler: Arc::new(move |cx, uri, _| Box::pin(handler(cx, uri))),
         }
     }
@@ -99,6 +102,14 @@ impl Resource {
     /// Sets the MIME type.
     pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
         self.mime_type = Some(mime_type.into());
+        self
+    }
+
+    /// Sets what a 2026-07-28 read does when the client answers the handler's question after
+    /// the suspended read is gone (default [`ResumePolicy::Fail`]; [`ResumePolicy::Rerun`]
+    /// runs the handler again from the start with the answers given so far).
+    pub fn on_unresumable(mut self, policy: ResumePolicy) -> Self {
+        self.on_unresumable = policy;
         self
     }
 
@@ -137,6 +148,7 @@ pub struct ResourceTemplate {
     title: Option<String>,
     description: Option<String>,
     mime_type: Option<String>,
+    on_unresumable: ResumePolicy,
     pub(crate) handler: ResourceHandler,
 }
 
@@ -176,6 +188,7 @@ impl ResourceTemplate {
             title: None,
             description: None,
             mime_type: None,
+            on_unresumable: ResumePolicy::Fail,
             handler: Arc::new(move |cx, uri, vars| Box::pin(handler(cx, uri, vars))),
         }
     }
@@ -200,6 +213,14 @@ impl ResourceTemplate {
     /// Sets the MIME type of the resources it stands for.
     pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
         self.mime_type = Some(mime_type.into());
+        self
+    }
+
+    /// Sets what a 2026-07-28 read does when the client answers the handler's question after
+    /// the suspended read is gone (default [`ResumePolicy::Fail`]; [`ResumePolicy::Rerun`]
+    /// runs the handler again from the start with the answers given so far).
+    pub fn on_unresumable(mut self, policy: ResumePolicy) -> Self {
+        self.on_unresumable = policy;
         self
     }
 
@@ -289,6 +310,7 @@ fn parse_template(template: &str) -> Option<Vec<Part>> {
 pub(crate) struct Target<'a> {
     pub(crate) handler: &'a ResourceHandler,
     pub(crate) vars: JsonObject,
+    pub(crate) on_unresumable: ResumePolicy,
 }
 
 /// Finds what serves `uri`: a fixed resource first, then the first template that matches.
@@ -297,12 +319,14 @@ pub(crate) fn find<'a>(server: &'a crate::server::ServerInner, uri: &str) -> Opt
         return Some(Target {
             handler: &r.handler,
             vars: JsonObject::new(),
+            on_unresumable: r.on_unresumable,
         });
     }
     server.resource_templates.values().find_map(|t| {
         Some(Target {
             handler: &t.handler,
             vars: t.matches(uri)?,
+            on_unresumable: t.on_unresumable,
         })
     })
 }

@@ -54,6 +54,7 @@ pub(crate) struct ServerInner {
     pub(crate) state_key: [u8; 32],
     pub(crate) request_state_ttl: Duration,
     pub(crate) list_ttl: Duration,
+    pub(crate) parking: Arc<crate::mrtr::Parking>,
     pub(crate) engine: Arc<Engine>,
     pub(crate) quotas: crate::quota::Quotas,
     recovered: tokio::sync::Mutex<()>,
@@ -145,6 +146,8 @@ pub struct ServerBuilder {
     state_key: Option<[u8; 32]>,
     request_state_ttl: Duration,
     list_ttl: Duration,
+    max_parked_calls: usize,
+    parked_call_timeout: Duration,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -180,6 +183,8 @@ impl Default for ServerBuilder {
             state_key: None,
             request_state_ttl: Duration::from_secs(10 * 60),
             list_ttl: Duration::from_secs(60),
+            max_parked_calls: 1024,
+            parked_call_timeout: Duration::from_secs(5 * 60),
         }
     }
 }
@@ -255,6 +260,24 @@ impl ServerBuilder {
     /// Sets how long a signed `requestState` stays valid.
     pub fn request_state_ttl(mut self, ttl: Duration) -> Self {
         self.request_state_ttl = ttl;
+        self
+    }
+
+    /// Sets how many suspended 2026-07-28 calls may wait for the answers to their questions
+    /// at once (default 1024, at least 1). A call that asks when the server already holds
+    /// that many is cancelled: a tool that may rerun (`ResumePolicy::Rerun`) then asks its
+    /// questions as if its call had been lost, any other answers `-32000` (server busy).
+    pub fn max_parked_calls(mut self, n: usize) -> Self {
+        self.max_parked_calls = n.max(1);
+        self
+    }
+
+    /// Sets how long a suspended 2026-07-28 call waits for the client's retry (default five
+    /// minutes). Past it the call is cancelled as a cancelled request is, and a late retry is
+    /// answered by the tool's `ResumePolicy`. Keep it shorter than
+    /// [`request_state_ttl`](Self::request_state_ttl).
+    pub fn parked_call_timeout(mut self, timeout: Duration) -> Self {
+        self.parked_call_timeout = timeout;
         self
     }
 
@@ -347,6 +370,11 @@ impl ServerBuilder {
                 state_key,
                 request_state_ttl: self.request_state_ttl,
                 list_ttl: self.list_ttl,
+                parking: crate::mrtr::Parking::new(
+                    self.max_parked_calls,
+                    self.parked_call_timeout,
+                    self.request_state_ttl,
+                ),
             }),
         })
     }

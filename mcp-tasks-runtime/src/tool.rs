@@ -28,6 +28,23 @@ pub enum RestartPolicy {
     Rerun,
 }
 
+/// What a 2026-07-28 synchronous call does when the client answers a question but the call
+/// that asked it can no longer be resumed: it timed out while waiting, the server restarted,
+/// or the retry reached another server process.
+///
+/// While the suspended call is still there the answer always resumes it; this policy only
+/// decides what a retry does once it is gone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ResumePolicy {
+    /// The retry is answered with a `-32602` error that says the interaction expired and must
+    /// start over (without `requestState`). Nothing the tool did runs twice.
+    #[default]
+    Fail,
+    /// The tool runs again from the start and finds every answer given so far (idempotent
+    /// tools only: whatever it did before its first question happens again).
+    Rerun,
+}
+
 /// Why a tool definition or a set of tools is not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -64,6 +81,12 @@ pub enum ToolDefError {
     /// `rerun` after a restart was asked of a tool not declared idempotent.
     #[error("tool {0:?} can only rerun after a restart when it is declared idempotent")]
     RerunNotIdempotent(String),
+    /// `rerun` of a call that can no longer be resumed was asked of a tool not declared
+    /// idempotent.
+    #[error(
+        "tool {0:?} can only rerun a call it can no longer resume when it is declared idempotent"
+    )]
+    RerunUnresumableNotIdempotent(String),
 }
 
 /// Checks a tool name: 1 to 64 characters of `A-Z a-z 0-9 _ - .`.
@@ -87,6 +110,7 @@ pub struct Tool {
     pub(crate) poll_interval: Duration,
     pub(crate) ttl: Option<Duration>,
     pub(crate) on_restart: RestartPolicy,
+    pub(crate) on_unresumable: ResumePolicy,
     pub(crate) deadline: Option<Duration>,
     pub(crate) max_concurrency: Option<usize>,
     pub(crate) prelude: bool,
@@ -148,6 +172,7 @@ impl Tool {
             poll_interval: DEFAULT_POLL_INTERVAL,
             ttl: Some(DEFAULT_TTL),
             on_restart: RestartPolicy::Fail,
+            on_unresumable: ResumePolicy::Fail,
             deadline: None,
             max_concurrency: None,
             prelude: false,
@@ -281,6 +306,22 @@ impl Tool {
         self
     }
 
+    /// Sets what a 2026-07-28 synchronous call does when the client answers a question after
+    /// the suspended call is gone (see [`ResumePolicy`]). [`ResumePolicy::Rerun`] needs the
+    /// tool to be declared idempotent (`annotations.idempotent_hint`).
+    ///
+    /// ```
+    /// use mcp_tasks_runtime::{ResumePolicy, Tool, model::{CallToolResult, ToolAnnotations}};
+    /// let tool = Tool::new("lookup", |_, _| async { Ok(CallToolResult::default()) })
+    ///     .annotations(ToolAnnotations { idempotent_hint: Some(true), ..Default::default() })
+    ///     .on_unresumable(ResumePolicy::Rerun);
+    /// assert_eq!(tool.name(), "lookup");
+    /// ```
+    pub fn on_unresumable(mut self, policy: ResumePolicy) -> Self {
+        self.on_unresumable = policy;
+        self
+    }
+
     pub(crate) fn check(&self) -> Result<(), ToolDefError> {
         if !is_valid_tool_name(&self.name) {
             return Err(ToolDefError::InvalidName(self.name.to_string()));
@@ -291,6 +332,13 @@ impl Tool {
         if self.on_restart == RestartPolicy::Rerun && self.annotations.idempotent_hint != Some(true)
         {
             return Err(ToolDefError::RerunNotIdempotent(self.name.to_string()));
+        }
+        if self.on_unresumable == ResumePolicy::Rerun
+            && self.annotations.idempotent_hint != Some(true)
+        {
+            return Err(ToolDefError::RerunUnresumableNotIdempotent(
+                self.name.to_string(),
+            ));
         }
         Ok(())
     }
@@ -462,6 +510,8 @@ pub struct ToolRegistration {
     pub idempotent: Option<bool>,
     pub open_world: Option<bool>,
     pub rerun_on_restart: bool,
+    /// `on_unresumable = "rerun"`.
+    pub rerun_unresumable: bool,
     pub prelude: bool,
     pub input_schema: fn() -> JsonObject,
     pub output_schema: fn() -> Option<JsonObject>,
@@ -499,6 +549,11 @@ impl ToolRegistration {
                 RestartPolicy::Rerun
             } else {
                 RestartPolicy::Fail
+            },
+            on_unresumable: if self.rerun_unresumable {
+                ResumePolicy::Rerun
+            } else {
+                ResumePolicy::Fail
             },
             deadline: None,
             max_concurrency: None,
@@ -595,6 +650,21 @@ mod tests {
             tool.check(),
             Err(ToolDefError::RerunNotIdempotent("a".into()))
         );
+    }
+
+    #[test]
+    fn rerun_of_an_unresumable_call_needs_idempotent() {
+        let tool = noop("a").on_unresumable(ResumePolicy::Rerun);
+        assert_eq!(
+            tool.check(),
+            Err(ToolDefError::RerunUnresumableNotIdempotent("a".into()))
+        );
+        let idempotent = ToolAnnotations {
+            idempotent_hint: Some(true),
+            ..Default::default()
+        };
+        assert_eq!(tool.annotations(idempotent).check(), Ok(()));
+        assert_eq!(noop("b").on_unresumable, ResumePolicy::Fail);
     }
 
     #[test]

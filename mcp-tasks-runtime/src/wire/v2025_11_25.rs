@@ -307,8 +307,7 @@ async fn prompts_get(
     Some(match result {
         Err(e) => Err(e),
         Ok(Ok(r)) => Ok(serde_json::to_value(r).unwrap_or_default()),
-        Ok(Err(e)) => Err(crate::prompt::prompt_error(e)
-            .unwrap_or_else(|| Error::Internal("unexpected input round".into()).into())),
+        Ok(Err(e)) => Err(crate::prompt::prompt_error(e)),
     })
 }
 
@@ -363,8 +362,7 @@ async fn resources_read(
     Some(match result {
         Err(e) => Err(e),
         Ok(Ok(contents)) => Ok(json!({ "contents": contents })),
-        Ok(Err(e)) => Err(crate::prompt::prompt_error(e)
-            .unwrap_or_else(|| Error::Internal("unexpected input round".into()).into())),
+        Ok(Err(e)) => Err(crate::prompt::prompt_error(e)),
     })
 }
 

@@ -2,25 +2,26 @@
 //!
 //! Every request carries its protocol version and client capabilities in `_meta`; nothing is
 //! remembered between requests. Every result has a `resultType`. A tool's questions to the
-//! client become `InputRequiredResult` rounds (MRTR).
+//! client become `InputRequiredResult` rounds (MRTR): the call is suspended on its question
+//! and the client's retry resumes it (see [`crate::mrtr`]).
 
-use crate::call::{LogGate, MrtrBackend, Notifier, RunEnd, outcome_of, run_tool};
-use crate::context::{BoxFuture, CallBackend, TaskContext};
+use crate::call::{
+    Caller, Ended, LogGate, Notifier, Produced, Step, Suspended, WorkFuture, drive, outcome_of,
+};
+use crate::context::TaskContext;
 use crate::engine::NewTask;
-use crate::error::{CallOutcome, Error, ToolError};
+use crate::error::{CallOutcome, Error};
 use crate::jsonrpc::{self, ErrorObject, Request};
 use crate::model::{InputRequest, JsonObject, LogLevel, TaskSupport};
-use crate::mrtr;
+use crate::mrtr::{self, Resuming, Taken};
 use crate::router::{META_PROTOCOL_VERSION, name_param, params_object};
 use crate::server::{Server, tools_page};
 use crate::session::{Connection, Sink};
 use crate::task::{SettlePolicy, TaskRecord, TaskStatus, rfc3339};
-use crate::tool::Tool;
+use crate::tool::{ResumePolicy, Tool};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
-use std::task::Poll;
-use tokio_util::sync::CancellationToken;
+use std::sync::Arc;
 
 /// The stateless revision.
 pub const VERSION: &str = "2026-07-28";
@@ -141,7 +142,7 @@ pub(crate) async fn dispatch(
         "completion/complete" => crate::server::complete(&server.inner, &params)
             .map(|v| complete(server, v, "complete"))
             .map_err(Into::into),
-        "prompts/get" => prompts_get(server, conn, params, meta, sink).await,
+        "prompts/get" => return prompts_get(server, conn, &request, params, meta, sink).await,
         "resources/list" => crate::server::resources_list(&server.inner, &params)
             .map(|v| complete(server, cacheable(server, v), "complete"))
             .map_err(Into::into),
@@ -150,7 +151,9 @@ pub(crate) async fn dispatch(
                 .map(|v| complete(server, cacheable(server, v), "complete"))
                 .map_err(Into::into)
         }
-        "resources/read" => resources_read(server, conn, params, meta, sink).await,
+        "resources/read" => {
+            return resources_read(server, conn, &request, params, meta, sink).await;
+        }
         "subscriptions/listen" => {
             return listen(server, conn, &request, &params, &meta, sink).await;
         }
@@ -370,115 +373,107 @@ fn cacheable(server: &Server, mut result: Value) -> Value {
 }
 
 /// `resources/read`: unknown URIs are `-32602` with the URI in `data` (SEP-2164); the handler
-/// may ask the client questions in `InputRequiredResult` rounds.
+/// may ask the client questions, which suspend it until the retry brings the answers.
 async fn resources_read(
     server: &Server,
     conn: &Arc<Connection>,
+    request: &Request,
     params: JsonObject,
     meta: RequestMeta,
     sink: Sink,
-) -> Result<Value, ErrorObject> {
-    let uri = crate::resource::uri_param(&params)?;
-    let target = crate::resource::find(&server.inner, &uri)
-        .ok_or_else(|| Error::ResourceNotFound(uri.clone()))?;
-    let bound_to = format!("resource:{uri}");
-    let args = target.vars.clone();
-    let answers = answers(server, conn, &params, &bound_to, &args)?;
-    let (cx, backend) = mrtr_context(
-        conn,
-        Arc::from(uri.as_str()),
-        answers,
-        meta,
-        sink,
-        CancellationToken::new(),
-    );
-    match crate::resource::run(&target, cx, &uri).await? {
-        Ok(contents) => Ok(complete(
+) -> Option<Result<Value, ErrorObject>> {
+    let found = crate::resource::uri_param(&params).and_then(|uri| {
+        let target = crate::resource::find(&server.inner, &uri)
+            .ok_or_else(|| Error::ResourceNotFound(uri.clone()))?;
+        Ok((uri, target))
+    });
+    let (uri, target) = match found {
+        Ok(f) => f,
+        Err(e) => return Some(Err(e.into())),
+    };
+    let handler = Arc::clone(target.handler);
+    let (read_uri, vars) = (uri.clone(), target.vars.clone());
+    let call = SyncCall {
+        target: format!("resource:{uri}"),
+        name: Arc::from(uri.as_str()),
+        args: target.vars.clone(),
+        policy: target.on_unresumable,
+        prelude: false,
+        work: Box::new(move |cx| {
+            Box::pin(async move { handler(cx, read_uri, vars).await.map(Produced::Resource) })
+        }),
+    };
+    let round = interact(server, conn, request, &params, &meta, sink, call).await;
+    Some(match round? {
+        Err(e) => Err(e),
+        Ok(Round::Asked(result)) => Ok(result),
+        Ok(Round::Ended(Ended::Returned(Ok(Produced::Resource(contents))))) => Ok(complete(
             server,
             cacheable(server, json!({ "contents": contents })),
             "complete",
         )),
-        Err(e) => match crate::prompt::prompt_error(e) {
-            Some(e) => Err(e),
-            None => Ok(input_required(server, conn, &bound_to, &args, &backend)),
-        },
-    }
-}
-
-/// MRTR answers carried by a retried request: the signed `requestState`, then
-/// `inputResponses`. `bound_to` names what the state was made for.
-fn answers(
-    server: &Server,
-    conn: &Connection,
-    params: &JsonObject,
-    bound_to: &str,
-    args: &JsonObject,
-) -> Result<BTreeMap<String, Value>, Error> {
-    let mut answers = match params.get("requestState") {
-        None | Some(Value::Null) => BTreeMap::new(),
-        Some(Value::String(state)) => mrtr::open(
-            &server.inner.state_key,
-            state,
-            bound_to,
-            args,
-            conn.principal.as_deref(),
-        )
-        .map_err(|e| Error::InvalidParams(e.to_string()))?,
-        Some(_) => {
-            return Err(Error::InvalidParams(
-                "`requestState` must be a string".into(),
-            ));
+        Ok(Round::Ended(Ended::Returned(Err(e)))) => Err(crate::prompt::prompt_error(e)),
+        Ok(Round::Ended(Ended::Panicked(panic))) => {
+            tracing::error!(%uri, %panic, "resource handler panicked");
+            Err(Error::Internal(format!("resource {uri:?} panicked")).into())
         }
-    };
-    match params.get("inputResponses") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(responses)) => {
-            answers.extend(responses.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Ok(Round::Ended(Ended::Cancelled)) => Err(Error::Cancelled.into()),
+        Ok(Round::Ended(Ended::Returned(Ok(_))) | Round::Detached(_)) => {
+            Err(Error::Internal("a resource read ended unexpectedly".into()).into())
         }
-        Some(_) => {
-            return Err(Error::InvalidParams(
-                "`inputResponses` must be an object".into(),
-            ));
-        }
-    }
-    Ok(answers)
+    })
 }
 
 async fn prompts_get(
     server: &Server,
     conn: &Arc<Connection>,
+    request: &Request,
     params: JsonObject,
     meta: RequestMeta,
     sink: Sink,
-) -> Result<Value, ErrorObject> {
-    let name = name_param(&params)?;
-    let prompt = server
-        .inner
-        .prompts
-        .get(name)
-        .ok_or_else(|| Error::InvalidParams(format!("unknown prompt: {name}")))?;
-    let args = prompt.check_arguments(&params)?;
-    let bound_to = format!("prompt:{name}");
-    let answers = answers(server, conn, &params, &bound_to, &args)?;
-    let (cx, backend) = mrtr_context(
-        conn,
-        Arc::clone(&prompt.name),
-        answers,
-        meta,
-        sink,
-        CancellationToken::new(),
-    );
-    match crate::prompt::run(prompt, cx, args.clone()).await? {
-        Ok(r) => Ok(complete(
+) -> Option<Result<Value, ErrorObject>> {
+    let found = name_param(&params).and_then(|name| {
+        let prompt = server
+            .inner
+            .prompts
+            .get(name)
+            .ok_or_else(|| Error::InvalidParams(format!("unknown prompt: {name}")))?;
+        Ok((prompt, prompt.check_arguments(&params)?))
+    });
+    let (prompt, args) = match found {
+        Ok(f) => f,
+        Err(e) => return Some(Err(e.into())),
+    };
+    let handler = Arc::clone(&prompt.handler);
+    let call = SyncCall {
+        target: format!("prompt:{}", prompt.name),
+        name: Arc::clone(&prompt.name),
+        args: args.clone(),
+        policy: prompt.on_unresumable,
+        prelude: false,
+        work: Box::new(move |cx| {
+            Box::pin(async move { handler(cx, args).await.map(Produced::Prompt) })
+        }),
+    };
+    let round = interact(server, conn, request, &params, &meta, sink, call).await;
+    Some(match round? {
+        Err(e) => Err(e),
+        Ok(Round::Asked(result)) => Ok(result),
+        Ok(Round::Ended(Ended::Returned(Ok(Produced::Prompt(r))))) => Ok(complete(
             server,
             serde_json::to_value(r).unwrap_or_default(),
             "complete",
         )),
-        Err(e) => match crate::prompt::prompt_error(e) {
-            Some(e) => Err(e),
-            None => Ok(input_required(server, conn, &bound_to, &args, &backend)),
-        },
-    }
+        Ok(Round::Ended(Ended::Returned(Err(e)))) => Err(crate::prompt::prompt_error(e)),
+        Ok(Round::Ended(Ended::Panicked(panic))) => {
+            tracing::error!(prompt = %prompt.name, %panic, "prompt panicked");
+            Err(Error::Internal(format!("prompt {:?} panicked", &*prompt.name)).into())
+        }
+        Ok(Round::Ended(Ended::Cancelled)) => Err(Error::Cancelled.into()),
+        Ok(Round::Ended(Ended::Returned(Ok(_))) | Round::Detached(_)) => {
+            Err(Error::Internal("a prompt ended unexpectedly".into()).into())
+        }
+    })
 }
 
 fn discover(server: &Server) -> Value {
@@ -544,10 +539,9 @@ async fn tools_call(
             Some(Value::Object(a)) => a.clone(),
             Some(_) => return Err(Error::InvalidParams("`arguments` must be an object".into())),
         };
-        let answers = answers(server, conn, &params, name, &args)?;
-        Ok((tool, args, answers))
+        Ok((tool, args))
     })();
-    let (tool, args, answers) = match parsed {
+    let (tool, args) = match parsed {
         Ok(p) => p,
         Err(e) => return Some(Err(e.into())),
     };
@@ -556,39 +550,57 @@ async fn tools_call(
         (TaskSupport::Optional | TaskSupport::Required, true) => true,
         (TaskSupport::Required, false) => return Some(Err(missing_tasks_capability().into())),
     };
-    if as_task {
-        let notifier = Notifier {
-            sink,
-            progress_token: meta.progress_token.clone(),
-            log: LogGate::Request(meta.log_level),
+    if as_task && !tool.prelude {
+        // A task takes no MRTR rounds; a stray state is still checked.
+        let to = mrtr::Binding {
+            target: &tool.name,
+            args: &args,
+            principal: conn.principal.as_deref(),
         };
-        return Some(start_task(server, conn, tool, args, answers, meta, notifier).await);
+        if let Err(e) = request_state(server, &params, to) {
+            return Some(Err(e.into()));
+        }
+        let rec = match server
+            .inner
+            .engine
+            .start(new_task(conn, tool, args, meta))
+            .await
+        {
+            Ok(rec) => rec,
+            Err(e) => return Some(Err(e.into())),
+        };
+        return Some(Ok(create_task_result(server, &rec)));
     }
-    let cancel = conn.track(&request.id);
-    let (cx, backend) = mrtr_context(
-        conn,
-        Arc::clone(&tool.name),
-        answers,
-        meta,
-        sink,
-        cancel.clone(),
-    );
-    let end = run_tool(tool, cx, args.clone(), &cancel).await;
-    conn.untrack(&request.id);
-    if cancel.is_cancelled() {
-        return None;
-    }
-    match outcome_of(tool, end) {
-        Some(CallOutcome::Result(r)) => Some(Ok(complete(
-            server,
-            serde_json::to_value(r).unwrap_or_default(),
-            "complete",
-        ))),
-        Some(CallOutcome::Error(e)) => Some(Err(e)),
-        None => Some(Ok(input_required(
-            server, conn, &tool.name, &args, &backend,
-        ))),
-    }
+    let runner = tool.clone();
+    let run_args = args.clone();
+    let call = SyncCall {
+        target: tool.name.to_string(),
+        name: Arc::clone(&tool.name),
+        args: args.clone(),
+        policy: tool.on_unresumable,
+        prelude: as_task,
+        work: Box::new(move |cx| {
+            Box::pin(async move {
+                runner.check_arguments(&run_args)?;
+                (runner.handler)(cx, run_args).await.map(Produced::Tool)
+            })
+        }),
+    };
+    let round = interact(server, conn, request, &params, &meta, sink, call).await?;
+    Some(match round {
+        Err(e) => Err(e),
+        Ok(Round::Asked(result)) => Ok(result),
+        Ok(Round::Ended(end)) => match outcome_of(tool, end.into_run_end(tool)) {
+            Some(CallOutcome::Result(r)) => Ok(complete(
+                server,
+                serde_json::to_value(r).unwrap_or_default(),
+                "complete",
+            )),
+            Some(CallOutcome::Error(e)) => Err(e),
+            None => Err(Error::Internal("the tool ended without an outcome".into()).into()),
+        },
+        Ok(Round::Detached(call)) => adopt(server, conn, tool, args, meta, call).await,
+    })
 }
 
 fn new_task(conn: &Connection, tool: &Tool, args: JsonObject, meta: RequestMeta) -> NewTask {
@@ -604,126 +616,240 @@ fn new_task(conn: &Connection, tool: &Tool, args: JsonObject, meta: RequestMeta)
     }
 }
 
-/// Runs a call as a task. A tool with a prelude runs inline first: questions it asks before
-/// its first real suspension are answered in `InputRequiredResult` rounds, and only then is
-/// the task created (SEP-2663: finish MRTR rounds before going async).
-async fn start_task(
+/// Turns a call with a prelude into a task once it first waits on something that is not a
+/// question (SEP-2663: finish MRTR rounds before going async).
+async fn adopt(
     server: &Server,
-    conn: &Arc<Connection>,
+    conn: &Connection,
     tool: &Tool,
     args: JsonObject,
-    answers: BTreeMap<String, Value>,
     meta: RequestMeta,
-    notifier: Notifier,
+    call: Suspended,
 ) -> Result<Value, ErrorObject> {
-    let engine = &server.inner.engine;
-    if !tool.prelude {
-        let rec = engine.start(new_task(conn, tool, args, meta)).await?;
-        return Ok(create_task_result(server, &rec));
-    }
-    let prelude = Arc::new(Prelude {
-        mrtr: MrtrBackend::new(answers, notifier),
-        task: OnceLock::new(),
-    });
-    let cancel = CancellationToken::new();
-    let cx = TaskContext::new(
-        Arc::clone(&tool.name),
-        cancel.clone(),
-        meta.client_capabilities.clone(),
-        conn.principal.clone(),
-        Arc::clone(&prelude) as _,
-    );
-    if let Err(e) = tool.check_arguments(&args) {
-        return finish_inline(
-            server,
-            conn,
-            tool,
-            &args,
-            &prelude,
-            RunEnd::Returned(Err(e)),
-        );
-    }
-    let mut future = Some((tool.handler)(cx.clone(), args.clone()));
-    // One poll: the prelude runs until the tool first waits on something real.
-    let polled = std::future::poll_fn(|task_cx| {
-        let f = future.as_mut().expect("polled once");
-        Poll::Ready(std::panic::catch_unwind(std::panic::AssertUnwindSafe(
-            || f.as_mut().poll(task_cx),
-        )))
-    })
-    .await;
-    match polled {
-        Err(_) => finish_inline(server, conn, tool, &args, &prelude, RunEnd::Panicked),
-        Ok(Poll::Ready(result)) => finish_inline(
-            server,
-            conn,
-            tool,
-            &args,
-            &prelude,
-            RunEnd::Returned(result),
-        ),
-        Ok(Poll::Pending) => {
-            let future = future.take().expect("polled once");
-            let rec = engine
-                .adopt(
-                    new_task(conn, tool, args, meta),
-                    future,
-                    cancel,
-                    |id, backend| {
-                        cx.set_task_id(id);
-                        let _ = prelude.task.set(backend);
-                    },
-                )
-                .await?;
-            Ok(create_task_result(server, &rec))
-        }
-    }
+    let cx = call.cx.clone();
+    let prelude = call.prelude.clone();
+    let cancel = call.cancel.clone();
+    let rec = server
+        .inner
+        .engine
+        .adopt(
+            new_task(conn, tool, args, meta),
+            call.into_tool_future(),
+            cancel,
+            |id, backend| {
+                cx.set_task_id(id);
+                if let Some(prelude) = prelude {
+                    let _ = prelude.task.set(backend);
+                }
+            },
+        )
+        .await?;
+    Ok(create_task_result(server, &rec))
 }
 
-/// Answers a prelude call that ended without becoming a task.
-fn finish_inline(
+/// A synchronous call of this era: a tool call (possibly the prelude of a task), a prompt or
+/// a resource read.
+struct SyncCall {
+    /// What its `requestState` is bound to: the tool name, `prompt:<name>` or
+    /// `resource:<uri>`.
+    target: String,
+    /// The name its context reports.
+    name: Arc<str>,
+    /// Its arguments (a resource template's variables).
+    args: JsonObject,
+    /// What a retry does when the suspended call is gone.
+    policy: ResumePolicy,
+    /// A tool call with a prelude, which becomes a task at its first real suspension.
+    prelude: bool,
+    /// Starts the call's future, when it starts (again) rather than resumes.
+    work: Box<dyn FnOnce(TaskContext) -> WorkFuture + Send>,
+}
+
+/// Where one request's round of a synchronous call stopped.
+enum Round {
+    /// The call ended.
+    Ended(Ended),
+    /// The call waits for answers: the `InputRequiredResult` to send.
+    Asked(Value),
+    /// The prelude is over: the call goes on as a task.
+    Detached(Suspended),
+}
+
+/// Reads and checks the `requestState` of a request, if it has one.
+fn request_state(
     server: &Server,
-    conn: &Connection,
-    tool: &Tool,
-    args: &JsonObject,
-    prelude: &Prelude,
-    end: RunEnd,
-) -> Result<Value, ErrorObject> {
-    match outcome_of(tool, end) {
-        Some(CallOutcome::Result(r)) => Ok(complete(
-            server,
-            serde_json::to_value(r).unwrap_or_default(),
-            "complete",
-        )),
-        Some(CallOutcome::Error(e)) => Err(e),
-        None => Ok(input_required(
-            server,
-            conn,
-            &tool.name,
-            args,
-            &prelude.mrtr,
+    params: &JsonObject,
+    to: mrtr::Binding<'_>,
+) -> Result<Option<mrtr::State>, Error> {
+    match params.get("requestState") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(state)) => mrtr::open(&server.inner.state_key, state, to)
+            .map(Some)
+            .map_err(|e| Error::InvalidParams(e.to_string())),
+        Some(_) => Err(Error::InvalidParams(
+            "`requestState` must be a string".into(),
         )),
     }
 }
 
-/// The `InputRequiredResult` for the questions a call asked, with its signed state.
+/// Runs one round of a synchronous call: resumes the parked call the request's
+/// `requestState` names with its `inputResponses`, or starts the call (again), then drives it
+/// until it ends or waits for answers, when it is parked. `None` when the request was
+/// cancelled and must not be answered.
+async fn interact(
+    server: &Server,
+    conn: &Arc<Connection>,
+    request: &Request,
+    params: &JsonObject,
+    meta: &RequestMeta,
+    sink: Sink,
+    call: SyncCall,
+) -> Option<Result<Round, ErrorObject>> {
+    let to = mrtr::Binding {
+        target: &call.target,
+        args: &call.args,
+        principal: conn.principal.as_deref(),
+    };
+    let begun = begin(server, params, to, &call);
+    let (start, responses) = match begun {
+        Ok(b) => b,
+        Err(e) => return Some(Err(e.into())),
+    };
+    let notifier = Notifier {
+        sink,
+        progress_token: meta.progress_token.clone(),
+        log: LogGate::Request(meta.log_level),
+    };
+    let (suspended, resumed) = match start {
+        Start::Resume(suspended, id) => {
+            suspended.backend.set_notifier(notifier);
+            suspended.backend.answer(&responses);
+            (suspended, Some(id))
+        }
+        Start::Fresh(mut given) => {
+            given.extend(responses);
+            let caller = Caller {
+                name: Arc::clone(&call.name),
+                client_capabilities: meta.client_capabilities.clone(),
+                principal: conn.principal.clone(),
+                notifier,
+            };
+            (
+                Suspended::start(caller, given, call.prelude, call.work),
+                None,
+            )
+        }
+    };
+    let cancel = conn.track(&request.id);
+    let step = drive(suspended, &cancel).await;
+    conn.untrack(&request.id);
+    if cancel.is_cancelled() {
+        if let Step::Asked(s) | Step::Detached(s) = step {
+            s.abandon();
+        }
+        return None;
+    }
+    Some(Ok(match step {
+        Step::Ended(end) => Round::Ended(end),
+        Step::Detached(s) => Round::Detached(s),
+        Step::Asked(s) => {
+            let questions = s.backend.open_questions();
+            let answers = match call.policy {
+                ResumePolicy::Rerun => s.backend.used_answers(),
+                ResumePolicy::Fail => BTreeMap::new(),
+            };
+            let resumed_id = resumed.as_ref().map(Resuming::id);
+            let parked = match server.inner.parking.park(resumed_id, &call.target, s) {
+                Ok(parked) => Some(parked),
+                Err(s) => {
+                    s.abandon();
+                    if call.policy == ResumePolicy::Fail {
+                        let busy = "too many calls are waiting for answers to their questions";
+                        return Some(Err(Error::Busy(busy.into()).into()));
+                    }
+                    None
+                }
+            };
+            let state = mrtr::State {
+                call: parked,
+                answers,
+            };
+            Round::Asked(input_required(server, to, questions, &state))
+        }
+    }))
+}
+
+/// How a round begins.
+enum Start<'a> {
+    /// The parked call named by the state.
+    Resume(Suspended, Resuming<'a>),
+    /// A new run, with the answers it finds when it asks.
+    Fresh(BTreeMap<String, Value>),
+}
+
+/// Decides how a round begins from its `requestState`; returns it with the request's
+/// `inputResponses`.
+fn begin<'a>(
+    server: &'a Server,
+    params: &JsonObject,
+    to: mrtr::Binding<'_>,
+    call: &SyncCall,
+) -> Result<(Start<'a>, JsonObject), Error> {
+    let responses = match params.get("inputResponses") {
+        None | Some(Value::Null) => JsonObject::new(),
+        Some(Value::Object(r)) => r.clone(),
+        Some(_) => {
+            return Err(Error::InvalidParams(
+                "`inputResponses` must be an object".into(),
+            ));
+        }
+    };
+    // Every input response (an elicitation, sampling or roots result) is an object. Checked
+    // before the parked call is taken, so a malformed retry leaves it waiting.
+    if let Some((key, _)) = responses.iter().find(|(_, r)| !r.is_object()) {
+        return Err(Error::InvalidParams(format!(
+            "`inputResponses[{key:?}]` must be an object: an elicitation, sampling or roots result"
+        )));
+    }
+    let start = match request_state(server, params, to)? {
+        None => Start::Fresh(BTreeMap::new()),
+        Some(mrtr::State {
+            call: None,
+            answers,
+        }) => Start::Fresh(answers),
+        Some(mrtr::State {
+            call: Some((id, round)),
+            answers,
+        }) => match server.inner.parking.take(&id, round, &call.target) {
+            Taken::Resumed(suspended) => {
+                Start::Resume(suspended, server.inner.parking.resuming(id))
+            }
+            Taken::Refused(e) => return Err(Error::InvalidParams(e.to_string())),
+            Taken::Gone => match call.policy {
+                ResumePolicy::Rerun => Start::Fresh(answers),
+                ResumePolicy::Fail => {
+                    return Err(Error::InvalidParams(mrtr::StateError::CallGone.to_string()));
+                }
+            },
+        },
+    };
+    Ok((start, responses))
+}
+
+/// The `InputRequiredResult` for the questions a call waits on, with its signed state.
 fn input_required(
     server: &Server,
-    conn: &Connection,
-    bound_to: &str,
-    args: &JsonObject,
-    mrtr: &MrtrBackend,
+    to: mrtr::Binding<'_>,
+    questions: BTreeMap<String, InputRequest>,
+    state: &mrtr::State,
 ) -> Value {
-    let asked = mrtr.take_asked();
     let state = mrtr::seal(
         &server.inner.state_key,
-        bound_to,
-        args,
-        conn.principal.as_deref(),
+        to,
         server.inner.request_state_ttl,
-        &mrtr.used_answers(),
+        state,
     );
-    let requests: JsonObject = asked
+    let requests: JsonObject = questions
         .into_iter()
         .map(|(k, r)| (k, serde_json::to_value(r).unwrap_or_default()))
         .collect();
@@ -732,78 +858,4 @@ fn input_required(
         json!({ "inputRequests": requests, "requestState": state }),
         "input_required",
     )
-}
-
-/// The backend of a prelude call: MRTR rounds until the task exists, the task after.
-struct Prelude {
-    mrtr: MrtrBackend,
-    task: OnceLock<Arc<dyn CallBackend>>,
-}
-
-impl CallBackend for Prelude {
-    fn input(&self, request: InputRequest) -> BoxFuture<'_, Result<Value, ToolError>> {
-        match self.task.get() {
-            Some(task) => task.input(request),
-            None => self.mrtr.input(request),
-        }
-    }
-
-    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        match self.task.get() {
-            Some(task) => task.progress(progress, total, message),
-            None => self.mrtr.progress(progress, total, message),
-        }
-    }
-
-    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
-        match self.task.get() {
-            Some(task) => task.log(level, logger, data),
-            None => self.mrtr.log(level, logger, data),
-        }
-    }
-
-    fn detach(&self) -> BoxFuture<'_, ()> {
-        if self.task.get().is_some() {
-            return Box::pin(async {});
-        }
-        // Not a task yet: give up the first poll, which turns the call into one.
-        let mut yielded = false;
-        Box::pin(std::future::poll_fn(move |cx| {
-            if yielded || self.task.get().is_some() {
-                Poll::Ready(())
-            } else {
-                yielded = true;
-                cx.waker().wake_by_ref();
-                Poll::Pending
-            }
-        }))
-    }
-}
-
-/// The context of a plain call (or prompt, or resource read) in this era: questions stop it
-/// and come back as `inputRequests`; `answers` are those the client already gave.
-fn mrtr_context(
-    conn: &Connection,
-    name: Arc<str>,
-    answers: BTreeMap<String, Value>,
-    meta: RequestMeta,
-    sink: Sink,
-    cancel: CancellationToken,
-) -> (TaskContext, Arc<MrtrBackend>) {
-    let backend = Arc::new(MrtrBackend::new(
-        answers,
-        Notifier {
-            sink,
-            progress_token: meta.progress_token,
-            log: LogGate::Request(meta.log_level),
-        },
-    ));
-    let cx = TaskContext::new(
-        name,
-        cancel,
-        meta.client_capabilities,
-        conn.principal.clone(),
-        Arc::clone(&backend) as _,
-    );
-    (cx, backend)
 }

@@ -16,6 +16,7 @@ use mcp_tasks::task_tool;
     idempotent,
     open_world = true,
     on_restart = "fail",
+    on_unresumable = "rerun",
     crate = ::mcp_tasks,
 )]
 /// Never used as the description.
@@ -44,6 +45,7 @@ fn main() {
     assert_eq!(tool.idempotent, Some(true));
     assert_eq!(tool.open_world, Some(true));
     assert!(!tool.rerun_on_restart);
+    assert!(tool.rerun_unresumable);
     assert_eq!((tool.output_schema)(), None);
 
     let tool = registration("defaults");
@@ -54,6 +56,7 @@ fn main() {
     assert_eq!(tool.description, "Nothing set.");
     assert_eq!(tool.read_only, None);
     assert!(!tool.rerun_on_restart);
+    assert!(!tool.rerun_unresumable);
     let schema = (tool.input_schema)();
     assert_eq!(schema["type"], "object");
 

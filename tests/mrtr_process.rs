@@ -1,0 +1,204 @@
+//! A question in a synchronous 2026-07-28 call resumes the call instead of running it again:
+//! the conformance fixture server as a real process, over stdio and over Streamable HTTP, as a
+//! client without the tasks extension sees it.
+
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+
+const V2026: &str = "2026-07-28";
+/// The longest any single exchange with the server may take.
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn example(name: &str) -> PathBuf {
+    // Integration tests live in target/<profile>/deps; `cargo test` builds examples next door.
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = dir.join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`, which builds the examples",
+        path.display()
+    );
+    path
+}
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(example("conformance-server"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the conformance server")
+}
+
+/// The params of a request from a client that can answer elicitations but has no tasks
+/// extension, plus `extra`.
+fn params(name: &str, extra: Value) -> Value {
+    let mut params = json!({"name": name, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": V2026,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }});
+    params
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    params
+}
+
+/// A client of one transport: sends `tools/call` and returns the response.
+trait Transport {
+    async fn call(&mut self, id: u64, params: Value) -> Value;
+}
+
+/// The whole exchange the issue describes: a side effect, a question, the answer, and the
+/// side effect counted once; then a replay of the same answer, which runs nothing.
+async fn side_effect_runs_once(t: &mut impl Transport) {
+    let label = json!({"arguments": {"label": "half"}});
+    let r = t
+        .call(1, params("side_effect_then_ask", label.clone()))
+        .await;
+    let result = &r["result"];
+    assert_eq!(result["resultType"], "input_required", "{r}");
+    let requests = result["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1);
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(
+        request["params"]["requestedSchema"]["properties"]["confirm"]["type"],
+        "boolean"
+    );
+
+    let mut retry = label.clone();
+    retry["requestState"] = result["requestState"].clone();
+    retry["inputResponses"] = json!({key: {"action": "accept", "content": {"confirm": true}}});
+    let r = t
+        .call(2, params("side_effect_then_ask", retry.clone()))
+        .await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["content"][0]["text"], "confirmed half: true");
+
+    let r = t.call(3, params("side_effect_count", json!({}))).await;
+    assert_eq!(
+        r["result"]["content"][0]["text"], "1",
+        "the side effect before the question ran once"
+    );
+
+    let r = t.call(4, params("side_effect_then_ask", retry)).await;
+    assert_eq!(
+        r["error"]["code"], -32602,
+        "a replayed state resumes nothing"
+    );
+    let r = t.call(5, params("side_effect_count", json!({}))).await;
+    assert_eq!(r["result"]["content"][0]["text"], "1");
+}
+
+struct StdioClient {
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Transport for StdioClient {
+    async fn call(&mut self, id: u64, params: Value) -> Value {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        self.stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+        let line = tokio::time::timeout(LIMIT, self.lines.next_line())
+            .await
+            .expect("a response in time")
+            .unwrap()
+            .expect("a response line");
+        let response: Value = serde_json::from_str(&line).expect("stdout carries only JSON-RPC");
+        assert_eq!(response["id"], id);
+        response
+    }
+}
+
+#[tokio::test]
+async fn over_stdio_a_question_resumes_the_call() {
+    let mut child = spawn(&["--stdio", "--store", "memory"]);
+    let mut t = StdioClient {
+        stdin: child.stdin.take().unwrap(),
+        lines: BufReader::new(child.stdout.take().unwrap()).lines(),
+    };
+    side_effect_runs_once(&mut t).await;
+    drop(t);
+    let status = tokio::time::timeout(LIMIT, child.wait())
+        .await
+        .expect("the server exits after stdin closes")
+        .unwrap();
+    assert!(status.success());
+}
+
+struct HttpClient {
+    client: reqwest::Client,
+    url: String,
+}
+
+impl Transport for HttpClient {
+    async fn call(&mut self, id: u64, params: Value) -> Value {
+        let name = params["name"].as_str().unwrap().to_owned();
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let response = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", V2026)
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", name)
+            .body(body.to_string())
+            .timeout(LIMIT)
+            .send()
+            .await
+            .unwrap();
+        let kind = response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let text = response.text().await.unwrap();
+        let response: Value = if kind.starts_with("text/event-stream") {
+            // The response is the last `data:` line of the stream.
+            let data = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .next_back()
+                .expect("an event with the response");
+            serde_json::from_str(data.trim()).unwrap()
+        } else {
+            serde_json::from_str(&text).unwrap()
+        };
+        assert_eq!(response["id"], id);
+        response
+    }
+}
+
+#[tokio::test]
+async fn over_http_a_question_resumes_the_call() {
+    let mut child = spawn(&["--http", "127.0.0.1:0", "--store", "memory"]);
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(LIMIT, async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("listening on ") {
+                return url.trim().to_owned();
+            }
+        }
+        panic!("the server ended before it listened")
+    })
+    .await
+    .expect("the server listens in time");
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let mut t = HttpClient {
+        client: reqwest::Client::new(),
+        url,
+    };
+    side_effect_runs_once(&mut t).await;
+    child.kill().await.unwrap();
+}
