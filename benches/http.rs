@@ -223,9 +223,11 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
+        // The load generator is one requestor: lift the per-requestor quotas.
         let server = Server::builder()
             .name("http-bench")
             .registry_tools()
+            .quotas(mcp_tasks::quota::QuotaConfig::unlimited())
             .build()
             .unwrap();
         let handle = server

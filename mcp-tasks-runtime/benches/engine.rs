@@ -33,6 +33,8 @@ fn server() -> Server {
             })
             .task_support(TaskSupport::Optional),
         )
+        // The benchmark is one requestor: lift the per-requestor quotas.
+        .quotas(mcp_tasks_runtime::quota::QuotaConfig::unlimited())
         .build()
         .expect("server")
 }

@@ -19,11 +19,12 @@ use crate::call::{CatchUnwind, RunEnd, input_key, outcome_of};
 use crate::context::{BoxFuture, CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
 use crate::model::{InputRequest, JsonObject, LogLevel};
+use crate::quota::{Quotas, Stage};
 use crate::store::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
 use crate::task::{CancelRequest, Lease, SettlePolicy, TaskRecord, TaskStatus, random_id};
 use crate::tool::{Registry, RestartPolicy, Tool, ToolFuture};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
@@ -228,6 +229,8 @@ struct Live {
     seen: Mutex<(u64, Option<TaskStatus>)>,
     run: Mutex<Option<Arc<Run>>>,
     delivery: Mutex<Option<Arc<dyn Delivery>>>,
+    /// The requestor whose live-task quota this task counts against, until it ends.
+    counted: Mutex<Option<Box<str>>>,
 }
 
 impl Live {
@@ -237,6 +240,7 @@ impl Live {
             seen: Mutex::new((0, None)),
             run: Mutex::default(),
             delivery: Mutex::default(),
+            counted: Mutex::default(),
         })
     }
 }
@@ -272,6 +276,10 @@ pub(crate) struct Engine {
     claim_wake: Arc<Notify>,
     background: AtomicBool,
     stopping: AtomicBool,
+    /// Per-requestor limits on the tasks this process creates.
+    quotas: Quotas,
+    /// Finished tasks counted as retained, by when they expire.
+    retained: Mutex<BTreeSet<(SystemTime, String, Box<str>)>>,
     this: Weak<Engine>,
 }
 
@@ -322,6 +330,7 @@ impl Engine {
         store: S,
         config: EngineConfig,
         registry: Registry,
+        quotas: Quotas,
     ) -> Arc<Self> {
         let tool_limits = registry
             .iter()
@@ -340,6 +349,8 @@ impl Engine {
             claim_wake: Arc::new(Notify::new()),
             background: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
+            quotas,
+            retained: Mutex::default(),
             this: this.clone(),
         })
     }
@@ -374,6 +385,7 @@ impl Engine {
             live.changed.receiver_count() == 0
                 && lock(&live.run).is_none()
                 && lock(&live.delivery).is_none()
+                && lock(&live.counted).is_none()
         });
         if idle {
             shard.remove(id);
@@ -475,23 +487,29 @@ impl Engine {
         }
     }
 
-    /// Stores a new record, with its delivery attached first so no change is missed.
+    /// Stores a new record, with its delivery attached first so no change is missed, and
+    /// counts it against its requestor's quotas.
     async fn create(
         &self,
         record: &TaskRecord,
         delivery: Option<Arc<dyn Delivery>>,
     ) -> Result<(), Error> {
         self.ensure_background();
+        let requestor = record.owner.as_deref().unwrap_or("anonymous");
+        let ticket = self.quotas.admit(requestor)?;
+        let live = self.live_entry(&record.id);
+        *lock(&live.counted) = Some(requestor.into());
         if let Some(delivery) = delivery {
-            *lock(&self.live_entry(&record.id).delivery) = Some(delivery);
+            *lock(&live.delivery) = Some(delivery);
         }
         if let Err(e) = self.store.create(record.clone()).await {
-            if let Some(live) = self.live(&record.id) {
-                *lock(&live.delivery) = None;
-            }
+            *lock(&live.delivery) = None;
+            *lock(&live.counted) = None;
+            drop(live);
             self.release(&record.id);
             return Err(e.into());
         }
+        ticket.commit();
         tracing::debug!(task = %record.id, tool = %record.tool, leased = record.lease.is_some(), "task created");
         Ok(())
     }
@@ -791,7 +809,28 @@ impl Engine {
             delivery.changed(&self.arc(), rec, status_changed);
             if rec.status.is_terminal() {
                 *lock(&live.delivery) = None;
-                self.release(&rec.id);
+            }
+        }
+        if rec.status.is_terminal() {
+            if let Some(requestor) = lock(&live.counted).take() {
+                self.quotas.finished(&requestor);
+                // A task kept until deleted stays counted as retained.
+                if let Some(at) = rec.expires_at() {
+                    lock(&self.retained).insert((at, rec.id.clone(), requestor));
+                }
+            }
+            drop(live);
+            self.release(&rec.id);
+        }
+    }
+
+    /// Stops counting finished tasks whose time to be kept is over.
+    fn uncount_expired(&self) {
+        let now = SystemTime::now();
+        let mut retained = lock(&self.retained);
+        while retained.first().is_some_and(|first| first.0 <= now) {
+            if let Some((_, _, requestor)) = retained.pop_first() {
+                self.quotas.gone(&requestor, Stage::Retained);
             }
         }
     }
@@ -1012,6 +1051,7 @@ impl Engine {
                     tracing::warn!(error = %e, "cannot scan for lapsed leases");
                 }
                 engine.forget_claimed().await;
+                engine.uncount_expired();
             }
         });
         if self.config.execute {

@@ -39,14 +39,14 @@ use tokio::time::Instant;
 /// The limits of every requestor. The defaults suit a server shared by a few hundred clients.
 #[derive(Clone, Debug, PartialEq)]
 pub struct QuotaConfig {
-    /// Tasks one requestor may have live (`working` or `input_required`) at once. Default 100.
+    /// Tasks one requestor may have live (`working` or `input_required`) at once. Default 1000.
     pub max_live: usize,
     /// Finished tasks of one requestor kept for their results at once. Default 10 000.
     pub max_retained: usize,
-    /// Task creations per second one requestor may sustain. Default 10; `None` for no limit
+    /// Task creations per second one requestor may sustain. Default 100; `None` for no limit
     /// (as is a rate that is not positive and finite).
     pub creation_rate: Option<f64>,
-    /// Creations one requestor may make at once on top of the rate (the bucket). Default 50.
+    /// Creations one requestor may make at once on top of the rate (the bucket). Default 1000.
     pub creation_burst: u32,
     /// The retry hint when a requestor has `max_live` tasks. Default 1 s.
     pub live_retry_after: Duration,
@@ -57,10 +57,10 @@ pub struct QuotaConfig {
 impl Default for QuotaConfig {
     fn default() -> Self {
         Self {
-            max_live: 100,
+            max_live: 1000,
             max_retained: 10_000,
-            creation_rate: Some(10.0),
-            creation_burst: 50,
+            creation_rate: Some(100.0),
+            creation_burst: 1000,
             live_retry_after: Duration::from_secs(1),
             retained_retry_after: Duration::from_secs(60),
         }

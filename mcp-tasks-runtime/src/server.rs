@@ -3,7 +3,7 @@
 use crate::engine::{Engine, EngineConfig, Recovery};
 use crate::model::JsonObject;
 use crate::resource::{Resource, ResourceTemplate};
-use crate::store::{ClaimStore, MemoryTaskStore, TaskStore};
+use crate::store::{ClaimStore, MemoryTaskStore};
 use crate::tool::{Registry, Tool, ToolDefError};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -128,7 +128,8 @@ impl Server {
     }
 }
 
-type MakeEngine = Box<dyn FnOnce(EngineConfig, Registry) -> Arc<Engine> + Send>;
+type MakeEngine =
+    Box<dyn FnOnce(EngineConfig, Registry, crate::quota::Quotas) -> Arc<Engine> + Send>;
 
 /// Builds a [`Server`].
 pub struct ServerBuilder {
@@ -163,8 +164,8 @@ impl std::fmt::Debug for ServerBuilder {
 impl Default for ServerBuilder {
     fn default() -> Self {
         Self {
-            make_engine: Box::new(|config, registry| {
-                Engine::new(MemoryTaskStore::new(), config, registry)
+            make_engine: Box::new(|config, registry, quotas| {
+                Engine::new(MemoryTaskStore::new(), config, registry, quotas)
             }),
             engine_config: EngineConfig::default(),
             quota_config: crate::quota::QuotaConfig::default(),
@@ -283,8 +284,9 @@ impl ServerBuilder {
 
     /// Keeps tasks in `store` (default: in memory). A store that several processes share
     /// (SQLite on one host, PostgreSQL, Redis) lets them serve and run the same tasks.
-    pub fn store<S: TaskStore + ClaimStore>(mut self, store: S) -> Self {
-        self.make_engine = Box::new(move |config, registry| Engine::new(store, config, registry));
+    pub fn store<S: ClaimStore>(mut self, store: S) -> Self {
+        self.make_engine =
+            Box::new(move |config, registry, quotas| Engine::new(store, config, registry, quotas));
         self
     }
 
@@ -352,11 +354,12 @@ impl ServerBuilder {
                 key
             }
         };
-        let engine = (self.make_engine)(self.engine_config, registry.clone());
+        let quotas = crate::quota::Quotas::new(self.quota_config);
+        let engine = (self.make_engine)(self.engine_config, registry.clone(), quotas.clone());
         Ok(Server {
             inner: Arc::new(ServerInner {
                 engine,
-                quotas: crate::quota::Quotas::new(self.quota_config),
+                quotas,
                 recovered: tokio::sync::Mutex::new(()),
                 recovered_done: std::sync::atomic::AtomicBool::new(false),
                 info_value: self.info.to_value(),

@@ -2,7 +2,7 @@
 
 use crate::engine::Recovery;
 use crate::server::{BuildError, Server};
-use crate::store::{ClaimStore, TaskStore};
+use crate::store::ClaimStore;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -30,7 +30,7 @@ pub struct Worker {
 
 impl Worker {
     /// A worker for every `#[task_tool]` function of this binary, on `store`.
-    pub fn from_registry<S: TaskStore + ClaimStore>(store: S) -> Result<Self, BuildError> {
+    pub fn from_registry<S: ClaimStore>(store: S) -> Result<Self, BuildError> {
         Ok(Self::new(
             Server::builder().registry_tools().store(store).build()?,
         ))

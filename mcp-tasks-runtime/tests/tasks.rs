@@ -531,6 +531,49 @@ async fn v1_tasks_are_scoped_to_their_session_when_strict() {
     );
 }
 
+/// A requestor over its live-task quota is refused with a clear error naming the limit; other
+/// requestors are not affected, and the slot comes back when a task ends.
+#[tokio::test(start_paused = true)]
+async fn quotas_refuse_a_requestor_over_its_live_tasks() {
+    let mut b =
+        Server::builder()
+            .name("tasks-test")
+            .quotas(mcp_tasks_runtime::quota::QuotaConfig {
+                max_live: 2,
+                ..mcp_tasks_runtime::quota::QuotaConfig::unlimited()
+            });
+    for t in tools() {
+        b = b.tool(t);
+    }
+    let server = b.build().unwrap();
+    let mut a = Client::stateful(&server).await;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let r = a
+            .request("tools/call", json!({"name": "forever", "task": {}}))
+            .await;
+        ids.push(r["result"]["task"]["taskId"].as_str().unwrap().to_owned());
+    }
+    let r = a
+        .request("tools/call", json!({"name": "forever", "task": {}}))
+        .await;
+    assert_eq!(code(&r), -32000, "{r}");
+    assert_eq!(r["error"]["data"]["limit"], "liveTasks", "{r}");
+    assert!(r["error"]["data"]["retryAfterMs"].as_u64().is_some(), "{r}");
+    // Another session is another requestor.
+    let mut b = Client::stateful(&server).await;
+    let r = b
+        .request("tools/call", json!({"name": "forever", "task": {}}))
+        .await;
+    assert!(r["result"]["task"]["taskId"].is_string(), "{r}");
+    // A cancelled task frees its slot.
+    a.request("tasks/cancel", json!({"taskId": ids[0]})).await;
+    let r = a
+        .request("tools/call", json!({"name": "forever", "task": {}}))
+        .await;
+    assert!(r["result"]["task"]["taskId"].is_string(), "{r}");
+}
+
 /// Without a principal a task id is a bearer handle: another session (a client that
 /// reconnected) reaches it by id, but lists only what it created itself.
 #[tokio::test(start_paused = true)]
@@ -891,7 +934,14 @@ async fn v2_tasks_belong_to_their_principal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_concurrent_short_tasks_all_finish_with_their_own_results() {
-    let server = server();
+    // One client creating 10,000 tasks at once is what quotas refuse; lift them here.
+    let mut b = Server::builder()
+        .name("tasks-test")
+        .quotas(mcp_tasks_runtime::quota::QuotaConfig::unlimited());
+    for t in tools() {
+        b = b.tool(t);
+    }
+    let server = b.build().unwrap();
     let (session, _out) = server.session();
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                       "io.modelcontextprotocol/clientCapabilities": tasks_caps()});
