@@ -283,6 +283,34 @@ async fn a_busy_2026_answer_is_503_with_retry_after_and_the_json_rpc_error() {
     handle.shutdown().await.unwrap();
 }
 
+#[tokio::test]
+async fn a_requestor_over_its_creation_rate_gets_429_with_retry_after() {
+    let server = Server::builder()
+        .name("http-hardening")
+        .registry_tools()
+        .quotas(mcp_tasks::quota::QuotaConfig {
+            creation_rate: Some(0.5),
+            creation_burst: 1,
+            ..mcp_tasks::quota::QuotaConfig::default()
+        })
+        .build()
+        .unwrap();
+    let handle = server.serve_http(HttpConfig::new()).await.unwrap();
+    let url = handle.url("/mcp");
+    create_task(&url).await;
+    let call = json!({"name": "long_job", "arguments": {}});
+    let response = stateless(&url, 2, "tools/call", call, &[("mcp-name", "long_job")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["retry-after"], "2");
+    let (status, body) = json_of(response).await;
+    assert_eq!((status, &body["id"]), (429, &json!(2)), "{body}");
+    assert_eq!(body["error"]["code"], -32000, "{body}");
+    assert_eq!(body["error"]["data"]["limit"], "creationRate", "{body}");
+    handle.shutdown().await.unwrap();
+}
+
 // ---- Slow, idle and too many connections ----
 
 /// A raw `server/discover` request of the 2026-07-28 era.
