@@ -172,3 +172,69 @@ async fn a_serving_process_leaves_tasks_to_a_worker() {
     server.kill().await;
     let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }
+
+/// A 2025-11-25 session on a serving process, its task run by a worker: the question the
+/// tool asks on the worker reaches the client on its session, tagged with the task, and the
+/// answer reaches the tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_gets_the_questions_of_its_task_run_by_a_worker() {
+    let db = temp_db("multi-session");
+    let mut server = Server::start_with(&db, &["--no-execute"]);
+    let worker = tokio::process::Command::new(support::example("conformance-server"))
+        .args(["--worker", "--store"])
+        .arg(format!("sqlite:{}", db.display()))
+        .args(["--lease-ms", &LEASE_MS.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn a worker");
+    let r = server
+        .raw_request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "clientInfo": {"name": "t", "version": "1"},
+                   "capabilities": {"elicitation": {}}}),
+        )
+        .await;
+    assert_eq!(r["result"]["protocolVersion"], "2025-11-25", "{r}");
+    server.notify("notifications/initialized").await;
+    let r = server
+        .raw_request(
+            "tools/call",
+            json!({"name": "confirm_delete", "arguments": {"filename": "a.txt"}, "task": {}}),
+        )
+        .await;
+    let id = r["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_owned();
+    // The question arrives on the session as a server-to-client request.
+    let question = tokio::time::timeout(WITHIN, async {
+        loop {
+            let m = server.recv().await.expect("the server is alive");
+            if m["method"] == "elicitation/create" {
+                return m;
+            }
+        }
+    })
+    .await
+    .expect("the question reached the session");
+    assert_eq!(
+        question["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str()
+    );
+    server
+        .respond(
+            &question["id"],
+            json!({"action": "accept", "content": {"confirm": true}}),
+        )
+        .await;
+    let r = server
+        .raw_request("tasks/result", json!({"taskId": id}))
+        .await;
+    assert_eq!(r["result"]["content"][0]["text"], "deleted a.txt", "{r}");
+    drop(worker);
+    server.kill().await;
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}

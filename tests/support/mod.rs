@@ -82,6 +82,42 @@ impl Server {
         self.next
     }
 
+    /// Writes one JSON-RPC message as a line.
+    pub async fn write(&mut self, message: &Value) {
+        self.stdin
+            .as_mut()
+            .expect("stdin is open")
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+
+    /// A request without the 2026-07-28 `_meta` (a 2025-11-25 session), answered.
+    pub async fn raw_request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let id = self.next;
+        self.write(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let m = self.recv().await.expect("the server is alive");
+            if m["id"] == id && m.get("method").is_none() {
+                return m;
+            }
+        }
+    }
+
+    /// A notification without parameters.
+    pub async fn notify(&mut self, method: &str) {
+        self.write(&json!({"jsonrpc": "2.0", "method": method}))
+            .await;
+    }
+
+    /// Answers a server-to-client request.
+    pub async fn respond(&mut self, id: &Value, result: Value) {
+        self.write(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+            .await;
+    }
+
     pub async fn recv(&mut self) -> Option<Value> {
         let line = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
             .await

@@ -1,0 +1,281 @@
+//! Several fixture processes on one task store: creates and `tasks/get`s per second with
+//! one and with two processes, the takeover time after `kill -9`, and the delays of answers
+//! and cancellations that cross processes.
+//!
+//! `cargo bench --bench cluster` (release fixture: `cargo build --release --example
+//! conformance-server` first, or the debug one is used). `MCP_BENCH_TASKS` sets how many
+//! tasks each throughput row creates (default 4000); `MCP_BENCH_ROUNDS` how many takeovers
+//! and signal round trips are timed (default 10).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use mcp_tasks::prelude::*;
+use mcp_tasks::store::SqliteTaskStore;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::{Server as Fixture, temp_db};
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Pipelines `n` requests on one process and waits for every answer; returns the ids of
+/// the tasks created (for creates) and the elapsed time.
+async fn pipelined(
+    fixture: &mut Fixture,
+    n: usize,
+    request: impl Fn(usize) -> (&'static str, Value),
+) -> (Vec<String>, Duration) {
+    let started = Instant::now();
+    let mut pending = std::collections::HashSet::new();
+    for i in 0..n {
+        let (method, params) = request(i);
+        pending.insert(fixture.send(method, params).await);
+    }
+    let mut ids = Vec::new();
+    while !pending.is_empty() {
+        let m = fixture.recv().await.expect("the fixture is alive");
+        if let Some(id) = m["id"].as_u64()
+            && pending.remove(&id)
+        {
+            assert!(m.get("error").is_none(), "{m}");
+            if let Some(task) = m["result"]["taskId"].as_str() {
+                ids.push(task.to_owned());
+            }
+        }
+    }
+    (ids, started.elapsed())
+}
+
+fn create(i: usize) -> (&'static str, Value) {
+    (
+        "tools/call",
+        json!({"name": "durable_sleep", "arguments": {"seconds": 0, "label": format!("t{i}")}}),
+    )
+}
+
+async fn throughput(db: &Path, processes: usize, tasks: usize) {
+    let mut fixtures: Vec<Fixture> = (0..processes).map(|_| Fixture::start(db)).collect();
+    let per = tasks / processes;
+    let started = Instant::now();
+    let mut all = Vec::new();
+    let runs = fixtures
+        .iter_mut()
+        .map(|f| pipelined(f, per, create))
+        .collect::<Vec<_>>();
+    for (ids, _) in futures_join(runs).await {
+        all.push(ids);
+    }
+    let created = started.elapsed();
+    let started = Instant::now();
+    let runs = fixtures
+        .iter_mut()
+        .zip(&all)
+        .map(|(f, ids)| {
+            let ids = ids.clone();
+            pipelined(f, per, move |i| {
+                ("tasks/get", json!({"taskId": ids[i % ids.len()]}))
+            })
+        })
+        .collect::<Vec<_>>();
+    futures_join(runs).await;
+    let got = started.elapsed();
+    println!(
+        "| SQLite, {processes} process{} | {:.0} | {:.0} |",
+        if processes == 1 { "" } else { "es" },
+        (per * processes) as f64 / created.as_secs_f64(),
+        (per * processes) as f64 / got.as_secs_f64()
+    );
+    for f in fixtures {
+        f.kill().await;
+    }
+}
+
+/// Runs futures that borrow different fixtures concurrently.
+async fn futures_join<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut pinned: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for (f, o) in pinned.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *o = Some(v),
+                    std::task::Poll::Pending => done = false,
+                }
+            }
+        }
+        if done {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    out.into_iter().map(|o| o.expect("ready")).collect()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// From `kill -9` of the process running a `rerun` task to another process running it.
+async fn takeover(db: &Path, rounds: usize) {
+    let mut times = Vec::new();
+    let mut b = Fixture::start(db);
+    for _ in 0..rounds {
+        let mut a = Fixture::start(db);
+        let id = a
+            .start_task("durable_sleep", json!({"seconds": 600, "label": "x"}))
+            .await;
+        // Let A renew once, as a running process would.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let killed = Instant::now();
+        a.kill().await;
+        loop {
+            let r = b.get(&id).await;
+            if r["result"]["statusMessage"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Running again"))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        times.push(killed.elapsed());
+        b.request("tasks/cancel", json!({"taskId": id})).await;
+    }
+    println!(
+        "| takeover after kill -9 (lease {} ms) | median {:.0} ms, max {:.0} ms |",
+        support::LEASE_MS,
+        median(times.clone()).as_secs_f64() * 1000.0,
+        times
+            .iter()
+            .max()
+            .copied()
+            .unwrap_or_default()
+            .as_secs_f64()
+            * 1000.0
+    );
+    b.kill().await;
+}
+
+/// From `tasks/update` on B to the tool on A having its answer (seen as its result on A).
+async fn answer_delay(db: &Path, rounds: usize) {
+    let mut a = Fixture::start(db);
+    let mut b = Fixture::start(db);
+    let mut times = Vec::new();
+    for _ in 0..rounds {
+        let id = a
+            .start_task("confirm_delete", json!({"filename": "f"}))
+            .await;
+        let r = b
+            .wait_for(&id, &["input_required"], Duration::from_secs(10))
+            .await;
+        let key = r["result"]["inputRequests"]
+            .as_object()
+            .and_then(|o| o.keys().next().cloned())
+            .expect("a question");
+        let sent = Instant::now();
+        b.request(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}}),
+        )
+        .await;
+        loop {
+            if a.get(&id).await["result"]["status"] == "completed" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        times.push(sent.elapsed());
+    }
+    println!(
+        "| answer on B reaches the tool on A | median {:.1} ms |",
+        median(times).as_secs_f64() * 1000.0
+    );
+    a.kill().await;
+    b.kill().await;
+}
+
+/// From `tasks/cancel` through one server to the cancellation token firing in the tool that
+/// another server on the same file runs (two engines in this process, each with its own
+/// store connections, as two processes would have).
+async fn cancel_delay(db: &Path, rounds: usize) {
+    let fired: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let make = |fired: Arc<Mutex<Option<Instant>>>| {
+        Server::builder()
+            .tool(
+                Tool::new("wait", move |cx, _| {
+                    let fired = Arc::clone(&fired);
+                    async move {
+                        cx.cancellation().cancelled().await;
+                        *fired.lock().unwrap() = Some(Instant::now());
+                        Err(ToolError::cancelled())
+                    }
+                })
+                .task_support(TaskSupport::Optional),
+            )
+            .store(SqliteTaskStore::open(db).expect("open"))
+            .build()
+            .expect("server")
+    };
+    let runner = make(Arc::clone(&fired));
+    let other = make(Arc::default());
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}});
+    let (on_runner, _r) = runner.session();
+    let (on_other, _o) = other.session();
+    let mut times = Vec::new();
+    for n in 0..rounds {
+        *fired.lock().unwrap() = None;
+        let call = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": "wait", "arguments": {}, "_meta": meta}});
+        let r: Value =
+            serde_json::from_str(&on_runner.handle_text(&call.to_string()).await.unwrap()).unwrap();
+        let id = r["result"]["taskId"].as_str().expect("a task").to_owned();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let cancel = json!({"jsonrpc": "2.0", "id": n, "method": "tasks/cancel",
+            "params": {"taskId": id, "_meta": meta}});
+        let sent = Instant::now();
+        on_other.handle_text(&cancel.to_string()).await;
+        loop {
+            if let Some(at) = *fired.lock().unwrap() {
+                times.push(at - sent);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    println!(
+        "| cancel on B fires the token on A | median {:.1} ms |",
+        median(times).as_secs_f64() * 1000.0
+    );
+}
+
+fn main() {
+    let tasks = env_or("MCP_BENCH_TASKS", 4000);
+    let rounds = env_or("MCP_BENCH_ROUNDS", 10);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        println!("| store, processes | creates/s | tasks/get/s |\n| --- | ---: | ---: |");
+        for processes in [1, 2] {
+            let db = temp_db(&format!("bench-throughput-{processes}"));
+            throughput(&db, processes, tasks).await;
+        }
+        println!("\n| cross-process | time |\n| --- | --- |");
+        takeover(&temp_db("bench-takeover"), rounds).await;
+        answer_delay(&temp_db("bench-answer"), rounds).await;
+        cancel_delay(&temp_db("bench-cancel"), rounds).await;
+    });
+}
