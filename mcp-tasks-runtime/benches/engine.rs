@@ -99,6 +99,16 @@ where
 fn main() {
     // Each size runs in a fresh process, so memory freed by one run does not hide the next
     // one's growth.
+    if let Ok(one) = std::env::var("MCP_TASKS_BENCH_QUEUED") {
+        let size = one.parse().expect("a size");
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(queued(size));
+        return;
+    }
     if let Ok(one) = std::env::var("MCP_TASKS_BENCH_ONE") {
         let size = one.parse().expect("a size");
         tokio::runtime::Builder::new_multi_thread()
@@ -117,13 +127,59 @@ fn main() {
         "| stored tasks | fill time | fill rate (creates/s, 64 callers) | memory per task (RSS) | tasks/get/s (16 callers) | creates/s (16 callers) |"
     );
     println!("| --- | --- | --- | --- | --- | --- |");
-    for size in sizes {
+    for size in &sizes {
         let status = std::process::Command::new(std::env::current_exe().expect("bench binary"))
             .env("MCP_TASKS_BENCH_ONE", size.to_string())
             .status()
             .expect("run one size");
         assert!(status.success(), "size {size} failed");
     }
+    println!();
+    println!("| queued tasks (16 running) | memory per queued task (RSS) |");
+    println!("| --- | --- |");
+    let queued_sizes: Vec<u64> = std::env::var("MCP_TASKS_BENCH_QUEUED_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![30_000, 100_000]);
+    for size in queued_sizes {
+        let status = std::process::Command::new(std::env::current_exe().expect("bench binary"))
+            .env("MCP_TASKS_BENCH_QUEUED", size.to_string())
+            .status()
+            .expect("run one size");
+        assert!(status.success(), "size {size} failed");
+    }
+}
+
+/// Memory per task while nearly every task waits for a slot: a tool that never returns,
+/// 16 running at a time, the rest queued in the store.
+async fn queued(size: u64) {
+    let server = Server::builder()
+        .tool(
+            Tool::new(
+                "quick",
+                |cx: mcp_tasks_runtime::TaskContext, _: JsonObject| async move {
+                    cx.cancellation().cancelled().await;
+                    Ok(CallToolResult::default())
+                },
+            )
+            .task_support(TaskSupport::Optional),
+        )
+        .engine_config(mcp_tasks_runtime::EngineConfig {
+            max_running: 16,
+            max_queued: 1_000_000,
+            ..Default::default()
+        })
+        .quotas(mcp_tasks_runtime::quota::QuotaConfig::unlimited())
+        .build()
+        .expect("server");
+    let (session, _out) = server.session();
+    let before = rss_bytes();
+    for n in 0..size {
+        create(&session, n).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let per_task = rss_bytes().saturating_sub(before) as f64 / size as f64;
+    println!("| {size} | {per_task:.0} B |");
 }
 
 async fn run(size: u64) {

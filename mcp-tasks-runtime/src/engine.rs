@@ -536,7 +536,7 @@ impl Engine {
         Ok(record)
     }
 
-    /// Turns a call that has already started into a task (2026-07-28 calls whose tool ran a
+    /// Turns a call that has already started into a task (calls whose tool ran a
     /// synchronous prelude). The future keeps running here, under a lease of this process;
     /// `cancel` is the token the tool already holds; `attach` receives the task's backend
     /// before the future resumes.
@@ -983,7 +983,7 @@ impl Engine {
         Ok(attached)
     }
 
-    /// Waits until the task is terminal and returns it (2025-11-25 `tasks/result`).
+    /// Waits until the task is terminal and returns it (a blocking `tasks/result`).
     pub(crate) async fn wait_terminal(
         &self,
         id: &str,
@@ -1005,7 +1005,7 @@ impl Engine {
         }
     }
 
-    /// One page of the owner's tasks (2025-11-25 `tasks/list`).
+    /// One page of the owner's tasks (`tasks/list`).
     pub(crate) async fn list(
         &self,
         owner: Option<&str>,

@@ -118,6 +118,7 @@ impl Session {
     }
 
     /// Counts a reader of the session's own stream in or out (see [`Connection::listen`]).
+    #[cfg(feature = "http")]
     pub(crate) fn listen(&self, listening: bool) {
         self.conn.listen(listening);
     }

@@ -100,6 +100,7 @@ impl Connection {
     /// Counts a reader of the connection's own stream in (`true`) or out (`false`). A
     /// transport whose own stream is read only some of the time (HTTP's GET stream) starts
     /// by counting the default reader out.
+    #[cfg(feature = "http")]
     pub(crate) fn listen(&self, listening: bool) {
         if listening {
             self.listeners.fetch_add(1, Ordering::AcqRel);

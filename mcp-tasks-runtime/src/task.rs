@@ -1,7 +1,7 @@
 //! The era-neutral task model: ids, the status machine and the stored record.
 //!
-//! One status machine serves both task protocols (MCP 2025-11-25 Tasks and the SEP-2663
-//! `io.modelcontextprotocol/tasks` extension of 2026-07-28): `working ↔ input_required →
+//! One status machine serves both task protocols (the stateful era's Tasks utility and the
+//! stateless era's `io.modelcontextprotocol/tasks` extension): `working ↔ input_required →
 //! completed | failed | cancelled`, and a terminal status never changes.
 
 use crate::error::CallOutcome;
@@ -29,7 +29,7 @@ pub fn random_id() -> String {
     )
 }
 
-/// A time as RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T15:30:30.123Z`.
+/// A time as RFC 3339 in UTC with milliseconds, e.g. `2030-11-29T15:30:30.123Z`.
 pub fn rfc3339(time: SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
@@ -42,9 +42,10 @@ pub enum TaskStatus {
     Working,
     /// Waiting for the client to answer one or more input requests.
     InputRequired,
-    /// Finished with a result (in 2026-07-28 also when the result has `isError: true`).
+    /// Finished with a result (also one with `isError: true` under [`SettlePolicy::Complete`]).
     Completed,
-    /// Finished with a JSON-RPC error (in 2025-11-25 also with an `isError: true` result).
+    /// Finished with a JSON-RPC error (or an `isError: true` result under
+    /// [`SettlePolicy::Fail`]).
     Failed,
     /// Cancelled by the client.
     Cancelled,
