@@ -273,6 +273,14 @@ const USAGE: &str = "usage: conformance-server [--stdio | --http ADDR | --worker
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Logs go to stderr (stdout carries the protocol on stdio); `RUST_LOG` picks the level.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
     let mut transport = None;
     let mut store = None;
     let mut worker = false;

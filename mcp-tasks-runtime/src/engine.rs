@@ -510,6 +510,7 @@ impl Engine {
             return Err(e.into());
         }
         ticket.commit();
+        metrics::counter!("mcp_tasks_created_total", "tool" => record.tool.clone()).increment(1);
         tracing::debug!(task = %record.id, tool = %record.tool, leased = record.lease.is_some(), "task created");
         Ok(())
     }
@@ -530,7 +531,13 @@ impl Engine {
         if run_now {
             self.launch(new.tool, record.clone(), None);
         } else {
-            lock(&self.queued_here).insert(record.id.clone());
+            let queued = {
+                let mut queued = lock(&self.queued_here);
+                queued.insert(record.id.clone());
+                queued.len()
+            };
+            metrics::gauge!("mcp_tasks_queued").set(queued as f64);
+            tracing::debug!(task = %record.id, tool = %record.tool, "no free slot here; the task waits in the store");
             self.claim_wake.notify_one();
         }
         Ok(record)
@@ -605,24 +612,47 @@ impl Engine {
 
     fn spawn_run(&self, tool: Tool, record: TaskRecord, run: Arc<Run>, future: ToolFuture) {
         let engine = self.arc();
-        tokio::spawn(async move {
+        let span = tracing::info_span!(
+            "task",
+            task = %record.id,
+            tool = %tool.name,
+            epoch = record.epoch,
+            status = tracing::field::Empty,
+        );
+        let running = async move {
             let id = record.id.clone();
             let started = Instant::now();
+            metrics::gauge!("mcp_tasks_running").increment(1.0);
+            tracing::debug!("run started");
             let end = engine.execute(&tool, &id, &run, future).await;
-            match end {
+            let status = match end {
                 Some(end) => engine.finish(&tool, &id, &run, end).await,
-                None => tracing::warn!(
-                    task = %id, tool = %tool.name,
-                    "the task's lease was lost to another process; this run stopped without settling it"
-                ),
-            }
-            tracing::debug!(task = %id, tool = %tool.name, elapsed_ms = started.elapsed().as_millis() as u64, "run ended");
+                None => {
+                    tracing::warn!(
+                        "the task's lease was lost to another process; this run stopped without settling it"
+                    );
+                    "lease lost"
+                }
+            };
+            let elapsed = started.elapsed();
+            tracing::Span::current().record("status", status);
+            tracing::debug!(status, elapsed_ms = elapsed.as_millis() as u64, "run ended");
+            metrics::gauge!("mcp_tasks_running").decrement(1.0);
+            metrics::histogram!("mcp_tasks_run_seconds", "tool" => tool.name.to_string())
+                .record(elapsed.as_secs_f64());
+            metrics::counter!(
+                "mcp_tasks_finished_total",
+                "tool" => tool.name.to_string(),
+                "status" => status
+            )
+            .increment(1);
             if let Some(live) = engine.live(&id) {
                 *lock(&live.run) = None;
             }
             engine.release(&id);
             engine.unreserve(&tool.name);
-        });
+        };
+        tokio::spawn(tracing::Instrument::instrument(running, span));
     }
 
     /// Runs the tool until it ends. `None` when the lease was lost: the caller must write
@@ -715,7 +745,8 @@ impl Engine {
         run.cancel.cancel();
     }
 
-    async fn finish(&self, tool: &Tool, id: &str, run: &Run, end: RunEnd) {
+    /// Stores the outcome of a run; returns what became of the task, for the logs.
+    async fn finish(&self, tool: &Tool, id: &str, run: &Run, end: RunEnd) -> &'static str {
         let outcome = match outcome_of(tool, end) {
             Some(o) => o,
             None => CallOutcome::Error(
@@ -733,11 +764,16 @@ impl Engine {
         match result {
             Ok(Some((rec, true))) => {
                 tracing::debug!(task = %id, tool = %tool.name, status = %rec.status, "task finished");
+                rec.status.as_str()
             }
             Ok(_) => {
-                tracing::debug!(task = %id, "task already settled; its late outcome is dropped")
+                tracing::debug!(task = %id, "task already settled; its late outcome is dropped");
+                "already settled"
             }
-            Err(e) => tracing::error!(task = %id, error = %e, "cannot store the task's outcome"),
+            Err(e) => {
+                tracing::error!(task = %id, error = %e, "cannot store the task's outcome");
+                "store failed"
+            }
         }
     }
 
@@ -769,12 +805,16 @@ impl Engine {
                 return Ok(None);
             };
             let version = rec.version;
+            let before = rec.status;
             if !change(&mut rec) {
                 return Ok(Some((rec, false)));
             }
             rec.updated_at = SystemTime::now().max(rec.updated_at);
             if self.store.compare_and_set(rec.clone(), version).await? {
                 rec.version = version + 1;
+                if before != rec.status {
+                    tracing::debug!(task = %rec.id, tool = %rec.tool, from = %before, to = %rec.status, "task status changed");
+                }
                 self.observe(&rec);
                 return Ok(Some((rec, true)));
             }
@@ -1184,6 +1224,7 @@ impl Engine {
             *slots.per_tool.entry(tool.name.to_string()).or_default() += 1;
         }
         tracing::debug!(task = %rec.id, tool = %rec.tool, epoch = rec.epoch, "claimed a task");
+        metrics::counter!("mcp_tasks_claimed_total", "tool" => rec.tool.clone()).increment(1);
         self.observe(&rec);
         self.launch(tool, rec, None);
     }
@@ -1237,6 +1278,12 @@ impl Engine {
                     })
                     .await?;
                 if matches!(written, Some((_, true))) {
+                    metrics::counter!(
+                        "mcp_tasks_lapsed_total",
+                        "tool" => tool.clone(),
+                        "policy" => if rerun { "rerun" } else { "fail" }
+                    )
+                    .increment(1);
                     if rerun {
                         tracing::info!(task = %id, tool = %tool, "task's runner stopped; queued to run again");
                         report.rerun += 1;

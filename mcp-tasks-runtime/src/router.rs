@@ -88,7 +88,15 @@ impl Session {
     ) -> Option<Response> {
         let id = request.id.clone();
         let sink = stream.map_or_else(|| self.conn.sink.clone(), Sink);
-        let outcome = dispatch(&self.server, &self.conn, request, sink).await?;
+        let span = request_span(&request);
+        let outcome = tracing::Instrument::instrument(
+            dispatch(&self.server, &self.conn, request, sink),
+            span.clone(),
+        )
+        .await?;
+        if let Err(e) = &outcome {
+            span.in_scope(|| tracing::debug!(code = e.code, error = %e.message, "request failed"));
+        }
         Some(match outcome {
             Ok(v) => Response::result(id, v),
             Err(e) => Response::error(Some(id), e),
@@ -149,6 +157,20 @@ impl Session {
 }
 
 /// Answers a request: `Some(result or error)`, or `None` when it was cancelled.
+/// The span of one request: its method, id and, for calls and reads, what it names.
+fn request_span(request: &Request) -> tracing::Span {
+    let params = request.params.as_ref();
+    let name = params
+        .and_then(|p| {
+            p.get("name")
+                .or_else(|| p.get("uri"))
+                .or_else(|| p.get("taskId"))
+        })
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    tracing::info_span!("request", method = %request.method, id = %request.id, name = %name)
+}
+
 pub(crate) async fn dispatch(
     server: &Server,
     conn: &Arc<Connection>,
