@@ -251,8 +251,19 @@ async fn test_tool_with_task(cx: TaskContext) -> Result<String, ToolError> {
     Ok(format!("Hello, {name}! (from a task)"))
 }
 
-const USAGE: &str =
-    "usage: conformance-server [--stdio | --http ADDR] [--store memory | --store sqlite:PATH]";
+/// The one place the options are described (`--help` prints it, a bad argument shows it).
+const USAGE: &str = "\
+usage: conformance-server [--stdio | --http ADDR] [--store memory | --store sqlite:PATH]
+
+The fixture server of the official MCP conformance suite.
+
+options:
+  --stdio               serve on stdin and stdout (the default)
+  --http ADDR           serve Streamable HTTP on ADDR (for example 127.0.0.1:3000), endpoint /mcp
+  --store memory        keep tasks in memory
+  --store sqlite:PATH   keep tasks in the SQLite file PATH (default: sqlite:data/conformance.db)
+  -h, --help            print this help and exit
+";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -264,8 +275,12 @@ async fn main() -> anyhow::Result<()> {
             "--stdio" => transport = Some(None),
             "--http" => transport = Some(Some(args.next().unwrap_or_default())),
             "--store" => store = args.next(),
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                return Ok(());
+            }
             other => {
-                eprintln!("{USAGE}\nunexpected argument {other:?}");
+                eprintln!("unexpected argument {other:?}\n\n{USAGE}");
                 std::process::exit(2);
             }
         }
@@ -289,7 +304,7 @@ async fn main() -> anyhow::Result<()> {
                 server = server.store(mcp_tasks::store::SqliteTaskStore::open(path)?);
             }
             None => {
-                eprintln!("{USAGE}\n--store takes `memory` or `sqlite:PATH`, not {other:?}");
+                eprintln!("--store takes `memory` or `sqlite:PATH`, not {other:?}\n\n{USAGE}");
                 std::process::exit(2);
             }
         },
