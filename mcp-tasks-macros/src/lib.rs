@@ -322,10 +322,51 @@ use proc_macro::TokenStream;
 /// | `Content`, `Vec<Content>` | those blocks |
 /// | `CallToolResult` | as is |
 /// | [`Json<T>`](Json) | `structuredContent`, plus its JSON as text; the tool's `outputSchema` comes from `T` |
-/// | `Result<T, E>` with `E: Into<ToolError>` | `Ok` as above; `Err` becomes a result with `isError: true` (or a JSON-RPC error for a `ProtocolError`) |
+/// | `Result<T, E>` | `Ok` as above; `Err` becomes a result with `isError: true` (or a JSON-RPC error for a `ProtocolError`) |
 ///
-/// Any error type implementing `std::error::Error` converts into [`ToolError`], so `?` works
-/// on most results.
+/// The error type `E` may be [`ToolError`], `anyhow::Error` (so `anyhow::Result<T>` works),
+/// `Box<dyn std::error::Error + Send + Sync>`, or any error type of your own that implements
+/// `std::error::Error + Send + Sync + 'static`. Its message, followed by the messages of its
+/// sources, is the text the model reads. Inside a tool returning `Result<T, ToolError>`, `?`
+/// converts `anyhow::Error`, boxed errors, `std::io::Error`, `serde_json::Error` and
+/// `String`; other error types go through [`ToolError::new`] or become the function's error
+/// type.
+///
+/// ```
+/// use mcp_tasks::prelude::*;
+///
+/// #[derive(Debug)]
+/// struct Offline;
+///
+/// impl std::fmt::Display for Offline {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+///         f.write_str("the printer is offline")
+///     }
+/// }
+///
+/// impl std::error::Error for Offline {}
+///
+/// /// Print a page.
+/// #[task_tool]
+/// async fn print(page: u32) -> Result<String, Offline> {
+///     if page == 0 { Err(Offline) } else { Ok(format!("printed page {page}")) }
+/// }
+///
+/// /// Read a setting.
+/// #[task_tool]
+/// async fn setting(key: String) -> anyhow::Result<String> {
+///     anyhow::ensure!(!key.is_empty(), "the key is empty");
+///     Ok(format!("{key}=on"))
+/// }
+///
+/// /// Parse a number, with `?` on an `anyhow::Error`.
+/// #[task_tool]
+/// async fn parse(text: String) -> Result<String, ToolError> {
+///     let n: i64 = anyhow::Context::context(text.parse::<i64>(), "not a number")?;
+///     Ok((n * 2).to_string())
+/// }
+/// # fn main() {}
+/// ```
 ///
 /// # Compile errors
 ///
@@ -406,6 +447,7 @@ use proc_macro::TokenStream;
 /// [`FromTaskContext`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/trait.FromTaskContext.html
 /// [`IntoToolResult`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/trait.IntoToolResult.html
 /// [`ToolError`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.ToolError.html
+/// [`ToolError::new`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.ToolError.html#method.new
 /// [`TaskSupport`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/model/enum.TaskSupport.html
 /// [`Server::from_registry`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Server.html#method.from_registry
 /// [Json]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Json.html

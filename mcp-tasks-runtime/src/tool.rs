@@ -372,7 +372,7 @@ pub struct Json<T>(pub T);
 /// | `CallToolResult` | as is |
 /// | `Json<T>` | `structuredContent` + its JSON as text; output schema from `T` |
 /// | `()` | no content |
-/// | `Result<T, E>` | `T` as above; `E` via [`ToolError`]: `isError: true`, or a JSON-RPC error for a [`ProtocolError`](crate::ProtocolError) |
+/// | `Result<T, E>` | `T` as above; `E` (a [`ToolError`], `anyhow::Error`, `Box<dyn Error + Send + Sync>` or any `Error + Send + Sync` type) via [`ToolError`]: `isError: true`, or a JSON-RPC error for a [`ProtocolError`](crate::ProtocolError) |
 pub trait IntoToolResult {
     /// The result.
     fn into_tool_result(self) -> Result<CallToolResult, ToolError>;
@@ -435,9 +435,17 @@ impl<T: Serialize + schemars::JsonSchema + 'static> IntoToolResult for Json<T> {
     }
 }
 
-impl<T: IntoToolResult, E: Into<ToolError>> IntoToolResult for Result<T, E> {
+/// `E` is any error that boxes into `Box<dyn Error + Send + Sync>`: [`ToolError`] itself,
+/// [`ProtocolError`](crate::ProtocolError), `anyhow::Error`, a boxed error, `String`, or any
+/// `std::error::Error + Send + Sync + 'static` of your own. It becomes a [`ToolError`] through
+/// the `From` conversions of [`ToolError`].
+impl<T, E> IntoToolResult for Result<T, E>
+where
+    T: IntoToolResult,
+    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
+{
     fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
-        self.map_err(Into::into)
+        self.map_err(ToolError::from_returned)
             .and_then(IntoToolResult::into_tool_result)
     }
 
