@@ -425,7 +425,7 @@ use proc_macro::TokenStream;
 ///
 ///     fn __mcp_tasks_call(cx: TaskContext, args: JsonObject) -> ToolFuture {
 ///         tool_future(async move {
-///             let input: __McpTasksInput = parse_arguments(args)?;
+///             let input = <__McpTasksInput as ToolInput>::parse(args)?;
 ///             let output = render(input.pages, Progress::from_task_context(&cx)).await;
 ///             output.into_tool_result()
 ///         })

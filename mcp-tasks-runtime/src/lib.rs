@@ -35,4 +35,4 @@ pub use resource::{Resource, ResourceTemplate};
 pub use router::Session;
 pub use server::{BuildError, Implementation, Server, ServerBuilder};
 pub use tokio_util::sync::CancellationToken;
-pub use tool::{IntoToolResult, Json, Registry, RestartPolicy, Tool, ToolDefError};
+pub use tool::{IntoToolResult, Json, Registry, RestartPolicy, Tool, ToolDefError, ToolInput};
