@@ -1,8 +1,9 @@
-//! The `#[task_tool]` attribute of [mcp-tasks](https://docs.rs/mcp-tasks).
+//! The `#[task_tool]` attribute of the `mcp-tasks` crate.
 //!
 //! Use it as `mcp_tasks::task_tool` (it is also in `mcp_tasks::prelude`); this crate is an
 //! implementation detail of `mcp-tasks` and its version is pinned by it. The manual is the
-//! documentation of [`task_tool`](macro@task_tool).
+//! documentation of [`task_tool`](macro@task_tool), best read where `mcp-tasks` re-exports it
+//! (`cargo doc -p mcp-tasks --open`).
 
 mod args;
 mod ast;
@@ -321,7 +322,7 @@ use proc_macro::TokenStream;
 /// | `String`, `&'static str` | one text block |
 /// | `Content`, `Vec<Content>` | those blocks |
 /// | `CallToolResult` | as is |
-/// | [`Json<T>`](Json) | `structuredContent`, plus its JSON as text; the tool's `outputSchema` comes from `T` |
+/// | [`Json<T>`][Json] | `structuredContent`, plus its JSON as text; the tool's `outputSchema` comes from `T` |
 /// | `Result<T, E>` | `Ok` as above; `Err` becomes a result with `isError: true` (or a JSON-RPC error for a `ProtocolError`) |
 ///
 /// The error type `E` may be [`ToolError`], `anyhow::Error` (so `anyhow::Result<T>` works),
@@ -440,17 +441,40 @@ use proc_macro::TokenStream;
 /// environment variable `MCP_TASKS_MACROS_DEBUG` while compiling to print each expansion
 /// (`1` for all, or a function's name for one).
 ///
-/// [`Progress`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Progress.html
-/// [`TaskContext`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.TaskContext.html
-/// [`Client`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Client.html
-/// [`CancellationToken`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.CancellationToken.html
-/// [`FromTaskContext`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/trait.FromTaskContext.html
-/// [`IntoToolResult`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/trait.IntoToolResult.html
-/// [`ToolError`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.ToolError.html
-/// [`ToolError::new`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.ToolError.html#method.new
-/// [`TaskSupport`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/model/enum.TaskSupport.html
-/// [`Server::from_registry`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Server.html#method.from_registry
-/// [Json]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Json.html
+///
+// The links of this manual resolve where users read it: on the `mcp-tasks` re-export, whose
+// docs define them as intra-doc links (this crate cannot name the runtime's items). For this
+// crate's own page they lead to the `mcp_tasks` pages `cargo doc` writes beside it.
+#[cfg_attr(doc, doc = "[`Progress`]: ../mcp_tasks/struct.Progress.html")]
+#[cfg_attr(doc, doc = "[`TaskContext`]: ../mcp_tasks/struct.TaskContext.html")]
+#[cfg_attr(
+    doc,
+    doc = "[`TaskContext::detach`]: ../mcp_tasks/struct.TaskContext.html#method.detach"
+)]
+#[cfg_attr(doc, doc = "[`Client`]: ../mcp_tasks/struct.Client.html")]
+#[cfg_attr(
+    doc,
+    doc = "[`CancellationToken`]: ../mcp_tasks/struct.CancellationToken.html"
+)]
+#[cfg_attr(
+    doc,
+    doc = "[`FromTaskContext`]: ../mcp_tasks/trait.FromTaskContext.html"
+)]
+#[cfg_attr(
+    doc,
+    doc = "[`IntoToolResult`]: ../mcp_tasks/trait.IntoToolResult.html"
+)]
+#[cfg_attr(doc, doc = "[`ToolError`]: ../mcp_tasks/struct.ToolError.html")]
+#[cfg_attr(
+    doc,
+    doc = "[`ToolError::new`]: ../mcp_tasks/struct.ToolError.html#method.new"
+)]
+#[cfg_attr(doc, doc = "[`TaskSupport`]: ../mcp_tasks/model/enum.TaskSupport.html")]
+#[cfg_attr(
+    doc,
+    doc = "[`Server::from_registry`]: ../mcp_tasks/struct.Server.html#method.from_registry"
+)]
+#[cfg_attr(doc, doc = "[Json]: ../mcp_tasks/struct.Json.html")]
 #[proc_macro_attribute]
 pub fn task_tool(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::task_tool(args.into(), item.into()).into()

@@ -1,9 +1,11 @@
-//! The runtime of [mcp-tasks](https://docs.rs/mcp-tasks): JSON-RPC routing, both MCP
+//! The runtime of mcp-tasks: JSON-RPC routing, both MCP
 //! protocol eras (2025-11-25 stateful, 2026-07-28 stateless), tools, tasks, task stores and
 //! transports.
 //!
 //! Most users depend on the `mcp-tasks` facade crate and write tools with `#[task_tool]`.
 //! This crate is what runs them.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod call;
 pub mod context;
