@@ -22,7 +22,37 @@
 //!     Ok(())
 //! }
 //! ```
+//!
+//! Start with [`task_tool`], the manual: its arguments, the parameters it injects
+//! ([`Progress`], [`TaskContext`], [`Client`], [`CancellationToken`]), the return types it
+//! accepts and the mistakes it reports. [`Server`] serves the tools; [`Tool`] declares one
+//! without the macro.
+//!
+//! # Cargo features
+//!
+//! | feature | what it adds |
+//! | --- | --- |
+//! | (none) | `#[task_tool]`, the [`Tool`] builder, both protocol eras, [`transport::serve_io`] and stdio, tasks in memory ([`store::MemoryTaskStore`]) |
+//! | `http` | the Streamable HTTP transport (`transport::http`, with its `Authenticator`) |
+//! | `sqlite` | the durable SQLite task store (`store::SqliteTaskStore`) |
+//! | `testing` | the shared test suite for task stores (`store::testing`) |
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+// The manual lives in the macro crate; the link definitions below make its links intra-doc
+// links here, where the items it names are in scope.
+/// [`Progress`]: crate::Progress
+/// [`TaskContext`]: crate::TaskContext
+/// [`TaskContext::detach`]: crate::TaskContext::detach
+/// [`Client`]: crate::Client
+/// [`CancellationToken`]: crate::CancellationToken
+/// [`FromTaskContext`]: crate::FromTaskContext
+/// [`IntoToolResult`]: crate::IntoToolResult
+/// [`ToolError`]: crate::ToolError
+/// [`ToolError::new`]: crate::ToolError::new
+/// [`TaskSupport`]: crate::model::TaskSupport
+/// [`Server::from_registry`]: crate::Server::from_registry
+/// [Json]: crate::Json
 #[doc(inline)]
 pub use mcp_tasks_macros::task_tool;
 pub use mcp_tasks_runtime::*;

@@ -28,6 +28,48 @@ async fn shout(word: String, progress: Progress) -> Result<String, ToolError> {
     Ok(word.to_uppercase())
 }
 
+/// Fail with a context chain, through `anyhow::Result`.
+#[task_tool(mode = "forbidden")]
+async fn fail_anyhow(code: Option<i32>) -> anyhow::Result<String> {
+    if let Some(code) = code {
+        return Err(ProtocolError::new(code, "refused").into());
+    }
+    let parsed: anyhow::Result<i64> = "x".parse::<i64>().map_err(anyhow::Error::from);
+    let n = anyhow::Context::context(parsed, "reading the count")?;
+    Ok(n.to_string())
+}
+
+/// Fail with a boxed error.
+#[task_tool(mode = "forbidden")]
+async fn fail_boxed() -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    Err(std::io::Error::other("disk unplugged").into())
+}
+
+/// Fail with an error type of its own.
+#[task_tool(mode = "forbidden")]
+async fn fail_own() -> Result<Json<Sum>, SheetJammed> {
+    Err(SheetJammed)
+}
+
+/// Fail with `?` on an `anyhow::Error` inside a `ToolError` tool.
+#[task_tool(mode = "forbidden")]
+async fn fail_question_mark() -> Result<String, ToolError> {
+    let step: anyhow::Result<()> = Err(anyhow::anyhow!("step two failed"));
+    step?;
+    Ok("unreachable".into())
+}
+
+#[derive(Debug)]
+struct SheetJammed;
+
+impl std::fmt::Display for SheetJammed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("sheet jammed")
+    }
+}
+
+impl std::error::Error for SheetJammed {}
+
 async fn call(session: &Session, id: u64, method: &str, params: Value) -> Value {
     let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     serde_json::from_str(&session.handle_text(&msg.to_string()).await.unwrap()).unwrap()
@@ -171,4 +213,43 @@ async fn macro_tools_are_callable_in_the_stateless_era() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     panic!("the task did not complete");
+}
+
+#[tokio::test]
+async fn every_error_return_type_ends_as_a_readable_tool_error() {
+    let server = Server::from_registry().unwrap();
+    let (s, _out) = server.session();
+    for (n, (name, arguments, text)) in [
+        (
+            "fail_anyhow",
+            json!({}),
+            "reading the count: invalid digit found in string",
+        ),
+        ("fail_boxed", json!({}), "disk unplugged"),
+        ("fail_own", json!({}), "sheet jammed"),
+        ("fail_question_mark", json!({}), "step two failed"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = call(
+            &s,
+            n as u64,
+            "tools/call",
+            json!({"name": name, "arguments": arguments, "_meta": meta(false)}),
+        )
+        .await;
+        assert_eq!(r["result"]["isError"], true, "{name}: {r}");
+        assert_eq!(r["result"]["content"][0]["text"], text, "{name}: {r}");
+    }
+    // A `ProtocolError` carried by an `anyhow::Error` is still a JSON-RPC error.
+    let r = call(
+        &s,
+        9,
+        "tools/call",
+        json!({"name": "fail_anyhow", "arguments": {"code": -32042}, "_meta": meta(false)}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32042, "{r}");
+    assert_eq!(r["error"]["message"], "refused", "{r}");
 }

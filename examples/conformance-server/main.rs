@@ -268,8 +268,26 @@ async fn test_tool_with_task(cx: TaskContext) -> Result<String, ToolError> {
     Ok(format!("Hello, {name}! (from a task)"))
 }
 
-const USAGE: &str = "usage: conformance-server [--stdio | --http ADDR | --worker] \
-    [--store memory | --store sqlite:PATH] [--no-execute] [--lease-ms N]";
+/// The one place the options are described (`--help` prints it, a bad argument shows it).
+const USAGE: &str = "\
+usage: conformance-server [--stdio | --http ADDR | --worker] [--store memory | --store sqlite:PATH]
+                          [--no-execute] [--lease-ms N]
+
+The fixture server of the official MCP conformance suite.
+
+options:
+  --stdio               serve on stdin and stdout (the default)
+  --http ADDR           serve Streamable HTTP on ADDR (for example 127.0.0.1:3000), endpoint /mcp
+  --worker              serve no client: only run tasks from the store
+  --store memory        keep tasks in memory
+  --store sqlite:PATH   keep tasks in the SQLite file PATH (default: sqlite:data/conformance.db);
+                        several processes may share one file
+  --no-execute          serve, but run no tools (a worker sharing the store runs them)
+  --lease-ms N          how long a lease on a running task lasts unless renewed (default 30000)
+  -h, --help            print this help and exit
+
+Logs go to stderr; RUST_LOG sets the level (default info).
+";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -300,8 +318,12 @@ async fn main() -> anyhow::Result<()> {
                     std::process::exit(2);
                 }
             },
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                return Ok(());
+            }
             other => {
-                eprintln!("{USAGE}\nunexpected argument {other:?}");
+                eprintln!("unexpected argument {other:?}\n\n{USAGE}");
                 std::process::exit(2);
             }
         }
@@ -326,7 +348,7 @@ async fn main() -> anyhow::Result<()> {
                 server = server.store(mcp_tasks::store::SqliteTaskStore::open(path)?);
             }
             None => {
-                eprintln!("{USAGE}\n--store takes `memory` or `sqlite:PATH`, not {other:?}");
+                eprintln!("--store takes `memory` or `sqlite:PATH`, not {other:?}\n\n{USAGE}");
                 std::process::exit(2);
             }
         },

@@ -1,12 +1,5 @@
 //! A guided tour: a real server and a scripted client talk over an in-process pipe, and every
-//! message is printed.
-//!
-//! ```text
-//! cargo run --example tour                        # the transcript, tasks kept in ./data/tour.db
-//! cargo run --example tour -- --store memory      # the same, tasks kept in memory
-//! cargo run --example tour -- --store sqlite:PATH # the same, tasks kept in PATH
-//! cargo run --example tour -- --stdio             # serve the tour's tools on stdin/stdout instead
-//! ```
+//! message is printed. `cargo run --example tour -- --help` lists the options.
 
 use mcp_tasks::model::ElicitAction;
 use mcp_tasks::prelude::*;
@@ -75,17 +68,95 @@ async fn crunch(cancel: CancellationToken, progress: Progress) -> Result<String,
     }
 }
 
+/// The one place the options are described (`--help` prints it, a bad argument shows it).
+const USAGE: &str = "\
+usage: cargo run --example tour -- [--full] [--store memory | --store sqlite:PATH] [--stdio]
+
+A scripted client talks to a real mcp-tasks server in both protocol eras and prints every
+message, with a caption saying what each step shows.
+
+options:
+  --full                print every message whole; by default long messages are shortened
+                        and the per-request `_meta` envelope of 2026-07-28 is shown once
+  --store memory        keep tasks in memory
+  --store sqlite:PATH   keep tasks in the SQLite file PATH (default: data/tour.db, or
+                        tour.db in $MCP_TASKS_DATA_DIR)
+  --stdio               serve the tour's tools on stdin and stdout instead of the tour
+  -h, --help            print this help and exit
+";
+
+/// What the command line asked for.
+struct Options {
+    /// `None`: tasks in memory.
+    store: Option<std::path::PathBuf>,
+    stdio: bool,
+    full: bool,
+    help: bool,
+}
+
+impl Options {
+    fn parse(args: impl IntoIterator<Item = String>) -> anyhow::Result<Self> {
+        let mut options = Options {
+            store: Some(default_store()),
+            stdio: false,
+            full: false,
+            help: false,
+        };
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--full" => options.full = true,
+                "--stdio" => options.stdio = true,
+                "-h" | "--help" => options.help = true,
+                "--store" => {
+                    let choice = args.next().unwrap_or_default();
+                    options.store = match choice.as_str() {
+                        "memory" => None,
+                        other => match other.strip_prefix("sqlite:") {
+                            Some(path) => Some(path.into()),
+                            None => anyhow::bail!(
+                                "--store takes `memory` or `sqlite:PATH`, not {other:?}\n\n{USAGE}"
+                            ),
+                        },
+                    };
+                }
+                other => anyhow::bail!("unexpected argument {other:?}\n\n{USAGE}"),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// `./data/tour.db`, or `tour.db` in `$MCP_TASKS_DATA_DIR`.
+fn default_store() -> std::path::PathBuf {
+    let dir = std::env::var_os("MCP_TASKS_DATA_DIR").map_or_else(
+        || std::path::PathBuf::from("data"),
+        std::path::PathBuf::from,
+    );
+    dir.join("tour.db")
+}
+
+/// The `_meta` keys every 2026-07-28 request repeats; printed once unless `--full`.
+const ENVELOPE: [&str; 2] = [
+    "io.modelcontextprotocol/protocolVersion",
+    "io.modelcontextprotocol/clientCapabilities",
+];
+
+/// Longest message printed whole without `--full`.
+const SHORT: usize = 400;
+
 /// A scripted client that prints every message it sends and receives.
 struct Script {
     lines: Lines<BufReader<tokio::io::ReadHalf<DuplexStream>>>,
     writer: WriteHalf<DuplexStream>,
     next: u64,
     meta: Option<Value>,
+    full: bool,
 }
 
 impl Script {
     async fn send(&mut self, message: Value) -> anyhow::Result<()> {
-        println!("  → {}", compact(&message));
+        println!("  → {}", show(&message, self.full));
         self.writer
             .write_all(format!("{message}\n").as_bytes())
             .await?;
@@ -121,7 +192,7 @@ impl Script {
                 .await?
                 .ok_or_else(|| anyhow::anyhow!("the server closed the pipe"))?;
             let message: Value = serde_json::from_str(&line)?;
-            println!("  ← {}", compact(&message));
+            println!("  ← {}", show(&message, self.full));
             if message["id"] == json!(id) && message.get("method").is_none() {
                 return Ok(message);
             }
@@ -154,26 +225,43 @@ impl Script {
     }
 }
 
-fn compact(message: &Value) -> String {
+/// A message as printed: whole with `--full`; otherwise without the repeated envelope and the
+/// server's identity, and cut short when still long.
+fn show(message: &Value, full: bool) -> String {
+    if full {
+        return message.to_string();
+    }
     let mut message = message.clone();
-    // The server's identity rides on every 2026-07-28 result; once is enough to read.
-    if let Some(meta) = message
-        .pointer_mut("/result/_meta")
-        .and_then(Value::as_object_mut)
-    {
-        meta.remove("io.modelcontextprotocol/serverInfo");
+    for (pointer, keys) in [
+        ("/params/_meta", &ENVELOPE[..]),
+        ("/result/_meta", &["io.modelcontextprotocol/serverInfo"][..]),
+    ] {
+        let Some((parent, _)) = pointer.rsplit_once('/') else {
+            continue;
+        };
+        let Some(meta) = message.pointer_mut(pointer).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        for key in keys {
+            meta.remove(*key);
+        }
         if meta.is_empty() {
-            message["result"].as_object_mut().map(|r| r.remove("_meta"));
+            message
+                .pointer_mut(parent)
+                .and_then(Value::as_object_mut)
+                .map(|p| p.remove("_meta"));
         }
     }
-    let mut text = message.to_string();
-    if text.chars().count() > 230 {
-        text = text.chars().take(227).collect::<String>() + "...";
+    let text = message.to_string();
+    if text.chars().count() > SHORT {
+        let cut: String = text.chars().take(SHORT).collect();
+        format!("{cut}… (cut; --full prints it whole)")
+    } else {
+        text
     }
-    text
 }
 
-async fn connect(server: &Server, meta: Option<Value>) -> Script {
+async fn connect(server: &Server, meta: Option<Value>, full: bool) -> Script {
     let (client_end, server_end) = tokio::io::duplex(64 * 1024);
     let (server_read, server_write) = tokio::io::split(server_end);
     let server = server.clone();
@@ -186,11 +274,16 @@ async fn connect(server: &Server, meta: Option<Value>) -> Script {
         writer,
         next: 0,
         meta,
+        full,
     }
 }
 
-fn heading(text: &str) {
-    println!("\n{text}");
+/// A step's heading, then its caption: the problem the step shows, in plain words.
+fn step(heading: &str, caption: &str) {
+    println!("\n{heading}");
+    for line in caption.lines() {
+        println!("   {line}");
+    }
 }
 
 fn task_id(r: &Value) -> String {
@@ -201,43 +294,19 @@ fn task_id(r: &Value) -> String {
         .to_owned()
 }
 
-/// Where tasks are kept: `--store memory`, `--store sqlite:PATH`, or by default a SQLite
-/// file in `./data` (or `$MCP_TASKS_DATA_DIR`).
-fn store_choice(args: &[String]) -> anyhow::Result<Option<std::path::PathBuf>> {
-    let choice = args
-        .iter()
-        .position(|a| a == "--store")
-        .map(|i| {
-            args.get(i + 1)
-                .cloned()
-                .ok_or_else(|| anyhow::anyhow!("--store needs `memory` or `sqlite:PATH`"))
-        })
-        .transpose()?;
-    match choice.as_deref() {
-        Some("memory") => Ok(None),
-        Some(other) => match other.strip_prefix("sqlite:") {
-            Some(path) => Ok(Some(path.into())),
-            None => anyhow::bail!("--store takes `memory` or `sqlite:PATH`, not {other:?}"),
-        },
-        None => {
-            let dir = std::env::var_os("MCP_TASKS_DATA_DIR").map_or_else(
-                || std::path::PathBuf::from("data"),
-                std::path::PathBuf::from,
-            );
-            Ok(Some(dir.join("tour.db")))
-        }
-    }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = Options::parse(std::env::args().skip(1))?;
+    if options.help {
+        print!("{USAGE}");
+        return Ok(());
+    }
     let mut builder = Server::builder()
         .name("tour")
         .version(env!("CARGO_PKG_VERSION"))
         .instructions("A tour of mcp-tasks.")
         .registry_tools();
-    let store = store_choice(&args)?;
+    let store = options.store;
     if let Some(path) = &store {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
@@ -245,12 +314,28 @@ async fn main() -> anyhow::Result<()> {
         builder = builder.store(mcp_tasks::store::SqliteTaskStore::open(path)?);
     }
     let server = builder.build()?;
-    if args.iter().any(|a| a == "--stdio") {
+    if options.stdio {
         server.serve_stdio().await?;
         return Ok(());
     }
 
+    let full = options.full;
     println!("mcp-tasks tour: four #[task_tool] functions, one server, two protocol eras.");
+    println!(
+        "\nWhy tasks: a plain tool call holds its request open until the tool is done. Work that
+takes minutes (a build, a report, a download) then outlives client timeouts, and its result
+is lost if the connection drops. A task turns the call into a handle at once: the client
+polls it, answers its questions, cancels it or fetches its result later, and (with a
+durable store) the handle still answers after the server restarts."
+    );
+    println!(
+        "\n→ is what the client sends, ← what the server answers.{}",
+        if full {
+            ""
+        } else {
+            " Long messages are cut; --full prints them whole."
+        }
+    );
     match &store {
         Some(path) => println!("Tasks are kept in the SQLite file {}.", path.display()),
         None => println!("Tasks are kept in memory."),
@@ -263,8 +348,11 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
-    heading("1. A 2025-11-25 client (stateful): initialize, list the tools, call one.");
-    let mut c = connect(&server, None).await;
+    step(
+        "1. A 2025-11-25 client (stateful): initialize, list the tools, call one.",
+        "The client learns what the server offers, then calls a quick tool that answers at once.",
+    );
+    let mut c = connect(&server, None, full).await;
     c.call(
         "initialize",
         json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
@@ -280,8 +368,10 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
 
-    heading(
+    step(
         "   A task: `params.task` turns the call into a handle; progress keeps the caller's token.",
+        "The problem: a slow tool would block this request. Asking for a task returns a handle\n\
+         at once, and progress still reaches the caller while the work goes on.",
     );
     let r = c
         .call(
@@ -295,8 +385,10 @@ async fn main() -> anyhow::Result<()> {
     println!("   tasks/result blocks until the task ends, then answers with the tool's result:");
     c.call("tasks/result", json!({"taskId": id})).await?;
 
-    heading(
+    step(
         "   input_required: the task asks a question; the server sends elicitation/create tagged with the task.",
+        "The problem: work in the background sometimes needs the user (\"really delete?\").\n\
+         The task pauses and the question reaches the client, marked with the task it is for.",
     );
     let r = c
         .call(
@@ -312,7 +404,10 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
 
-    heading("   Cancellation: tasks/cancel stops the work; a second cancel is refused.");
+    step(
+        "   Cancellation: tasks/cancel stops the work; a second cancel is refused.",
+        "The problem: the user changed their mind about work that would run forever.",
+    );
     let r = c
         .call("tools/call", json!({"name": "crunch", "task": {}}))
         .await?;
@@ -321,7 +416,11 @@ async fn main() -> anyhow::Result<()> {
     c.call("tasks/cancel", json!({"taskId": id})).await?;
     c.call("tasks/cancel", json!({"taskId": id})).await?;
 
-    heading("   Bad input gets a clear answer and the session goes on.");
+    step(
+        "   Bad input gets a clear answer and the session goes on.",
+        "The problem: models make mistakes. A wrong argument is an error the model can read\n\
+         and fix; calling a task-only tool without a task is refused with a reason.",
+    );
     c.call(
         "tools/call",
         json!({"name": "greet", "arguments": {"name": 7}}),
@@ -329,21 +428,30 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     c.call("tools/call", json!({"name": "crunch"})).await?;
 
-    heading(
+    step(
         "2. A 2026-07-28 client (stateless): each request carries its version and capabilities.",
+        "There is no session to set up: any request can go to any server process, which is\n\
+         what suits load-balanced servers and tasks that outlive a connection.",
     );
     let caps = json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}});
-    let mut c = connect(
-        &server,
-        Some(json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": caps,
-        })),
-    )
-    .await;
+    let envelope = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": caps,
+    });
+    if !full {
+        println!(
+            "   Every request below carries this in `params._meta` (left out of the lines below):"
+        );
+        println!("   {envelope}");
+    }
+    let mut c = connect(&server, Some(envelope), full).await;
     c.call("server/discover", json!({})).await?;
 
-    heading("   The server decides: with the tasks extension declared, countdown becomes a task.");
+    step(
+        "   The server decides: with the tasks extension declared, countdown becomes a task.",
+        "The client only says it understands tasks; a tool that may take long answers with a\n\
+         handle, and the client polls it at the interval the server suggests.",
+    );
     let r = c
         .call(
             "tools/call",
@@ -353,7 +461,11 @@ async fn main() -> anyhow::Result<()> {
     let id = task_id(&r);
     c.poll(&id, &["completed"]).await?;
 
-    heading("   input_required: the question waits in tasks/get; tasks/update answers it.");
+    step(
+        "   input_required: the question waits in tasks/get; tasks/update answers it.",
+        "Without a connection for the server to push on, the question is part of the task's\n\
+         state: the client sees it when it polls and answers whenever it is ready.",
+    );
     let r = c
         .call(
             "tools/call",
@@ -373,23 +485,28 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     c.poll(&id, &["completed"]).await?;
 
-    heading("   Cancellation is an empty acknowledgement; the task then settles.");
+    step(
+        "   Cancellation is an empty acknowledgement; the task then settles.",
+        "Stopping is cooperative: the tool notices, and the task ends `cancelled`.",
+    );
     let r = c.call("tools/call", json!({"name": "crunch"})).await?;
     let id = task_id(&r);
     c.call("tasks/cancel", json!({"taskId": id})).await?;
     c.poll(&id, &["cancelled"]).await?;
 
-    heading(
+    step(
         "   Without the extension, the same tool runs inline and asks through an InputRequiredResult round.",
+        "One declaration serves old and new clients: a client that does not know tasks still\n\
+         gets the tool, asking its question in a round trip of the call itself.",
     );
-    let mut plain = connect(
-        &server,
-        Some(json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-        })),
-    )
-    .await;
+    let plain_envelope = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    });
+    if !full {
+        println!("   This client's envelope: {plain_envelope}");
+    }
+    let mut plain = connect(&server, Some(plain_envelope), full).await;
     let first = plain
         .call(
             "tools/call",
@@ -411,6 +528,12 @@ async fn main() -> anyhow::Result<()> {
     println!("   A task-only tool tells such a client what it is missing (-32021):");
     plain.call("tools/call", json!({"name": "crunch"})).await?;
 
-    println!("\nDone.");
+    println!(
+        "\nDone. Next steps:
+  cargo xtask new my-server      a crate of your own with a task tool, a plain tool and a test
+                                 (`--dir ../elsewhere` puts it outside this checkout)
+  cargo doc -p mcp-tasks --open  the manual: `#[task_tool]`, `Server`, `TaskContext`, stores
+  README.md                      how to depend on mcp-tasks from your own project"
+    );
     Ok(())
 }

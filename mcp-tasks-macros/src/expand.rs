@@ -98,11 +98,14 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
         quote_spanned!(ident.span()=> #p::tool_future(__mcp_tasks_future))
     };
 
-    let parse = {
+    // Both uses of the input type go through `ToolInput`, spanned on the `#[input]` type, so a
+    // type that lacks a derive gets one error there, with the trait's hint.
+    let input_trait = {
         let span = input.span;
         let p = rt.private(span);
-        quote_spanned!(span=> #p::parse_arguments::<#input_ty>(__mcp_tasks_args))
+        quote_spanned!(span=> <#input_ty as #p::ToolInput>)
     };
+    let parse = quote_spanned!(input.span=> #input_trait::parse(__mcp_tasks_args));
     // Spanned on the name too, so that rustc's notes call it the tool's future.
     let future = quote_spanned! {ident.span()=>
         async move {
@@ -112,7 +115,7 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
         }
     };
 
-    let registration = registration(args, task, &rt, &ret_trait, input_ty);
+    let registration = registration(args, task, &rt, &ret_trait, &input_trait);
 
     // A `#[cfg]` on the function applies to its registration too.
     let cfgs = func.attrs.iter().filter(|attr| attr.path().is_ident("cfg"));
@@ -143,7 +146,7 @@ fn registration(
     task: &TaskFn<'_>,
     rt: &Runtime,
     ret_trait: &TokenStream,
-    input_ty: &TokenStream,
+    input_trait: &TokenStream,
 ) -> TokenStream {
     let ident = &task.original.sig.ident;
     let p = rt.private(Span::call_site());
@@ -216,7 +219,7 @@ fn registration(
                 rerun_on_restart: #rerun,
                 rerun_unresumable: #rerun_unresumable,
                 prelude: #prelude,
-                input_schema: #p::input_schema::<#input_ty>,
+                input_schema: #input_trait::input_schema,
                 output_schema: #ret_trait::output_schema,
                 call: __mcp_tasks_call,
                 module_path: ::core::module_path!(),
@@ -352,6 +355,18 @@ impl InputCode {
                     <#ty as #ps::serde::Deserialize<'de>>::deserialize(
                         __mcp_tasks_deserializer,
                     )
+                }
+            });
+            // The schema goes through a function of our own too, so that a type without
+            // `JsonSchema` is reported on the parameter with a hint to derive it.
+            let schema_fn = format_ident!("__mcp_tasks_schema_{}", ident.unraw());
+            let path = LitStr::new(&schema_fn.to_string(), Span::call_site());
+            attrs.push(quote!(#[schemars(schema_with = #path)]));
+            helpers.push(quote_spanned! {ty.span()=>
+                fn #schema_fn(
+                    __mcp_tasks_generator: &mut #ps::schemars::SchemaGenerator,
+                ) -> #ps::schemars::Schema {
+                    <#ty as #ps::InputField>::field_schema(__mcp_tasks_generator)
                 }
             });
             fields.push(quote!(#(#attrs)* #ident: #ty));
@@ -574,7 +589,7 @@ mod tests {
         assert_eq!(field(&reg, "rerun_unresumable"), "true");
         assert_eq!(
             field(&reg, "input_schema"),
-            ":: mcp_tasks :: __private :: input_schema :: < __McpTasksInput >"
+            "< __McpTasksInput as :: mcp_tasks :: __private :: ToolInput > :: input_schema"
         );
         assert_eq!(
             field(&reg, "output_schema"),
@@ -663,8 +678,8 @@ mod tests {
         assert_eq!(
             fields,
             [
-                "# [serde (rename = \"count\")] # [schemars (description = \"How many.\")] # [serde (default = \"__mcp_tasks_default_n\")] # [serde (deserialize_with = \"__mcp_tasks_deserialize_n\")] n : u32",
-                "# [serde (default)] # [serde (deserialize_with = \"__mcp_tasks_deserialize_note\")] note : Option < String >",
+                "# [serde (rename = \"count\")] # [schemars (description = \"How many.\")] # [serde (default = \"__mcp_tasks_default_n\")] # [serde (deserialize_with = \"__mcp_tasks_deserialize_n\")] # [schemars (schema_with = \"__mcp_tasks_schema_n\")] n : u32",
+                "# [serde (default)] # [serde (deserialize_with = \"__mcp_tasks_deserialize_note\")] # [schemars (schema_with = \"__mcp_tasks_schema_note\")] note : Option < String >",
             ]
         );
         let helpers: Vec<String> = items
@@ -679,7 +694,9 @@ mod tests {
             [
                 "__mcp_tasks_default_n",
                 "__mcp_tasks_deserialize_n",
+                "__mcp_tasks_schema_n",
                 "__mcp_tasks_deserialize_note",
+                "__mcp_tasks_schema_note",
                 "__mcp_tasks_call",
             ]
         );
@@ -696,7 +713,7 @@ mod tests {
         assert!(input_struct(&items).is_none());
         assert_eq!(
             field(&registration(&items), "input_schema"),
-            ":: mcp_tasks :: __private :: input_schema :: < Args >"
+            "< Args as :: mcp_tasks :: __private :: ToolInput > :: input_schema"
         );
         let call = items
             .iter()
@@ -707,7 +724,7 @@ mod tests {
             .unwrap()
             .to_token_stream()
             .to_string();
-        assert!(call.contains(":: mcp_tasks :: __private :: parse_arguments :: < Args >"));
+        assert!(call.contains("< Args as :: mcp_tasks :: __private :: ToolInput > :: parse"));
         assert!(call.contains(
             "tool (< TaskContext as :: mcp_tasks :: __private :: FromTaskContext > :: from_task_context (& __mcp_tasks_cx) , __mcp_tasks_input)"
         ));

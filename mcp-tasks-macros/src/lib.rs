@@ -1,8 +1,9 @@
-//! The `#[task_tool]` attribute of [mcp-tasks](https://docs.rs/mcp-tasks).
+//! The `#[task_tool]` attribute of the `mcp-tasks` crate.
 //!
 //! Use it as `mcp_tasks::task_tool` (it is also in `mcp_tasks::prelude`); this crate is an
 //! implementation detail of `mcp-tasks` and its version is pinned by it. The manual is the
-//! documentation of [`task_tool`](macro@task_tool).
+//! documentation of [`task_tool`](macro@task_tool), best read where `mcp-tasks` re-exports it
+//! (`cargo doc -p mcp-tasks --open`).
 
 mod args;
 mod ast;
@@ -421,11 +422,52 @@ use proc_macro::TokenStream;
 /// | `String`, `&'static str` | one text block |
 /// | `Content`, `Vec<Content>` | those blocks |
 /// | `CallToolResult` | as is |
-/// | [`Json<T>`](Json) | `structuredContent`, plus its JSON as text; the tool's `outputSchema` comes from `T` |
-/// | `Result<T, E>` with `E: Into<ToolError>` | `Ok` as above; `Err` becomes a result with `isError: true` (or a JSON-RPC error for a `ProtocolError`) |
+/// | [`Json<T>`][Json] | `structuredContent`, plus its JSON as text; the tool's `outputSchema` comes from `T` |
+/// | `Result<T, E>` | `Ok` as above; `Err` becomes a result with `isError: true` (or a JSON-RPC error for a `ProtocolError`) |
 ///
-/// Any error type implementing `std::error::Error` converts into [`ToolError`], so `?` works
-/// on most results.
+/// The error type `E` may be [`ToolError`], `anyhow::Error` (so `anyhow::Result<T>` works),
+/// `Box<dyn std::error::Error + Send + Sync>`, or any error type of your own that implements
+/// `std::error::Error + Send + Sync + 'static`. Its message, followed by the messages of its
+/// sources, is the text the model reads. Inside a tool returning `Result<T, ToolError>`, `?`
+/// converts `anyhow::Error`, boxed errors, `std::io::Error`, `serde_json::Error` and
+/// `String`; other error types go through [`ToolError::new`] or become the function's error
+/// type.
+///
+/// ```
+/// use mcp_tasks::prelude::*;
+///
+/// #[derive(Debug)]
+/// struct Offline;
+///
+/// impl std::fmt::Display for Offline {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+///         f.write_str("the printer is offline")
+///     }
+/// }
+///
+/// impl std::error::Error for Offline {}
+///
+/// /// Print a page.
+/// #[task_tool]
+/// async fn print(page: u32) -> Result<String, Offline> {
+///     if page == 0 { Err(Offline) } else { Ok(format!("printed page {page}")) }
+/// }
+///
+/// /// Read a setting.
+/// #[task_tool]
+/// async fn setting(key: String) -> anyhow::Result<String> {
+///     anyhow::ensure!(!key.is_empty(), "the key is empty");
+///     Ok(format!("{key}=on"))
+/// }
+///
+/// /// Parse a number, with `?` on an `anyhow::Error`.
+/// #[task_tool]
+/// async fn parse(text: String) -> Result<String, ToolError> {
+///     let n: i64 = anyhow::Context::context(text.parse::<i64>(), "not a number")?;
+///     Ok((n * 2).to_string())
+/// }
+/// # fn main() {}
+/// ```
 ///
 /// # Compile errors
 ///
@@ -484,7 +526,7 @@ use proc_macro::TokenStream;
 ///
 ///     fn __mcp_tasks_call(cx: TaskContext, args: JsonObject) -> ToolFuture {
 ///         tool_future(async move {
-///             let input: __McpTasksInput = parse_arguments(args)?;
+///             let input = <__McpTasksInput as ToolInput>::parse(args)?;
 ///             let output = render(input.pages, Progress::from_task_context(&cx)).await;
 ///             output.into_tool_result()
 ///         })
@@ -499,18 +541,48 @@ use proc_macro::TokenStream;
 /// environment variable `MCP_TASKS_MACROS_DEBUG` while compiling to print each expansion
 /// (`1` for all, or a function's name for one).
 ///
-/// [`Progress`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Progress.html
-/// [`TaskContext`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.TaskContext.html
-/// [`Client`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Client.html
-/// [`CancellationToken`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.CancellationToken.html
-/// [`FromTaskContext`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/trait.FromTaskContext.html
-/// [`IntoToolResult`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/trait.IntoToolResult.html
-/// [`ToolError`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.ToolError.html
-/// [`TaskSupport`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/model/enum.TaskSupport.html
-/// [`Server::from_registry`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Server.html#method.from_registry
-/// [`ServerBuilder::parked_call_timeout`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.ServerBuilder.html#method.parked_call_timeout
-/// [`ServerBuilder::max_parked_calls`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.ServerBuilder.html#method.max_parked_calls
-/// [Json]: https://docs.rs/mcp-tasks/latest/mcp_tasks/struct.Json.html
+///
+// The links of this manual resolve where users read it: on the `mcp-tasks` re-export, whose
+// docs define them as intra-doc links (this crate cannot name the runtime's items). For this
+// crate's own page they lead to the `mcp_tasks` pages `cargo doc` writes beside it.
+#[cfg_attr(doc, doc = "[`Progress`]: ../mcp_tasks/struct.Progress.html")]
+#[cfg_attr(doc, doc = "[`TaskContext`]: ../mcp_tasks/struct.TaskContext.html")]
+#[cfg_attr(
+    doc,
+    doc = "[`TaskContext::detach`]: ../mcp_tasks/struct.TaskContext.html#method.detach"
+)]
+#[cfg_attr(doc, doc = "[`Client`]: ../mcp_tasks/struct.Client.html")]
+#[cfg_attr(
+    doc,
+    doc = "[`CancellationToken`]: ../mcp_tasks/struct.CancellationToken.html"
+)]
+#[cfg_attr(
+    doc,
+    doc = "[`FromTaskContext`]: ../mcp_tasks/trait.FromTaskContext.html"
+)]
+#[cfg_attr(
+    doc,
+    doc = "[`IntoToolResult`]: ../mcp_tasks/trait.IntoToolResult.html"
+)]
+#[cfg_attr(doc, doc = "[`ToolError`]: ../mcp_tasks/struct.ToolError.html")]
+#[cfg_attr(
+    doc,
+    doc = "[`ToolError::new`]: ../mcp_tasks/struct.ToolError.html#method.new"
+)]
+#[cfg_attr(doc, doc = "[`TaskSupport`]: ../mcp_tasks/model/enum.TaskSupport.html")]
+#[cfg_attr(
+    doc,
+    doc = "[`Server::from_registry`]: ../mcp_tasks/struct.Server.html#method.from_registry"
+)]
+#[cfg_attr(doc, doc = "[Json]: ../mcp_tasks/struct.Json.html")]
+#[cfg_attr(
+    doc,
+    doc = "[`ServerBuilder::parked_call_timeout`]: ../mcp_tasks/struct.ServerBuilder.html#method.parked_call_timeout"
+)]
+#[cfg_attr(
+    doc,
+    doc = "[`ServerBuilder::max_parked_calls`]: ../mcp_tasks/struct.ServerBuilder.html#method.max_parked_calls"
+)]
 #[proc_macro_attribute]
 pub fn task_tool(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::task_tool(args.into(), item.into()).into()

@@ -10,7 +10,7 @@ pub use ::serde_json;
 pub use crate::context::{FromTaskContext, TaskContext};
 pub use crate::model::{JsonObject, TaskSupport};
 pub use crate::schema::{input_schema, output_schema};
-pub use crate::tool::{IntoToolResult, ToolFuture, ToolRegistration, parse_arguments};
+pub use crate::tool::{InputField, IntoToolResult, ToolFuture, ToolInput, ToolRegistration};
 
 /// `Box`, for generated code in crates that shadow the name.
 pub type Box<T> = ::std::boxed::Box<T>;

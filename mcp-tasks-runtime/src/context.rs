@@ -2,7 +2,7 @@
 //! (for elicitation, sampling and roots) and the log.
 //!
 //! The same types serve a plain call and a task in either protocol era. The runtime plugs in
-//! a [`CallBackend`] that knows where progress goes and how a question reaches the client:
+//! a `CallBackend` that knows where progress goes and how a question reaches the client:
 //! a server-to-client request (2025-11-25), an `InputRequiredResult` round (2026-07-28), or a
 //! task parked in `input_required`.
 

@@ -2,9 +2,12 @@
 //!
 //! - [`Error`] is what the server answers with: every variant maps to exactly one JSON-RPC
 //!   code in `impl From<Error> for ErrorObject` below.
-//! - [`ToolError`] is what a tool returns. It converts from any `std::error::Error`, so tools
-//!   can use `?` freely; such errors become a tool result with `isError: true`. A
-//!   [`ProtocolError`] (or [`ToolError::protocol`]) becomes a JSON-RPC error instead.
+//! - [`ToolError`] is what a tool returns when it fails; it is itself a `std::error::Error`.
+//!   It converts with `?` from `anyhow::Error`, `Box<dyn Error + Send + Sync>`,
+//!   `std::io::Error`, `serde_json::Error`, `String` and `&str`; such errors become a tool
+//!   result with `isError: true`. A [`ProtocolError`] (or [`ToolError::protocol`]) becomes a
+//!   JSON-RPC error instead. A tool may also return `Result<T, E>` for any error type `E`
+//!   (its own, `anyhow::Error`, a boxed error), which converts the same way.
 
 use crate::jsonrpc::{self, ErrorObject};
 use crate::model::{CallToolResult, Content};
@@ -154,9 +157,15 @@ impl ProtocolError {
 
 /// What a tool returns when it fails.
 ///
-/// Converts from any error type with `?`. The call then ends with a tool result that has
-/// `isError: true` and the error's message as text, which the model can read and act on.
-/// Use [`ToolError::protocol`] (or return a [`ProtocolError`]) for a JSON-RPC error instead.
+/// The call then ends with a tool result that has `isError: true` and the error's message as
+/// text, which the model can read and act on. Use [`ToolError::protocol`] (or return a
+/// [`ProtocolError`]) for a JSON-RPC error instead.
+///
+/// `?` converts `anyhow::Error`, `Box<dyn Error + Send + Sync>`, `std::io::Error`,
+/// `serde_json::Error`, `String` and `&str` into a `ToolError`. For other error types,
+/// return `Result<T, YourError>` from the tool (any `std::error::Error + Send + Sync`
+/// converts) or use [`ToolError::new`]. `ToolError` is a `std::error::Error` itself, so it
+/// also goes into an `anyhow::Error` and comes back out unchanged.
 #[derive(Debug)]
 pub struct ToolError {
     pub(crate) kind: ToolErrorKind,
@@ -249,19 +258,117 @@ impl std::fmt::Display for ToolError {
     }
 }
 
-impl<E> From<E> for ToolError
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    fn from(error: E) -> Self {
-        let any: &dyn std::any::Any = &error;
-        if let Some(p) = any.downcast_ref::<ProtocolError>() {
-            return Self {
-                kind: ToolErrorKind::Protocol(p.clone()),
-            };
+impl std::error::Error for ToolError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ToolErrorKind::Protocol(p) => Some(p),
+            _ => None,
         }
+    }
+}
+
+impl From<ProtocolError> for ToolError {
+    fn from(error: ProtocolError) -> Self {
+        Self {
+            kind: ToolErrorKind::Protocol(error),
+        }
+    }
+}
+
+/// A boxed error keeps what it stands for: a boxed [`ToolError`] is unboxed, a
+/// [`ProtocolError`] stays a JSON-RPC error, and anything else becomes a tool failure whose
+/// text is the error's message followed by its sources (`reading config: file not found`).
+impl From<Box<dyn std::error::Error + Send + Sync>> for ToolError {
+    fn from(error: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        let error = match error.downcast::<ToolError>() {
+            Ok(tool) => return *tool,
+            Err(other) => other,
+        };
+        let error = match error.downcast::<ProtocolError>() {
+            Ok(protocol) => return Self::from(*protocol),
+            Err(other) => other,
+        };
+        Self::new(chain_message(&*error))
+    }
+}
+
+/// Like a boxed error: an `anyhow::Error` made from a [`ToolError`] or a [`ProtocolError`]
+/// (with or without `.context(...)`) is that error again, and any other becomes a tool
+/// failure whose text is the whole context chain.
+impl From<anyhow::Error> for ToolError {
+    fn from(error: anyhow::Error) -> Self {
+        let error = match error.downcast::<ToolError>() {
+            Ok(tool) => return tool,
+            Err(other) => other,
+        };
+        match error.downcast::<ProtocolError>() {
+            Ok(protocol) => Self::from(protocol),
+            Err(other) => Self::new(chain_message(other.as_ref())),
+        }
+    }
+}
+
+impl ToolError {
+    /// The error a tool's `Err(error)` stands for. An `anyhow::Error` is converted by its own
+    /// `From` impl (boxing it would hide the error inside from a downcast); anything else is
+    /// boxed first.
+    pub(crate) fn from_returned<E>(error: E) -> Self
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
+    {
+        let mut slot = Some(error);
+        let any: &mut dyn std::any::Any = &mut slot;
+        if let Some(anyhow) = any
+            .downcast_mut::<Option<anyhow::Error>>()
+            .and_then(Option::take)
+        {
+            return Self::from(anyhow);
+        }
+        match slot {
+            Some(error) => Self::from(error.into()),
+            None => Self::new("tool failed"),
+        }
+    }
+}
+
+impl From<std::io::Error> for ToolError {
+    fn from(error: std::io::Error) -> Self {
+        Self::new(chain_message(&error))
+    }
+}
+
+impl From<serde_json::Error> for ToolError {
+    fn from(error: serde_json::Error) -> Self {
         Self::new(error)
     }
+}
+
+impl From<String> for ToolError {
+    fn from(message: String) -> Self {
+        Self::new(message)
+    }
+}
+
+impl From<&str> for ToolError {
+    fn from(message: &str) -> Self {
+        Self::new(message)
+    }
+}
+
+/// An error's message followed by those of its sources, `: `-separated, skipping a source
+/// whose message the text already ends with (error types that print their source too).
+fn chain_message(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let message = cause.to_string();
+        if !message.is_empty() && !text.ends_with(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// How a finished tool call ends, independent of the protocol era.
@@ -297,5 +404,66 @@ impl CallOutcome {
                 ),
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(error: ToolError) -> String {
+        match CallOutcome::from_tool(Err(error)) {
+            Some(CallOutcome::Result(r)) if r.is_error => r.content[0].as_text().unwrap().into(),
+            other => panic!("not a tool failure: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_protocol_error_survives_anyhow_and_boxing() {
+        let through_anyhow = anyhow::Error::from(ProtocolError::new(-32042, "refused"));
+        let through_context = through_anyhow.context("while asking");
+        let boxed: Box<dyn std::error::Error + Send + Sync> =
+            Box::new(ProtocolError::new(-32042, "refused"));
+        for error in [
+            ToolError::from(through_context),
+            ToolError::from(boxed),
+            ToolError::from_returned(ProtocolError::new(-32042, "refused")),
+        ] {
+            assert_eq!(error.as_protocol().map(|p| p.code), Some(-32042));
+        }
+    }
+
+    #[test]
+    fn a_tool_error_survives_anyhow_and_boxing() {
+        let cancelled = anyhow::Error::from(ToolError::cancelled());
+        assert!(ToolError::from(cancelled).is_cancelled());
+        let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(ToolError::cancelled());
+        assert!(ToolError::from(boxed).is_cancelled());
+        assert!(
+            ToolError::from_returned(anyhow::Error::from(ToolError::cancelled())).is_cancelled()
+        );
+    }
+
+    #[test]
+    fn other_errors_read_as_their_source_chain() {
+        let io = std::io::Error::other("no such printer");
+        let error = anyhow::Error::from(io).context("printing page 2");
+        assert_eq!(
+            text(ToolError::from(error)),
+            "printing page 2: no such printer"
+        );
+        assert_eq!(
+            text(ToolError::from_returned(String::from("plain"))),
+            "plain"
+        );
+    }
+
+    #[test]
+    fn a_source_the_message_already_ends_with_is_not_repeated() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot load: {0}")]
+        struct Load(#[source] std::io::Error);
+        let error = Load(std::io::Error::other("gone"));
+        assert_eq!(text(ToolError::from_returned(error)), "cannot load: gone");
     }
 }

@@ -1,9 +1,11 @@
-//! The runtime of [mcp-tasks](https://docs.rs/mcp-tasks): JSON-RPC routing, both MCP
+//! The runtime of mcp-tasks: JSON-RPC routing, both MCP
 //! protocol eras (2025-11-25 stateful, 2026-07-28 stateless), tools, tasks, task stores and
 //! transports.
 //!
 //! Most users depend on the `mcp-tasks` facade crate and write tools with `#[task_tool]`.
 //! This crate is what runs them.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod call;
 pub mod context;
@@ -37,5 +39,7 @@ pub use resource::{Resource, ResourceTemplate};
 pub use router::Session;
 pub use server::{BuildError, Implementation, Server, ServerBuilder};
 pub use tokio_util::sync::CancellationToken;
-pub use tool::{IntoToolResult, Json, Registry, RestartPolicy, ResumePolicy, Tool, ToolDefError};
+pub use tool::{
+    IntoToolResult, Json, Registry, RestartPolicy, ResumePolicy, Tool, ToolDefError, ToolInput,
+};
 pub use worker::Worker;

@@ -1,9 +1,15 @@
 //! JSON Schemas for tool inputs and outputs (draft 2020-12, root `type: object`), made with
 //! schemars and cached per type.
+//!
+//! The schemas use standard JSON Schema only. schemars marks Rust's number types with formats
+//! of its own (`"format": "uint32"`, `"int64"`, `"double"`, ...), which validators such as Ajv
+//! (used by the MCP Inspector and many clients) warn about on every call; here such a format
+//! is replaced by the integer bounds it stands for (`minimum: 0`, `maximum: 4294967295`).
 
 use crate::model::JsonObject;
-use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
+use schemars::transform::{Transform, transform_subschemas};
+use schemars::{JsonSchema, Schema};
 use serde_json::Value;
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -16,7 +22,9 @@ fn cached<T: JsonSchema + 'static>(kind: u8, make: fn(Value) -> JsonObject) -> J
     if let Some(hit) = cache.lock().expect("schema cache").get(&key) {
         return hit.clone();
     }
-    let generator = SchemaSettings::draft2020_12().into_generator();
+    let generator = SchemaSettings::draft2020_12()
+        .with_transform(StandardFormats)
+        .into_generator();
     let schema = generator.into_root_schema_for::<T>();
     let made = make(schema.to_value());
     cache
@@ -24,6 +32,82 @@ fn cached<T: JsonSchema + 'static>(kind: u8, make: fn(Value) -> JsonObject) -> J
         .expect("schema cache")
         .insert(key, made.clone());
     made
+}
+
+/// The formats JSON Schema 2020-12 defines (its "format" vocabulary); any other is dropped.
+const STANDARD_FORMATS: [&str; 19] = [
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// The range of values of schemars' integer formats (`None` where JSON numbers cannot say it:
+/// the 128-bit types).
+fn integer_bounds(format: &str) -> Option<(Option<Value>, Option<Value>)> {
+    fn range<T: Into<Value>>(min: T, max: T) -> Option<(Option<Value>, Option<Value>)> {
+        Some((Some(min.into()), Some(max.into())))
+    }
+    match format {
+        "int8" => range(i8::MIN, i8::MAX),
+        "int16" => range(i16::MIN, i16::MAX),
+        "int32" => range(i32::MIN, i32::MAX),
+        "int64" => range(i64::MIN, i64::MAX),
+        "int" => range(isize::MIN as i64, isize::MAX as i64),
+        "int128" => Some((None, None)),
+        "uint8" => range(u8::MIN, u8::MAX),
+        "uint16" => range(u16::MIN, u16::MAX),
+        "uint32" => range(u32::MIN, u32::MAX),
+        "uint64" => range(u64::MIN, u64::MAX),
+        "uint" => range(usize::MIN as u64, usize::MAX as u64),
+        "uint128" => Some((Some(0.into()), None)),
+        _ => None,
+    }
+}
+
+/// Replaces schemars' non-standard formats with standard keywords, in every subschema.
+#[derive(Clone, Copy, Debug)]
+struct StandardFormats;
+
+impl Transform for StandardFormats {
+    fn transform(&mut self, schema: &mut Schema) {
+        transform_subschemas(self, schema);
+        let Some(obj) = schema.as_object_mut() else {
+            return;
+        };
+        let Some(format) = obj.get("format").and_then(Value::as_str) else {
+            return;
+        };
+        if STANDARD_FORMATS.contains(&format) {
+            return;
+        }
+        let bounds = integer_bounds(format);
+        obj.remove("format");
+        if let Some((minimum, maximum)) = bounds {
+            // A bound schemars already set (`NonZeroU32`'s `minimum: 1`) is the tighter one.
+            if let Some(minimum) = minimum {
+                obj.entry("minimum").or_insert(minimum);
+            }
+            if let Some(maximum) = maximum {
+                obj.entry("maximum").or_insert(maximum);
+            }
+        }
+    }
 }
 
 fn object_root(value: Value) -> JsonObject {
@@ -66,6 +150,84 @@ mod tests {
     struct Args {
         pages: u32,
         title: Option<String>,
+    }
+
+    #[derive(JsonSchema)]
+    #[allow(dead_code)]
+    struct Numbers {
+        byte: u8,
+        count: u32,
+        offset: i64,
+        size: usize,
+        ratio: f64,
+        nonzero: std::num::NonZeroU16,
+        maybe: Option<u64>,
+        list: Vec<i32>,
+        nested: Nested,
+        when: Stamp,
+    }
+
+    #[derive(JsonSchema)]
+    #[allow(dead_code)]
+    struct Nested {
+        small: i8,
+    }
+
+    /// A type whose schema carries a standard format.
+    struct Stamp;
+
+    impl JsonSchema for Stamp {
+        fn schema_name() -> std::borrow::Cow<'static, str> {
+            "Stamp".into()
+        }
+
+        fn json_schema(_: &mut schemars::SchemaGenerator) -> Schema {
+            schemars::json_schema!({ "type": "string", "format": "date-time" })
+        }
+    }
+
+    /// Every `format` anywhere in a schema.
+    fn formats(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(obj) => {
+                if let Some(Value::String(format)) = obj.get("format") {
+                    out.push(format.clone());
+                }
+                obj.values().for_each(|v| formats(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| formats(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn number_formats_become_standard_bounds() {
+        let schema = Value::Object(input_schema::<Numbers>());
+        let mut found = Vec::new();
+        formats(&schema, &mut found);
+        assert_eq!(found, ["date-time"], "{schema:#}");
+        let props = &schema["properties"];
+        assert_eq!(props["byte"]["minimum"], 0);
+        assert_eq!(props["byte"]["maximum"], 255);
+        assert_eq!(props["count"]["maximum"], u32::MAX);
+        assert_eq!(props["offset"]["minimum"], i64::MIN);
+        assert_eq!(props["size"]["minimum"], 0);
+        assert!(props["ratio"].get("minimum").is_none());
+        assert_eq!(props["nonzero"]["minimum"], 1);
+        assert_eq!(props["nonzero"]["maximum"], u16::MAX);
+        assert_eq!(props["maybe"]["maximum"], u64::MAX);
+        assert_eq!(props["list"]["items"]["minimum"], i32::MIN);
+        let small = &schema["$defs"]["Nested"]["properties"]["small"];
+        assert_eq!(small["minimum"], -128);
+        assert_eq!(small["maximum"], 127);
+    }
+
+    #[test]
+    fn output_schemas_use_standard_formats_too() {
+        let schema = Value::Object(output_schema::<Nested>());
+        let mut found = Vec::new();
+        formats(&schema, &mut found);
+        assert!(found.is_empty(), "{schema:#}");
     }
 
     #[test]

@@ -187,7 +187,7 @@ impl Tool {
     /// Starts a tool whose arguments deserialize into `A`; the input schema comes from `A`.
     pub fn typed<A, R, F, Fut>(name: impl Into<String>, handler: F) -> Self
     where
-        A: DeserializeOwned + schemars::JsonSchema + 'static,
+        A: ToolInput,
         R: IntoToolResult,
         F: Fn(TaskContext, A) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = R> + Send + 'static,
@@ -196,11 +196,11 @@ impl Tool {
         let mut tool = Self::new(name, move |cx, args| {
             let handler = Arc::clone(&handler);
             async move {
-                let args: A = parse_arguments(args)?;
+                let args = A::parse(args)?;
                 handler(cx, args).await.into_tool_result()
             }
         });
-        tool.input_schema = Arc::new(crate::schema::input_schema::<A>());
+        tool.input_schema = Arc::new(A::input_schema());
         tool.output_schema = R::output_schema().map(Arc::new);
         tool.output_validator = compile(tool.output_schema.as_deref());
         tool.validator = None;
@@ -406,6 +406,53 @@ pub fn parse_arguments<A: DeserializeOwned>(args: JsonObject) -> Result<A, ToolE
     serde_json::from_value(Value::Object(args)).map_err(ToolError::invalid_arguments)
 }
 
+/// A type a tool's arguments are read into as a whole: the `#[input]` parameter of a
+/// `#[task_tool]`, or the argument type of [`Tool::typed`]. Every type that derives
+/// `serde::Deserialize` and `schemars::JsonSchema` is one; the input schema comes from
+/// `JsonSchema`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the input of a tool",
+    label = "the tool's arguments are read into this type",
+    note = "a tool's input type needs `#[derive(serde::Deserialize, schemars::JsonSchema)]`"
+)]
+pub trait ToolInput: Sized + 'static {
+    /// The tool's input schema.
+    fn input_schema() -> JsonObject;
+
+    /// Reads the raw arguments; a mismatch is a tool error that says what is wrong.
+    fn parse(args: JsonObject) -> Result<Self, ToolError>;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: DeserializeOwned + schemars::JsonSchema + 'static> ToolInput for T {
+    fn input_schema() -> JsonObject {
+        crate::schema::input_schema::<T>()
+    }
+
+    fn parse(args: JsonObject) -> Result<Self, ToolError> {
+        parse_arguments(args)
+    }
+}
+
+/// A type a parameter of a `#[task_tool]` function may have when it becomes one field of the
+/// tool's input: every `schemars::JsonSchema` type (with `serde::Deserialize` for reading it).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a field of a tool's input: it has no JSON Schema",
+    label = "this parameter becomes a field of the tool's input",
+    note = "add `#[derive(serde::Deserialize, schemars::JsonSchema)]` to `{Self}`"
+)]
+pub trait InputField {
+    /// The field's schema.
+    fn field_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: schemars::JsonSchema> InputField for T {
+    fn field_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        generator.subschema_for::<T>()
+    }
+}
+
 /// Structured output: the value becomes `structuredContent` (and a JSON text block), and
 /// the tool's output schema is derived from `T`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -420,7 +467,13 @@ pub struct Json<T>(pub T);
 /// | `CallToolResult` | as is |
 /// | `Json<T>` | `structuredContent` + its JSON as text; output schema from `T` |
 /// | `()` | no content |
-/// | `Result<T, E>` | `T` as above; `E` via [`ToolError`]: `isError: true`, or a JSON-RPC error for a [`ProtocolError`](crate::ProtocolError) |
+/// | `Result<T, E>` | `T` as above; `E` (a [`ToolError`], `anyhow::Error`, `Box<dyn Error + Send + Sync>` or any `Error + Send + Sync` type) via [`ToolError`]: `isError: true`, or a JSON-RPC error for a [`ProtocolError`](crate::ProtocolError) |
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be returned from a tool",
+    label = "not a tool result",
+    note = "for structured output return `Json<{Self}>`, with `#[derive(serde::Serialize, schemars::JsonSchema)]` on the type",
+    note = "a tool returns `String`, `&'static str`, `Content`, `Vec<Content>`, `CallToolResult`, `Json<T>`, `()`, or a `Result` of one of them"
+)]
 pub trait IntoToolResult {
     /// The result.
     fn into_tool_result(self) -> Result<CallToolResult, ToolError>;
@@ -483,9 +536,17 @@ impl<T: Serialize + schemars::JsonSchema + 'static> IntoToolResult for Json<T> {
     }
 }
 
-impl<T: IntoToolResult, E: Into<ToolError>> IntoToolResult for Result<T, E> {
+/// `E` is any error that boxes into `Box<dyn Error + Send + Sync>`: [`ToolError`] itself,
+/// [`ProtocolError`](crate::ProtocolError), `anyhow::Error`, a boxed error, `String`, or any
+/// `std::error::Error + Send + Sync + 'static` of your own. It becomes a [`ToolError`] through
+/// the `From` conversions of [`ToolError`].
+impl<T, E> IntoToolResult for Result<T, E>
+where
+    T: IntoToolResult,
+    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
+{
     fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
-        self.map_err(Into::into)
+        self.map_err(ToolError::from_returned)
             .and_then(IntoToolResult::into_tool_result)
     }
 

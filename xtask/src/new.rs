@@ -607,6 +607,7 @@ fn add_member(manifest: &str, member: &str) -> Result<Option<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write as _;
     use std::process::Command;
 
     /// The build directory: `$CARGO_TARGET_DIR`, or `target/` in the workspace.
@@ -837,9 +838,58 @@ end
         );
     }
 
+    /// The `mcp-tasks` features a crate's sources use: `http` for the HTTP transport,
+    /// `sqlite` for the SQLite store.
+    fn features_used(sources: &[String]) -> Vec<&'static str> {
+        let uses = |marker: &str| sources.iter().any(|s| s.contains(marker));
+        let mut features = Vec::new();
+        if uses("serve_http") || uses("transport::http") {
+            features.push("http");
+        }
+        if uses("SqliteTaskStore") {
+            features.push("sqlite");
+        }
+        features
+    }
+
+    /// The features on the `mcp-tasks` line of a manifest.
+    fn features_declared(manifest: &str) -> Vec<String> {
+        let line = manifest
+            .lines()
+            .find(|l| l.starts_with("mcp-tasks ="))
+            .expect("an mcp-tasks dependency");
+        line.split_once("features = [")
+            .map_or_else(Vec::new, |(_, rest)| {
+                rest.split(']')
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|f| f.trim().trim_matches('"').to_owned())
+                    .filter(|f| !f.is_empty())
+                    .collect()
+            })
+    }
+
+    #[test]
+    fn features_used_are_read_from_the_sources() {
+        let http = ["let h = server.serve_http(config);".to_owned()];
+        assert_eq!(features_used(&http), ["http"]);
+        let sqlite = ["use mcp_tasks::store::SqliteTaskStore;".to_owned()];
+        assert_eq!(features_used(&sqlite), ["sqlite"]);
+        assert!(features_used(&["fn main() {}".to_owned()]).is_empty());
+        let manifest =
+            "[dependencies]\nmcp-tasks = { path = \"..\", features = [\"http\", \"sqlite\"] }\n";
+        assert_eq!(features_declared(manifest), ["http", "sqlite"]);
+        assert!(features_declared("mcp-tasks = { path = \"..\" }").is_empty());
+    }
+
     /// Renders every transport and store into a scratch workspace that uses this workspace's
-    /// crates by path, and checks each crate on its own (so that one crate's features cannot
-    /// hide another's missing ones), sharing the workspace's build directory.
+    /// crates by path, and checks them, sharing the workspace's build directory.
+    ///
+    /// All four crates are checked in one `cargo check`, so the runtime is compiled once, with
+    /// their features unified, instead of once per feature set. Unified features could hide a
+    /// crate that uses an `mcp-tasks` feature it does not declare, so each crate's manifest is
+    /// compared with the features its sources use.
     #[test]
     fn every_transport_and_store_makes_a_crate_that_checks_without_warnings() {
         let root = crate::project_root();
@@ -864,6 +914,17 @@ end
                     write(&files, &dir).expect("write the crate");
                     let rust = files.keys().filter(|f| f.ends_with(".rs"));
                     sources.extend(rust.map(|f| dir.join(f)));
+                    let code: Vec<String> = files
+                        .iter()
+                        .filter(|(f, _)| f.ends_with(".rs"))
+                        .map(|(_, text)| text.clone())
+                        .collect();
+                    assert_eq!(
+                        features_declared(&files["Cargo.toml"]),
+                        features_used(&code),
+                        "{name}: the mcp-tasks features in Cargo.toml are not the ones its code \
+                         uses: fix `variables` or the templates"
+                    );
                 }
                 names.push(name);
             }
@@ -895,25 +956,30 @@ end
         );
 
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let _ = writeln!(
+            std::io::stderr(),
+            "xtask new: cargo check of {} generated crates in {}",
+            names.len(),
+            workspace.display()
+        );
+        let output = Command::new(&cargo)
+            .args([
+                "check",
+                "--workspace",
+                "--all-targets",
+                "--message-format",
+                "short",
+            ])
+            .current_dir(&workspace)
+            .env("CARGO_TARGET_DIR", target_dir())
+            .env_remove("CARGO_MANIFEST_DIR")
+            .output()
+            .expect("run cargo check");
+        let stderr = String::from_utf8_lossy(&output.stderr);
         for name in &names {
-            let output = Command::new(&cargo)
-                .args([
-                    "check",
-                    "--all-targets",
-                    "--message-format",
-                    "short",
-                    "-p",
-                    name,
-                ])
-                .current_dir(&workspace)
-                .env("CARGO_TARGET_DIR", target_dir())
-                .env_remove("CARGO_MANIFEST_DIR")
-                .output()
-                .expect("run cargo check");
-            let stderr = String::from_utf8_lossy(&output.stderr);
             assert!(
                 output.status.success() && !stderr.contains(&format!("warning: `{name}`")),
-                "`cargo check -p {name}` in {} failed or warned:\n{stderr}",
+                "`cargo check --workspace` in {} failed or `{name}` warned:\n{stderr}",
                 workspace.display()
             );
         }
