@@ -900,6 +900,8 @@ impl Engine {
         id: &str,
         owner: Option<&str>,
     ) -> Result<Option<TaskRecord>, Error> {
+        // A process that only reads must still hear of other processes' writes.
+        self.ensure_background();
         let Some(rec) = self.store.get(id).await? else {
             return Ok(None);
         };
@@ -1052,6 +1054,7 @@ impl Engine {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<TaskPage, Error> {
+        self.ensure_background();
         match self.store.list(owner, cursor, limit).await {
             Ok(mut page) => {
                 let now = SystemTime::now();

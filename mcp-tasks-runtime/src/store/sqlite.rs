@@ -153,7 +153,8 @@ pub struct SqliteOptions {
     /// this store drops the task from the cache before it is answered; writes of other
     /// processes drop it when [`ClaimStore::changes`] sees them (the engine looks every
     /// few tens of milliseconds), and a compare-and-set that loses drops it at once, so a
-    /// retry reads the stored version. Tasks larger than 1/64 of this are not cached.
+    /// retry reads the stored version. A program that reads a shared file without an engine
+    /// (and so never calls `changes`) should turn the cache off. Tasks larger than 1/64 of this are not cached.
     /// Default 64 MiB; 0 turns the cache off.
     pub cache_bytes: usize,
 }

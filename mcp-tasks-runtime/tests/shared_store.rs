@@ -1,0 +1,147 @@
+//! Two servers on one SQLite file in one process, each with its own store connections, as
+//! two processes would have: a cancel through one stops the tool the other runs, and an
+//! answer through one reaches the tool waiting on the other.
+
+#![cfg(feature = "sqlite")]
+
+use mcp_tasks_runtime::model::{CallToolResult, Content, TaskSupport};
+use mcp_tasks_runtime::store::SqliteTaskStore;
+use mcp_tasks_runtime::{Server, Session, Tool, ToolError};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+fn temp_db(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcp-tasks-shared-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("tasks.db")
+}
+
+fn server(db: &PathBuf, stopped: Arc<AtomicBool>) -> Server {
+    Server::builder()
+        .tool(
+            Tool::new("wait", move |cx, _| {
+                let stopped = Arc::clone(&stopped);
+                async move {
+                    cx.cancellation().cancelled().await;
+                    stopped.store(true, Ordering::Release);
+                    Err(ToolError::cancelled())
+                }
+            })
+            .task_support(TaskSupport::Optional),
+        )
+        .tool(
+            Tool::new("ask", |cx, _| async move {
+                let answer = cx
+                    .client()
+                    .elicit(
+                        "Go on?",
+                        json!({"type": "object", "properties": {"go": {"type": "boolean"}}}),
+                    )
+                    .await?;
+                Ok(CallToolResult::success(vec![Content::text(format!(
+                    "go: {}",
+                    answer.content.unwrap_or_default()["go"]
+                ))]))
+            })
+            .task_support(TaskSupport::Optional),
+        )
+        .store(SqliteTaskStore::open(db).unwrap())
+        .build()
+        .unwrap()
+}
+
+fn meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+           "io.modelcontextprotocol/clientCapabilities": {"elicitation": {},
+               "extensions": {"io.modelcontextprotocol/tasks": {}}}})
+}
+
+async fn call(session: &Session, method: &str, mut params: Value) -> Value {
+    params["_meta"] = meta();
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    serde_json::from_str(&session.handle_text(&request.to_string()).await.unwrap()).unwrap()
+}
+
+/// Polls until `done` holds, for at most ten seconds.
+async fn eventually(mut done: impl AsyncFnMut() -> bool) {
+    for _ in 0..1000 {
+        if done().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the condition did not hold within 10 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_through_one_server_stops_the_tool_the_other_runs() {
+    let db = temp_db("cancel");
+    let stopped = Arc::new(AtomicBool::new(false));
+    let runner = server(&db, Arc::clone(&stopped));
+    let other = server(&db, Arc::default());
+    let (on_runner, _a) = runner.session();
+    let (on_other, _b) = other.session();
+    let r = call(
+        &on_runner,
+        "tools/call",
+        json!({"name": "wait", "arguments": {}}),
+    )
+    .await;
+    let id = r["result"]["taskId"].as_str().expect("a task").to_owned();
+    let r = call(&on_other, "tasks/cancel", json!({"taskId": id})).await;
+    assert!(r.get("error").is_none(), "{r}");
+    eventually(async || stopped.load(Ordering::Acquire)).await;
+    let r = call(&on_runner, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(r["result"]["status"], "cancelled", "{r}");
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_through_one_server_reaches_the_tool_on_the_other() {
+    let db = temp_db("answer");
+    let runner = server(&db, Arc::default());
+    let other = server(&db, Arc::default());
+    let (on_runner, _a) = runner.session();
+    let (on_other, _b) = other.session();
+    let r = call(
+        &on_runner,
+        "tools/call",
+        json!({"name": "ask", "arguments": {}}),
+    )
+    .await;
+    let id = r["result"]["taskId"].as_str().expect("a task").to_owned();
+    let mut key = String::new();
+    eventually(async || {
+        let r = call(&on_other, "tasks/get", json!({"taskId": id})).await;
+        match r["result"]["inputRequests"].as_object() {
+            Some(requests) if !requests.is_empty() => {
+                key = requests.keys().next().unwrap().clone();
+                true
+            }
+            _ => false,
+        }
+    })
+    .await;
+    let r = call(
+        &on_other,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"go": true}}}}),
+    )
+    .await;
+    assert!(r.get("error").is_none(), "{r}");
+    eventually(async || {
+        call(&on_runner, "tasks/get", json!({"taskId": id})).await["result"]["status"]
+            == "completed"
+    })
+    .await;
+    let r = call(&on_other, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(
+        r["result"]["result"]["content"][0]["text"], "go: true",
+        "{r}"
+    );
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
