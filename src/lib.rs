@@ -45,6 +45,9 @@
 /// [`TaskContext`]: crate::TaskContext
 /// [`TaskContext::detach`]: crate::TaskContext::detach
 /// [`Client`]: crate::Client
+/// [`State<T>`]: crate::State
+/// [`ServerBuilder::parked_call_timeout`]: crate::ServerBuilder::parked_call_timeout
+/// [`ServerBuilder::max_parked_calls`]: crate::ServerBuilder::max_parked_calls
 /// [`CancellationToken`]: crate::CancellationToken
 /// [`FromTaskContext`]: crate::FromTaskContext
 /// [`IntoToolResult`]: crate::IntoToolResult
@@ -62,7 +65,7 @@ pub mod prelude {
     pub use crate::task_tool;
     pub use mcp_tasks_runtime::model::{CallToolResult, Content, TaskSupport};
     pub use mcp_tasks_runtime::{
-        CancellationToken, Client, Json, Progress, ProtocolError, Server, TaskContext, Tool,
-        ToolError,
+        CancellationToken, Client, Json, Progress, ProtocolError, Server, State, TaskContext, Tool,
+        ToolError, Worker,
     };
 }

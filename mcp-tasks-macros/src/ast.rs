@@ -126,6 +126,9 @@ impl<'a> Param<'a> {
                     ParamKind::Inject(InjectKind::Marked(type_key(&typed.ty)))
                 } else if attrs.arg.is_some() {
                     ParamKind::Field
+                } else if is_state(&typed.ty) {
+                    // `State<A>` and `State<B>` are different values: compare by tokens.
+                    ParamKind::Inject(InjectKind::Marked(type_key(&typed.ty)))
                 } else if let Some(name) = known_injection(&typed.ty) {
                     ParamKind::Inject(InjectKind::Known(name))
                 } else {
@@ -184,6 +187,21 @@ fn known_injection(ty: &Type) -> Option<&'static str> {
         return None;
     }
     KNOWN_INJECTIONS.into_iter().find(|name| last.ident == name)
+}
+
+/// Recognises `State<T>` (application state) by the last segment of its path and its one
+/// type argument.
+fn is_state(ty: &Type) -> bool {
+    let Type::Path(path) = ungroup(ty) else {
+        return false;
+    };
+    if path.qself.is_some() {
+        return false;
+    }
+    path.path.segments.last().is_some_and(|last| {
+        last.ident == "State"
+            && matches!(&last.arguments, syn::PathArguments::AngleBracketed(a) if a.args.len() == 1)
+    })
 }
 
 /// Looks through the invisible groups that `macro_rules!` wraps around `$ty` fragments, and

@@ -116,6 +116,19 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
     };
 
     let registration = registration(args, task, &rt, &ret_trait, &input_trait);
+    // The application state the injected parameters need, checked when the server is built.
+    let required_state = task
+        .params
+        .iter()
+        .filter_map(|param| match (&param.kind, param.ty()) {
+            (ParamKind::Inject(_), Some(ty)) => {
+                let p = rt.private(ty.span());
+                Some(quote_spanned! {ty.span()=>
+                    __mcp_tasks_state.extend(<#ty as #p::FromTaskContext>::required_state());
+                })
+            }
+            _ => None,
+        });
 
     // A `#[cfg]` on the function applies to its registration too.
     let cfgs = func.attrs.iter().filter(|attr| attr.path().is_ident("cfg"));
@@ -126,6 +139,13 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
         #(#cfgs)*
         const _: () = {
             #input_items
+
+            fn __mcp_tasks_required_state() -> #p::Vec<#p::StateRequirement> {
+                #[allow(unused_mut)]
+                let mut __mcp_tasks_state = #p::Vec::new();
+                #(#required_state)*
+                __mcp_tasks_state
+            }
 
             fn __mcp_tasks_call(
                 __mcp_tasks_cx: #p::TaskContext,
@@ -221,6 +241,7 @@ fn registration(
                 prelude: #prelude,
                 input_schema: #input_trait::input_schema,
                 output_schema: #ret_trait::output_schema,
+                state: __mcp_tasks_required_state,
                 call: __mcp_tasks_call,
                 module_path: ::core::module_path!(),
                 file: ::core::file!(),
@@ -549,6 +570,7 @@ mod tests {
                 "prelude",
                 "input_schema",
                 "output_schema",
+                "state",
                 "call",
                 "module_path",
                 "file",
@@ -697,6 +719,7 @@ mod tests {
                 "__mcp_tasks_schema_n",
                 "__mcp_tasks_deserialize_note",
                 "__mcp_tasks_schema_note",
+                "__mcp_tasks_required_state",
                 "__mcp_tasks_call",
             ]
         );

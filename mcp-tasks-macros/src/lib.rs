@@ -359,6 +359,7 @@ use proc_macro::TokenStream;
 /// | [`TaskContext`] | everything about the call: task id, cancellation, client, logs |
 /// | [`Client`] | asks the client: elicitation, sampling, roots |
 /// | [`CancellationToken`] | fires when the client cancels the call or the task |
+/// | [`State<T>`] | application state registered with `ServerBuilder::state` |
 /// | any type marked `#[inject]` | built by its [`FromTaskContext`] implementation |
 ///
 /// They are recognised by the last segment of the type's path, so `Progress`,
@@ -386,6 +387,38 @@ use proc_macro::TokenStream;
 ///     format!("{greeting}, {}", caller.0.unwrap_or_else(|| "stranger".into()))
 /// }
 /// # fn main() {}
+/// ```
+///
+/// ## Application state
+///
+/// A database pool, an HTTP client or a configuration is registered once on the builder and
+/// taken as `State<T>`, one parameter per type. `State<T>` derefs to `T` and is cheap to clone
+/// (it shares one `Arc`). A server whose tools take a state type nobody registered fails to
+/// build, with an error naming the tool and the type; workers that run the tasks register the
+/// same state.
+///
+/// ```
+/// use mcp_tasks::prelude::*;
+///
+/// /// Stands in for a connection pool.
+/// struct Pool { url: String }
+///
+/// /// Counts the rows of a table.
+/// #[task_tool(mode = "optional")]
+/// async fn count_rows(table: String, pool: State<Pool>) -> String {
+///     format!("counted {table} on {}", pool.url)
+/// }
+///
+/// # fn main() -> anyhow::Result<()> {
+/// let server = Server::builder()
+///     .registry_tools()
+///     .state(Pool { url: "postgres://localhost/app".into() })
+///     .build()?;
+/// # let _ = server;
+/// // Without `.state(Pool { .. })` the build fails:
+/// // the tool "count_rows" takes state of type `Pool`, which is not registered
+/// assert!(Server::builder().registry_tools().build().is_err());
+/// # Ok(()) }
 /// ```
 ///
 /// ## A type of your own named `Progress`
@@ -552,6 +585,7 @@ use proc_macro::TokenStream;
     doc = "[`TaskContext::detach`]: ../mcp_tasks/struct.TaskContext.html#method.detach"
 )]
 #[cfg_attr(doc, doc = "[`Client`]: ../mcp_tasks/struct.Client.html")]
+#[cfg_attr(doc, doc = "[`State<T>`]: ../mcp_tasks/struct.State.html")]
 #[cfg_attr(
     doc,
     doc = "[`CancellationToken`]: ../mcp_tasks/struct.CancellationToken.html"

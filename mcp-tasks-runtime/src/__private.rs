@@ -10,10 +10,14 @@ pub use ::serde_json;
 pub use crate::context::{FromTaskContext, TaskContext};
 pub use crate::model::{JsonObject, TaskSupport};
 pub use crate::schema::{input_schema, output_schema};
+pub use crate::state::StateRequirement;
 pub use crate::tool::{InputField, IntoToolResult, ToolFuture, ToolInput, ToolRegistration};
 
 /// `Box`, for generated code in crates that shadow the name.
 pub type Box<T> = ::std::boxed::Box<T>;
+
+/// `Vec`, for generated code in crates that shadow the name.
+pub type Vec<T> = ::std::vec::Vec<T>;
 
 /// Boxes a tool's call future (called on the tool's name, so a non-`Send` future is reported there).
 pub fn tool_future<F>(future: F) -> ToolFuture

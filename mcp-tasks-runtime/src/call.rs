@@ -343,6 +343,7 @@ pub(crate) struct Caller {
     pub(crate) client_capabilities: Value,
     pub(crate) principal: Option<Arc<str>>,
     pub(crate) notifier: Notifier,
+    pub(crate) state: crate::state::StateMap,
 }
 
 impl Suspended {
@@ -372,6 +373,7 @@ impl Suspended {
             caller.client_capabilities,
             caller.principal,
             cx_backend,
+            caller.state,
         );
         Self {
             future: work(cx.clone()),

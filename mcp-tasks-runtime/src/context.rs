@@ -40,6 +40,7 @@ struct Inner {
     principal: Option<Arc<str>>,
     backend: Arc<dyn CallBackend>,
     last_progress: Mutex<Option<f64>>,
+    state: crate::state::StateMap,
 }
 
 /// Everything a tool call can reach. Cheap to clone.
@@ -68,6 +69,7 @@ impl TaskContext {
         client_capabilities: Value,
         principal: Option<Arc<str>>,
         backend: Arc<dyn CallBackend>,
+        state: crate::state::StateMap,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -78,8 +80,17 @@ impl TaskContext {
                 principal,
                 backend,
                 last_progress: Mutex::new(None),
+                state,
             }),
         }
+    }
+
+    /// The application state of type `T` registered on the server
+    /// ([`ServerBuilder::state`](crate::ServerBuilder::state)), if any. A tool that declares
+    /// it needs it ([`Tool::requires_state`](crate::Tool::requires_state), or a `State<T>`
+    /// parameter of a `#[task_tool]` function) always finds it.
+    pub fn state<T: Send + Sync + 'static>(&self) -> Option<crate::State<T>> {
+        self.inner.state.get::<T>()
     }
 
     /// A context that is not connected to any client, for unit tests of tool functions.
@@ -92,6 +103,7 @@ impl TaskContext {
             json!({}),
             None,
             Arc::new(NoClient),
+            crate::state::StateMap::default(),
         )
     }
 
@@ -363,11 +375,32 @@ impl Client {
 /// tool's input.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be injected into a `#[task_tool]` function",
-    note = "injectable types: `Progress`, `TaskContext`, `Client`, `CancellationToken`; other parameters become fields of the tool's input"
+    note = "injectable types: `Progress`, `TaskContext`, `Client`, `CancellationToken`, `State<T>`; other parameters become fields of the tool's input"
 )]
 pub trait FromTaskContext: Sized {
     /// Builds the value from the call's context.
     fn from_task_context(cx: &TaskContext) -> Self;
+
+    /// The application state the value needs, checked when the server is built.
+    fn required_state() -> Option<crate::state::StateRequirement> {
+        None
+    }
+}
+
+impl<T: Send + Sync + 'static> FromTaskContext for crate::State<T> {
+    fn from_task_context(cx: &TaskContext) -> Self {
+        // `build()` refused the server if the state was missing.
+        cx.state::<T>().unwrap_or_else(|| {
+            panic!(
+                "no state of type {} is registered on this server",
+                std::any::type_name::<T>()
+            )
+        })
+    }
+
+    fn required_state() -> Option<crate::state::StateRequirement> {
+        Some(crate::state::StateRequirement::of::<T>())
+    }
 }
 
 impl FromTaskContext for TaskContext {

@@ -229,8 +229,6 @@ struct Live {
     seen: Mutex<(u64, Option<TaskStatus>)>,
     run: Mutex<Option<Arc<Run>>>,
     delivery: Mutex<Option<Arc<dyn Delivery>>>,
-    /// The requestor whose live-task quota this task counts against, until it ends.
-    counted: Mutex<Option<Box<str>>>,
 }
 
 impl Live {
@@ -240,7 +238,6 @@ impl Live {
             seen: Mutex::new((0, None)),
             run: Mutex::default(),
             delivery: Mutex::default(),
-            counted: Mutex::default(),
         })
     }
 }
@@ -278,6 +275,11 @@ pub(crate) struct Engine {
     stopping: AtomicBool,
     /// Per-requestor limits on the tasks this process creates.
     quotas: Quotas,
+    /// The application state tools take.
+    state: crate::state::StateMap,
+    /// Unfinished tasks this process created, with the requestor whose live-task quota each
+    /// counts against until it ends.
+    counted: [Mutex<HashMap<String, Box<str>>>; LIVE_SHARDS],
     /// Finished tasks counted as retained, by when they expire.
     retained: Mutex<BTreeSet<(SystemTime, String, Box<str>)>>,
     this: Weak<Engine>,
@@ -331,6 +333,7 @@ impl Engine {
         config: EngineConfig,
         registry: Registry,
         quotas: Quotas,
+        state: crate::state::StateMap,
     ) -> Arc<Self> {
         let tool_limits = registry
             .iter()
@@ -350,6 +353,8 @@ impl Engine {
             background: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             quotas,
+            state,
+            counted: std::array::from_fn(|_| Mutex::default()),
             retained: Mutex::default(),
             this: this.clone(),
         })
@@ -385,7 +390,6 @@ impl Engine {
             live.changed.receiver_count() == 0
                 && lock(&live.run).is_none()
                 && lock(&live.delivery).is_none()
-                && lock(&live.counted).is_none()
         });
         if idle {
             shard.remove(id);
@@ -497,15 +501,15 @@ impl Engine {
         self.ensure_background();
         let requestor = record.owner.as_deref().unwrap_or("anonymous");
         let ticket = self.quotas.admit(requestor)?;
-        let live = self.live_entry(&record.id);
-        *lock(&live.counted) = Some(requestor.into());
-        if let Some(delivery) = delivery {
-            *lock(&live.delivery) = Some(delivery);
+        lock(&self.counted[shard_of(&record.id)]).insert(record.id.clone(), requestor.into());
+        if let Some(delivery) = &delivery {
+            *lock(&self.live_entry(&record.id).delivery) = Some(Arc::clone(delivery));
         }
         if let Err(e) = self.store.create(record.clone()).await {
-            *lock(&live.delivery) = None;
-            *lock(&live.counted) = None;
-            drop(live);
+            lock(&self.counted[shard_of(&record.id)]).remove(&record.id);
+            if let Some(live) = self.live(&record.id) {
+                *lock(&live.delivery) = None;
+            }
             self.release(&record.id);
             return Err(e.into());
         }
@@ -600,6 +604,7 @@ impl Engine {
                 record.client_capabilities.clone(),
                 principal_of(record.owner.as_deref()),
                 self.backend(&record, &run),
+                self.state.clone(),
             );
             cx.set_task_id(&record.id);
             match tool.check_arguments(&record.arguments) {
@@ -823,6 +828,9 @@ impl Engine {
 
     /// Hands a version of a task on to whatever waits on it here.
     fn observe(&self, rec: &TaskRecord) {
+        if rec.status.is_terminal() {
+            self.uncount(rec);
+        }
         let Some(live) = self.live(&rec.id) else {
             return;
         };
@@ -852,15 +860,20 @@ impl Engine {
             }
         }
         if rec.status.is_terminal() {
-            if let Some(requestor) = lock(&live.counted).take() {
-                self.quotas.finished(&requestor);
-                // A task kept until deleted stays counted as retained.
-                if let Some(at) = rec.expires_at() {
-                    lock(&self.retained).insert((at, rec.id.clone(), requestor));
-                }
-            }
             drop(live);
             self.release(&rec.id);
+        }
+    }
+
+    /// A task this process created ended: it counts as retained until it expires.
+    fn uncount(&self, rec: &TaskRecord) {
+        let Some(requestor) = lock(&self.counted[shard_of(&rec.id)]).remove(&rec.id) else {
+            return;
+        };
+        self.quotas.finished(&requestor);
+        // A task kept until deleted stays counted as retained.
+        if let Some(at) = rec.expires_at() {
+            lock(&self.retained).insert((at, rec.id.clone(), requestor));
         }
     }
 
@@ -1152,7 +1165,8 @@ impl Engine {
                 if !seen.insert(id.as_str()) {
                     continue;
                 }
-                if self.live(id).is_none() {
+                let counted = lock(&self.counted[shard_of(id)]).contains_key(id.as_str());
+                if self.live(id).is_none() && !counted {
                     unknown = true;
                     continue;
                 }

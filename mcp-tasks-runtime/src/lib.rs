@@ -21,6 +21,7 @@ mod router;
 pub mod schema;
 pub mod server;
 mod session;
+mod state;
 pub mod store;
 pub mod task;
 pub mod tool;
@@ -38,6 +39,7 @@ pub use prompt::{GetPromptResult, Prompt, PromptMessage};
 pub use resource::{Resource, ResourceTemplate};
 pub use router::Session;
 pub use server::{BuildError, Implementation, Server, ServerBuilder};
+pub use state::{State, StateRequirement};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     IntoToolResult, Json, Registry, RestartPolicy, ResumePolicy, Tool, ToolDefError, ToolInput,

@@ -505,6 +505,7 @@ mod tests {
             name: "t".into(),
             client_capabilities: json!({}),
             principal: None,
+            state: Default::default(),
             notifier: Notifier {
                 sink: crate::session::Sink(tx),
                 progress_token: None,

@@ -40,6 +40,17 @@ pub enum BuildError {
     /// The operating system's random number generator failed.
     #[error("cannot read random bytes for the request-state key: {0}")]
     Random(String),
+    /// A tool takes application state that nobody registered.
+    #[error(
+        "the tool {tool:?} takes state of type `{type_name}`, which is not registered: call \
+         `ServerBuilder::state` with a value of that type"
+    )]
+    MissingState {
+        /// The tool.
+        tool: String,
+        /// The state's type.
+        type_name: &'static str,
+    },
 }
 
 pub(crate) struct ServerInner {
@@ -56,6 +67,7 @@ pub(crate) struct ServerInner {
     pub(crate) list_ttl: Duration,
     pub(crate) parking: Arc<crate::mrtr::Parking>,
     pub(crate) engine: Arc<Engine>,
+    pub(crate) state: crate::state::StateMap,
     pub(crate) quotas: crate::quota::Quotas,
     recovered: tokio::sync::Mutex<()>,
     recovered_done: std::sync::atomic::AtomicBool,
@@ -128,8 +140,10 @@ impl Server {
     }
 }
 
-type MakeEngine =
-    Box<dyn FnOnce(EngineConfig, Registry, crate::quota::Quotas) -> Arc<Engine> + Send>;
+type MakeEngine = Box<
+    dyn FnOnce(EngineConfig, Registry, crate::quota::Quotas, crate::state::StateMap) -> Arc<Engine>
+        + Send,
+>;
 
 /// Builds a [`Server`].
 pub struct ServerBuilder {
@@ -149,6 +163,7 @@ pub struct ServerBuilder {
     list_ttl: Duration,
     max_parked_calls: usize,
     parked_call_timeout: Duration,
+    state: std::collections::HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -164,8 +179,8 @@ impl std::fmt::Debug for ServerBuilder {
 impl Default for ServerBuilder {
     fn default() -> Self {
         Self {
-            make_engine: Box::new(|config, registry, quotas| {
-                Engine::new(MemoryTaskStore::new(), config, registry, quotas)
+            make_engine: Box::new(|config, registry, quotas, state| {
+                Engine::new(MemoryTaskStore::new(), config, registry, quotas, state)
             }),
             engine_config: EngineConfig::default(),
             quota_config: crate::quota::QuotaConfig::default(),
@@ -186,11 +201,22 @@ impl Default for ServerBuilder {
             list_ttl: Duration::from_secs(60),
             max_parked_calls: 1024,
             parked_call_timeout: Duration::from_secs(5 * 60),
+            state: Default::default(),
         }
     }
 }
 
 impl ServerBuilder {
+    /// Registers application state: tools take it as a [`State<T>`](crate::State) parameter
+    /// (or from [`TaskContext::state`](crate::TaskContext::state)). One value per type; a
+    /// second value of the same type replaces the first. Register the same state on every
+    /// process that runs tools (servers and [`Worker`](crate::Worker)s).
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.state
+            .insert(std::any::TypeId::of::<T>(), Arc::new(value));
+        self
+    }
+
     /// Sets the server's name.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.info.name = name.into();
@@ -285,8 +311,9 @@ impl ServerBuilder {
     /// Keeps tasks in `store` (default: in memory). A store that several processes share
     /// (SQLite on one host, PostgreSQL, Redis) lets them serve and run the same tasks.
     pub fn store<S: ClaimStore>(mut self, store: S) -> Self {
-        self.make_engine =
-            Box::new(move |config, registry, quotas| Engine::new(store, config, registry, quotas));
+        self.make_engine = Box::new(move |config, registry, quotas, state| {
+            Engine::new(store, config, registry, quotas, state)
+        });
         self
     }
 
@@ -354,12 +381,27 @@ impl ServerBuilder {
                 key
             }
         };
+        let state = crate::state::StateMap::new(self.state);
+        for tool in registry.iter() {
+            if let Some(missing) = tool.state.iter().find(|r| !state.has(r)) {
+                return Err(BuildError::MissingState {
+                    tool: tool.name.to_string(),
+                    type_name: missing.type_name,
+                });
+            }
+        }
         let quotas = crate::quota::Quotas::new(self.quota_config);
-        let engine = (self.make_engine)(self.engine_config, registry.clone(), quotas.clone());
+        let engine = (self.make_engine)(
+            self.engine_config,
+            registry.clone(),
+            quotas.clone(),
+            state.clone(),
+        );
         Ok(Server {
             inner: Arc::new(ServerInner {
                 engine,
                 quotas,
+                state,
                 recovered: tokio::sync::Mutex::new(()),
                 recovered_done: std::sync::atomic::AtomicBool::new(false),
                 info_value: self.info.to_value(),

@@ -118,6 +118,8 @@ pub struct Tool {
     pub(crate) validator: Option<Arc<jsonschema::Validator>>,
     pub(crate) output_validator: Option<Arc<jsonschema::Validator>>,
     pub(crate) defined_at: String,
+    /// The application state the handler needs, checked when the server is built.
+    pub(crate) state: Vec<crate::state::StateRequirement>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -180,6 +182,7 @@ impl Tool {
             validator: None,
             output_validator: None,
             defined_at: "the server builder".into(),
+            state: Vec::new(),
         }
         .validated()
     }
@@ -283,6 +286,17 @@ impl Tool {
     /// ends `failed`. Separate from the TTL, which only says how long the task is kept.
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// Declares that the handler takes application state of type `T`
+    /// ([`TaskContext::state`]); building a server without it registered fails, naming this
+    /// tool and the type.
+    pub fn requires_state<T: Send + Sync + 'static>(mut self) -> Self {
+        let requirement = crate::state::StateRequirement::of::<T>();
+        if !self.state.contains(&requirement) {
+            self.state.push(requirement);
+        }
         self
     }
 
@@ -576,6 +590,8 @@ pub struct ToolRegistration {
     pub prelude: bool,
     pub input_schema: fn() -> JsonObject,
     pub output_schema: fn() -> Option<JsonObject>,
+    /// The application state the function's parameters need.
+    pub state: fn() -> Vec<crate::state::StateRequirement>,
     pub call: fn(TaskContext, JsonObject) -> ToolFuture,
     pub module_path: &'static str,
     pub file: &'static str,
@@ -622,6 +638,7 @@ impl ToolRegistration {
             handler: Arc::new(call),
             validator: None,
             defined_at: format!("{} ({}:{})", self.module_path, self.file, self.line),
+            state: (self.state)(),
         }
     }
 }

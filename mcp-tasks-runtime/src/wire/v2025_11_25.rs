@@ -295,7 +295,15 @@ async fn prompts_get(
         Err(e) => return Some(Err(ErrorObject::from(e))),
     };
     let cancel = conn.track(&request.id);
-    let cx = direct_context(conn, state, Arc::clone(&prompt.name), sink, None, &cancel);
+    let cx = direct_context(
+        server,
+        conn,
+        state,
+        Arc::clone(&prompt.name),
+        sink,
+        None,
+        &cancel,
+    );
     let result = tokio::select! {
         r = crate::prompt::run(prompt, cx, args) => r,
         () = cancel.cancelled() => {
@@ -350,7 +358,15 @@ async fn resources_read(
         Err(e) => return Some(Err(ErrorObject::from(e))),
     };
     let cancel = conn.track(&request.id);
-    let cx = direct_context(conn, state, Arc::from(uri.as_str()), sink, None, &cancel);
+    let cx = direct_context(
+        server,
+        conn,
+        state,
+        Arc::from(uri.as_str()),
+        sink,
+        None,
+        &cancel,
+    );
     let result = tokio::select! {
         r = crate::resource::run(&target, cx, &uri) => r,
         () = cancel.cancelled() => {
@@ -483,6 +499,7 @@ async fn tools_call(
     }
     let cancel = conn.track(&request.id);
     let cx = direct_context(
+        server,
         conn,
         state,
         Arc::clone(&tool.name),
@@ -532,6 +549,7 @@ async fn start_task(
 /// The context of a plain call (or prompt, or resource read) in this era: questions go to
 /// the client as server-to-client requests on `sink`.
 fn direct_context(
+    server: &Server,
     conn: &Arc<Connection>,
     state: &StatefulState,
     name: Arc<str>,
@@ -554,6 +572,7 @@ fn direct_context(
         state.client_capabilities.clone(),
         conn.principal.clone(),
         backend,
+        server.inner.state.clone(),
     )
 }
 

@@ -733,6 +733,7 @@ async fn interact(
                 client_capabilities: meta.client_capabilities.clone(),
                 principal: conn.principal.clone(),
                 notifier,
+                state: server.inner.state.clone(),
             };
             (
                 Suspended::start(caller, given, call.prelude, call.work),
