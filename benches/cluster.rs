@@ -61,7 +61,9 @@ fn create(i: usize) -> (&'static str, Value) {
 }
 
 async fn throughput(db: &Path, processes: usize, tasks: usize) {
-    let mut fixtures: Vec<Fixture> = (0..processes).map(|_| Fixture::start(db)).collect();
+    let mut fixtures: Vec<Fixture> = (0..processes)
+        .map(|_| Fixture::start_with(db, &["--no-quotas"]))
+        .collect();
     let per = tasks / processes;
     let started = Instant::now();
     let mut all = Vec::new();

@@ -37,6 +37,10 @@ fn conformance_server_help_lists_every_option_and_exits_zero() {
             "--http ADDR",
             "--store memory",
             "--store sqlite:PATH",
+            "--worker",
+            "--no-execute",
+            "--lease-ms N",
+            "--no-quotas",
             "--help",
         ] {
             assert!(stdout.contains(option), "{option} missing from:\n{stdout}");

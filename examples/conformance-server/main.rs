@@ -271,7 +271,7 @@ async fn test_tool_with_task(cx: TaskContext) -> Result<String, ToolError> {
 /// The one place the options are described (`--help` prints it, a bad argument shows it).
 const USAGE: &str = "\
 usage: conformance-server [--stdio | --http ADDR | --worker] [--store memory | --store sqlite:PATH]
-                          [--no-execute] [--lease-ms N]
+                          [--no-execute] [--lease-ms N] [--no-quotas]
 
 The fixture server of the official MCP conformance suite.
 
@@ -284,6 +284,7 @@ options:
                         several processes may share one file
   --no-execute          serve, but run no tools (a worker sharing the store runs them)
   --lease-ms N          how long a lease on a running task lasts unless renewed (default 30000)
+  --no-quotas           lift the per-requestor task quotas (for load tests from one client)
   -h, --help            print this help and exit
 
 Logs go to stderr; RUST_LOG sets the level (default info).
@@ -303,6 +304,7 @@ async fn main() -> anyhow::Result<()> {
     let mut store = None;
     let mut worker = false;
     let mut config = mcp_tasks::EngineConfig::default();
+    let mut quotas = mcp_tasks::quota::QuotaConfig::default();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -311,6 +313,7 @@ async fn main() -> anyhow::Result<()> {
             "--store" => store = args.next(),
             "--worker" => worker = true,
             "--no-execute" => config.execute = false,
+            "--no-quotas" => quotas = mcp_tasks::quota::QuotaConfig::unlimited(),
             "--lease-ms" => match args.next().and_then(|n| n.parse().ok()) {
                 Some(ms) => config.lease = Duration::from_millis(ms),
                 None => {
@@ -332,6 +335,7 @@ async fn main() -> anyhow::Result<()> {
         .name("mcp-tasks-conformance")
         .version(env!("CARGO_PKG_VERSION"))
         .engine_config(config)
+        .quotas(quotas)
         .registry_tools();
     let store = store.unwrap_or_else(|| "sqlite:data/conformance.db".into());
     match store.as_str() {
