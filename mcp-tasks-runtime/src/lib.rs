@@ -6,6 +6,8 @@
 //! This crate is what runs them.
 
 mod call;
+#[cfg(feature = "client")]
+pub mod client;
 pub mod context;
 pub mod engine;
 pub mod error;

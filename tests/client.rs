@@ -1,0 +1,388 @@
+//! The client against real servers: the conformance fixture as a process over stdio and over
+//! HTTP, in both eras, and a `Server` in this process.
+
+mod support;
+
+use mcp_tasks::client::{
+    Called, ClientError, Era, FnHandler, HandleStore, McpClient, Question, Scripted, TaskEvent,
+    TaskOutcome,
+};
+use mcp_tasks::prelude::*;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
+use tokio::time::Instant;
+
+/// The bound on every wait of these tests.
+const WITHIN: Duration = Duration::from_secs(30);
+
+fn fixture_stdio() -> String {
+    format!(
+        "{} --stdio --store memory",
+        support::example("conformance-server").display()
+    )
+}
+
+/// A fixture process serving HTTP on a free port, and its endpoint.
+struct HttpFixture {
+    _child: tokio::process::Child,
+    url: String,
+}
+
+async fn fixture_http() -> HttpFixture {
+    let mut child = tokio::process::Command::new(support::example("conformance-server"))
+        .args(["--http", "127.0.0.1:0", "--store", "memory"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the conformance server");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(WITHIN, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("listening on ") {
+                return url.to_owned();
+            }
+        }
+        panic!("the fixture exited before listening");
+    })
+    .await
+    .expect("the fixture listens within 30 s");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    HttpFixture { _child: child, url }
+}
+
+fn deadline() -> Option<Instant> {
+    Some(Instant::now() + WITHIN)
+}
+
+async fn connect_stdio(era: Option<Era>, answers: Option<Scripted>) -> McpClient {
+    let mut b = McpClient::builder().stdio(fixture_stdio());
+    if let Some(era) = era {
+        b = b.era(era);
+    }
+    if let Some(a) = answers {
+        b = b.handler(a);
+    }
+    b.connect().await.expect("connect")
+}
+
+fn task(called: Called) -> mcp_tasks::client::TaskHandle {
+    match called {
+        Called::Task(t) => t,
+        Called::Done(r) => panic!("expected a task, got {r:?}"),
+    }
+}
+
+fn completed_text(outcome: TaskOutcome) -> String {
+    match outcome {
+        TaskOutcome::Completed(r) => r.text(),
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
+/// Sync results, task results with status events, and a scripted question, on one client.
+async fn exercise(client: &McpClient) {
+    match client
+        .call_tool("greet", json!({"name": "Ada"}))
+        .await
+        .unwrap()
+    {
+        Called::Done(r) => assert_eq!(r.text(), "Hello, Ada!"),
+        Called::Task(t) => panic!("greet is forbidden as a task, got {}", t.id()),
+    }
+
+    let t = task(
+        client
+            .call_tool("slow_compute", json!({"seconds": 1, "label": "sum"}))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(t.poll_interval(), Some(Duration::from_millis(200)));
+    let mut statuses = Vec::new();
+    let outcome = t
+        .watch(deadline(), |e| {
+            if let TaskEvent::Status { status, .. } = e {
+                statuses.push(status);
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(completed_text(outcome), "sum finished after 1 s");
+    assert_eq!(statuses.last().map(String::as_str), Some("completed"));
+
+    let t = task(
+        client
+            .call_tool("confirm_delete", json!({"filename": "a.txt"}))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        completed_text(t.wait(deadline()).await.unwrap()),
+        "deleted a.txt"
+    );
+
+    let t = task(client.call_tool("failing_job", json!({})).await.unwrap());
+    match t.wait(deadline()).await.unwrap() {
+        TaskOutcome::Completed(r) => {
+            assert!(r.is_error());
+            assert_eq!(r.text(), "the job failed on purpose");
+        }
+        other => panic!("a tool error is a result with isError, got {other:?}"),
+    }
+    let t = task(
+        client
+            .call_tool("protocol_error_job", json!({}))
+            .await
+            .unwrap(),
+    );
+    match t.wait(deadline()).await.unwrap() {
+        TaskOutcome::Failed { code, message } => {
+            assert_eq!(code, -32603);
+            assert_eq!(message, "the job hit an internal error");
+        }
+        other => panic!("a JSON-RPC error fails the task, got {other:?}"),
+    }
+}
+
+/// Cancelling a long task ends it cancelled; a deadline ends the wait, not the task.
+async fn cancel_and_deadline(client: &McpClient) {
+    let t = task(
+        client
+            .call_tool("slow_compute", json!({"seconds": 60}))
+            .await
+            .unwrap(),
+    );
+    let soon = Some(Instant::now() + Duration::from_millis(500));
+    match t.wait(soon).await {
+        Err(ClientError::Deadline(id)) => assert_eq!(id, t.id()),
+        other => panic!("expected the deadline to pass, got {other:?}"),
+    }
+    assert_eq!(t.status().await.unwrap().status, "working");
+    t.cancel().await.unwrap();
+    assert_eq!(t.wait(deadline()).await.unwrap(), TaskOutcome::Cancelled);
+}
+
+fn answers() -> Scripted {
+    Scripted::new().accept(json!({"confirm": true}))
+}
+
+#[tokio::test]
+async fn stdio_2026_results_tasks_questions_cancel_and_deadline() {
+    let client = connect_stdio(None, Some(answers())).await;
+    assert_eq!(
+        client.negotiated().to_string(),
+        "2026-07-28 with the tasks extension"
+    );
+    exercise(&client).await;
+    cancel_and_deadline(&client).await;
+}
+
+#[tokio::test]
+async fn stdio_2025_results_tasks_questions_cancel_and_deadline() {
+    let client = connect_stdio(Some(Era::V2025_11_25), Some(answers())).await;
+    assert_eq!(client.negotiated().to_string(), "2025-11-25 with tasks");
+    exercise(&client).await;
+    cancel_and_deadline(&client).await;
+}
+
+#[tokio::test]
+async fn http_2026_results_tasks_questions_cancel_and_deadline() {
+    let fixture = fixture_http().await;
+    let client = McpClient::builder()
+        .http(&fixture.url)
+        .handler(answers())
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(client.negotiated().era, Era::V2026_07_28);
+    exercise(&client).await;
+    cancel_and_deadline(&client).await;
+}
+
+#[tokio::test]
+async fn http_2025_results_tasks_questions_cancel_and_deadline() {
+    let fixture = fixture_http().await;
+    let client = McpClient::builder()
+        .http(&fixture.url)
+        .era(Era::V2025_11_25)
+        .handler(answers())
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(client.negotiated().to_string(), "2025-11-25 with tasks");
+    exercise(&client).await;
+    cancel_and_deadline(&client).await;
+}
+
+#[tokio::test]
+async fn both_questions_of_a_task_get_answered_by_a_handler_function() {
+    for era in [Era::V2026_07_28, Era::V2025_11_25] {
+        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = asked.clone();
+        let client = McpClient::builder()
+            .stdio(fixture_stdio())
+            .era(era)
+            .handler(FnHandler(move |q: Question| {
+                log.lock().unwrap().push(q.clone());
+                async move {
+                    let props = &q.params["requestedSchema"]["properties"];
+                    if props.get("name").is_some() {
+                        Ok(json!({"action": "accept", "content": {"name": "Ada"}}))
+                    } else {
+                        Ok(json!({"action": "accept", "content": {"confirm": false}}))
+                    }
+                }
+            }))
+            .connect()
+            .await
+            .unwrap();
+        let t = task(client.call_tool("multi_input", json!({})).await.unwrap());
+        let text = completed_text(t.wait(deadline()).await.unwrap());
+        assert_eq!(text, "name: \"Ada\", confirm: false", "{era}");
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), 2, "{era}");
+        assert!(asked.iter().all(|q| q.task_id.as_deref() == Some(t.id())));
+    }
+}
+
+#[tokio::test]
+async fn a_question_without_a_handler_is_a_clear_error() {
+    let client = connect_stdio(None, None).await;
+    match client.call_tool("confirm_delete", json!({})).await {
+        Err(e @ ClientError::MissingCapability { .. }) => {
+            assert!(e.to_string().contains("elicitation"), "{e}");
+        }
+        // The fixture asks from inside the task, so the task fails for want of it.
+        Ok(Called::Task(t)) => match t.wait(deadline()).await {
+            Ok(TaskOutcome::Failed { code: -32021, .. }) | Err(ClientError::InputNeeded { .. }) => {
+            }
+            other => panic!("expected a missing capability, got {other:?}"),
+        },
+        other => panic!("expected a missing capability, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn unknown_tools_and_expired_tasks_say_so() {
+    let client = connect_stdio(Some(Era::V2025_11_25), None).await;
+    let e = client.call_tool("nope", json!({})).await.unwrap_err();
+    assert!(
+        matches!(e, ClientError::UnknownTool(ref n) if n == "nope"),
+        "{e}"
+    );
+    let e = client
+        .task("no-such-task")
+        .wait(deadline())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ClientError::TaskNotFound(_)), "{e}");
+    assert!(e.to_string().contains("expired"), "{e}");
+
+    let client = connect_stdio(None, None).await;
+    let e = client.task("no-such-task").status().await.unwrap_err();
+    assert!(matches!(e, ClientError::TaskNotFound(_)), "{e}");
+}
+
+#[tokio::test]
+async fn a_missing_server_command_names_the_command() {
+    let e = McpClient::builder()
+        .stdio("/nonexistent/mcp-server --stdio")
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ClientError::Spawn { .. }), "{e}");
+    assert!(e.to_string().contains("/nonexistent/mcp-server"), "{e}");
+}
+
+#[tokio::test]
+async fn the_handle_store_remembers_tasks_and_resume_calls_nothing_again() {
+    let dir = std::env::temp_dir().join(format!("mcp-tasks-client-store-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Arc::new(HandleStore::open(dir.join("handles.db")).unwrap());
+    let fixture = fixture_http().await;
+    let connect = || {
+        McpClient::builder()
+            .http(&fixture.url)
+            .store(store.clone())
+            .connect()
+    };
+    let first = connect().await.unwrap();
+    let t = task(
+        first
+            .call_tool("slow_compute", json!({"seconds": 1}))
+            .await
+            .unwrap(),
+    );
+    let id = t.id().to_owned();
+    drop((t, first));
+
+    // A new client, as after a crash: it finds the task and finishes watching it.
+    let second = connect().await.unwrap();
+    let known = second.resume().unwrap();
+    assert_eq!(known.len(), 1);
+    assert_eq!(known[0].id(), id);
+    assert_eq!(known[0].tool(), Some("slow_compute"));
+    let text = completed_text(known[0].wait(deadline()).await.unwrap());
+    assert_eq!(text, "compute finished after 1 s");
+    let all = store.list(None, false).unwrap();
+    assert_eq!(all.len(), 1, "one call, one handle: {all:?}");
+    assert!(all[0].finished && all[0].status == "completed");
+    assert!(second.resume().unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---- In process, against a `Server` of this test's own tools ----
+
+/// Asks the model, then the user, then answers.
+#[task_tool(mode = "required", poll_interval = "20ms")]
+async fn plan_trip(city: String, client: mcp_tasks::Client) -> Result<String, ToolError> {
+    let idea = client
+        .sample_text(format!("an idea for {city}"), 50)
+        .await?;
+    let ok = client
+        .elicit(
+            format!("Go with {idea}?"),
+            json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}),
+        )
+        .await?;
+    let ok = ok.content.and_then(|c| c["ok"].as_bool()) == Some(true);
+    Ok(format!(
+        "{city}: {idea} ({})",
+        if ok { "booked" } else { "skipped" }
+    ))
+}
+
+#[tokio::test]
+async fn in_process_scripted_answers_in_both_eras() {
+    let server = Server::builder().registry_tools().build().unwrap();
+    for era in [Era::V2026_07_28, Era::V2025_11_25] {
+        let answers = Arc::new(
+            Scripted::new()
+                .sample_text("a museum")
+                .accept(json!({"ok": true})),
+        );
+        let client = McpClient::builder()
+            .in_process(server.clone())
+            .era(era)
+            .shared_handler(answers.clone())
+            .connect()
+            .await
+            .unwrap();
+        let t = task(
+            client
+                .call_tool("plan_trip", json!({"city": "Oslo"}))
+                .await
+                .unwrap(),
+        );
+        let text = completed_text(t.wait(deadline()).await.unwrap());
+        assert_eq!(text, "Oslo: a museum (booked)", "{era}");
+        let asked: Vec<String> = answers.asked().into_iter().map(|q| q.method).collect();
+        assert_eq!(
+            asked,
+            ["sampling/createMessage", "elicitation/create"],
+            "{era}"
+        );
+    }
+}
