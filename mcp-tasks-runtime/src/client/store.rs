@@ -275,7 +275,10 @@ mod tests {
         };
         HandleStore::open(&path).unwrap().record(&handle).unwrap();
         let store = HandleStore::open(&path).unwrap();
-        assert_eq!(store.list(None, true).unwrap(), std::slice::from_ref(&handle));
+        assert_eq!(
+            store.list(None, true).unwrap(),
+            std::slice::from_ref(&handle)
+        );
         store
             .update(&handle.server, "t1", "completed", true)
             .unwrap();

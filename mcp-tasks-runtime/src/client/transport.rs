@@ -127,17 +127,21 @@ impl Wire {
         requests: mpsc::UnboundedSender<Value>,
     ) -> Result<Arc<Self>, ClientError> {
         let words = split_command(command)?;
-        let mut child = tokio::process::Command::new(&words[0])
+        let mut command_line = tokio::process::Command::new(&words[0]);
+        command_line
             .args(&words[1..])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|source| ClientError::Spawn {
-                command: command.to_owned(),
-                source,
-            })?;
+            .stderr(Stdio::piped());
+        // A process group of its own, so that the terminal's Ctrl-C reaches the client,
+        // which decides what happens to the server's tasks; the server ends when its stdin
+        // closes.
+        #[cfg(unix)]
+        command_line.process_group(0);
+        let mut child = command_line.spawn().map_err(|source| ClientError::Spawn {
+            command: command.to_owned(),
+            source,
+        })?;
         let mut stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = child.stderr.take().expect("piped stderr");
