@@ -386,3 +386,90 @@ async fn in_process_scripted_answers_in_both_eras() {
         );
     }
 }
+
+/// Works for a while, polled every 50 ms by default.
+#[task_tool(mode = "required", poll_interval = "50ms")]
+async fn long_haul() -> String {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    "hauled".into()
+}
+
+/// The client waits as long as the latest answer says, though the server changes its mind:
+/// between the server and the client, a relay sets `pollIntervalMs` to 100 ms on the
+/// created task and to 700 ms on every `tasks/get` answer, and notes when each poll passes.
+#[tokio::test(start_paused = true)]
+async fn a_changed_poll_interval_is_honoured() {
+    use tokio::io::{AsyncWriteExt, BufReader};
+    let server = Server::builder().registry_tools().build().unwrap();
+    let (client_end, relay_client) = tokio::io::duplex(1 << 16);
+    let (relay_server, server_end) = tokio::io::duplex(1 << 16);
+    let (server_read, server_write) = tokio::io::split(server_end);
+    tokio::spawn(mcp_tasks::transport::serve_io(
+        server,
+        server_read,
+        server_write,
+    ));
+
+    let polls = Arc::new(std::sync::Mutex::new(Vec::<(Instant, String)>::new()));
+    let (from_client, mut to_client) = tokio::io::split(relay_client);
+    let (from_server, mut to_server) = tokio::io::split(relay_server);
+    let seen = polls.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(from_client).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let m: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if m["method"] == "tasks/get" {
+                seen.lock()
+                    .unwrap()
+                    .push((Instant::now(), m["id"].to_string()));
+            }
+            to_server
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .unwrap();
+        }
+    });
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(from_server).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let mut m: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let result = &mut m["result"];
+            if result["resultType"] == "task" {
+                result["pollIntervalMs"] = json!(100);
+            } else if result.get("taskId").is_some() {
+                result["pollIntervalMs"] = json!(700);
+            }
+            to_client
+                .write_all(format!("{m}\n").as_bytes())
+                .await
+                .unwrap();
+        }
+    });
+
+    let (read, write) = tokio::io::split(client_end);
+    let client = McpClient::builder()
+        .io("relay", read, write)
+        .connect()
+        .await
+        .unwrap();
+    let created = Instant::now();
+    let t = task(client.call_tool("long_haul", json!({})).await.unwrap());
+    assert_eq!(t.poll_interval(), Some(Duration::from_millis(100)));
+    let text = completed_text(t.wait(deadline()).await.unwrap());
+    assert_eq!(text, "hauled");
+
+    let polls = polls.lock().unwrap();
+    assert!(polls.len() >= 3, "{polls:?}");
+    let gaps: Vec<Duration> = polls.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    // The first poll waits the 100 ms of creation; later ones the 700 ms of the answer before
+    // them (plus jitter), never the tool's 50 ms.
+    let first = polls[0].0 - created;
+    assert!(
+        first >= Duration::from_millis(100) && first < Duration::from_millis(700),
+        "{first:?}"
+    );
+    for gap in &gaps {
+        assert!(*gap >= Duration::from_millis(700), "{gaps:?}");
+        assert!(*gap < Duration::from_millis(700 * 6 / 5 + 50), "{gaps:?}");
+    }
+}

@@ -140,6 +140,7 @@ pub struct ToolInfo {
 
 enum Target {
     Stdio(String),
+    Io(Box<dyn FnOnce(mpsc::UnboundedSender<Value>) -> Arc<Wire> + Send>),
     Http(String),
     Local(Server),
 }
@@ -152,6 +153,7 @@ pub struct ClientBuilder {
     store: Option<Arc<HandleStore>>,
     name: String,
     version: String,
+    io_name: String,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -168,6 +170,21 @@ impl ClientBuilder {
     /// over stdio.
     pub fn stdio(mut self, command: impl Into<String>) -> Self {
         self.target = Some(Target::Stdio(command.into()));
+        self
+    }
+
+    /// Talks newline-delimited JSON-RPC over any byte stream pair: a socket, a pipe to a
+    /// process started elsewhere, or `tokio::io::duplex` in tests. Handles of its tasks are
+    /// stored under the server name `io:NAME`.
+    pub fn io<R, W>(mut self, name: impl Into<String>, reader: R, writer: W) -> Self
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+        W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        self.io_name = name.into();
+        self.target = Some(Target::Io(Box::new(move |requests| {
+            Wire::lines(reader, writer, None, requests)
+        })));
         self
     }
 
@@ -228,6 +245,7 @@ impl ClientBuilder {
                 let key = format!("stdio:{command}");
                 (Wire::stdio(&command, tx)?, key)
             }
+            Some(Target::Io(make)) => (make(tx), format!("io:{}", self.io_name)),
             Some(Target::Http(url)) => {
                 let key = format!("http:{url}");
                 (Wire::http(&url, tx), key)
@@ -307,6 +325,7 @@ impl McpClient {
             store: None,
             name: "mcp-tasks-client".into(),
             version: env!("CARGO_PKG_VERSION").into(),
+            io_name: String::new(),
         }
     }
 
@@ -315,7 +334,7 @@ impl McpClient {
         &self.inner.negotiated
     }
 
-    /// The server as handles name it (`stdio:COMMAND`, `http:URL`, `local:NAME`).
+    /// The server as handles name it (`stdio:COMMAND`, `http:URL`, `io:NAME`, `local:NAME`).
     pub fn server_key(&self) -> &str {
         &self.inner.server_key
     }

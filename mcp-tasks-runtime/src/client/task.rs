@@ -149,6 +149,8 @@ pub struct TaskHandle {
     pub(crate) tool: Option<String>,
     poll: Option<Duration>,
     pub(crate) progress_token: Option<Value>,
+    /// Just created: the first poll waits the creation's interval.
+    fresh: bool,
 }
 
 type Payload = Pin<Box<dyn Future<Output = Result<Value, ClientError>> + Send>>;
@@ -161,6 +163,7 @@ impl TaskHandle {
             tool,
             poll: state.poll_interval,
             progress_token: None,
+            fresh: true,
         }
     }
 
@@ -171,6 +174,7 @@ impl TaskHandle {
             tool: None,
             poll: None,
             progress_token: None,
+            fresh: false,
         }
     }
 
@@ -220,6 +224,9 @@ impl TaskHandle {
         deadline: Option<Instant>,
         mut on_event: impl FnMut(TaskEvent) + Send,
     ) -> Result<TaskOutcome, ClientError> {
+        if self.fresh {
+            sleep_until_next(self.poll, deadline, &self.id).await?;
+        }
         let outcome = match self.client.negotiated().era {
             Era::V2026_07_28 => self.watch_2026(deadline, &mut on_event).await,
             Era::V2025_11_25 => self.watch_2025(deadline, &mut on_event).await,

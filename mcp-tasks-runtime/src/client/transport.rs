@@ -1,5 +1,5 @@
-//! The client's side of the three connections: a spawned process over stdio, Streamable HTTP,
-//! and a [`Session`] of a [`Server`] in the same process.
+//! The client's side of the connections: a spawned process over stdio (or any byte stream
+//! pair), Streamable HTTP, and a [`Session`] of a [`Server`] in the same process.
 //!
 //! Each delivers whatever the server sends into one place, [`Wire::incoming`], which routes
 //! responses to the request waiting for them, server-to-client requests to the client's
@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// The `_meta` key of a 2026-07-28 request's protocol version.
@@ -39,7 +39,7 @@ pub(crate) struct Wire {
 enum Kind {
     Lines {
         out: mpsc::UnboundedSender<String>,
-        _child: Mutex<tokio::process::Child>,
+        _child: Mutex<Option<tokio::process::Child>>,
     },
     Local {
         session: Session,
@@ -142,15 +142,42 @@ impl Wire {
             command: command.to_owned(),
             source,
         })?;
-        let mut stdin = child.stdin.take().expect("piped stdin");
+        let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = child.stderr.take().expect("piped stderr");
+        let wire = Self::lines(stdout, stdin, Some(child), requests);
+        let tail = wire.stderr.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut tail = tail.lock().unwrap();
+                if tail.len() == 5 {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+        });
+        Ok(wire)
+    }
+
+    /// Speaks newline-delimited JSON-RPC over a byte stream pair; `child` is the process
+    /// behind it, if any, kept for as long as the wire lives.
+    pub(crate) fn lines<R, W>(
+        reader: R,
+        mut writer: W,
+        child: Option<tokio::process::Child>,
+        requests: mpsc::UnboundedSender<Value>,
+    ) -> Arc<Self>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let (out, mut rx) = mpsc::unbounded_channel::<String>();
         tokio::spawn(async move {
             while let Some(line) = rx.recv().await {
-                if stdin.write_all(line.as_bytes()).await.is_err()
-                    || stdin.write_all(b"\n").await.is_err()
-                    || stdin.flush().await.is_err()
+                if writer.write_all(line.as_bytes()).await.is_err()
+                    || writer.write_all(b"\n").await.is_err()
+                    || writer.flush().await.is_err()
                 {
                     break;
                 }
@@ -163,20 +190,9 @@ impl Wire {
             },
             requests,
         ));
-        let tail = wire.stderr.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let mut tail = tail.lock().unwrap();
-                if tail.len() == 5 {
-                    tail.pop_front();
-                }
-                tail.push_back(line);
-            }
-        });
         let weak = Arc::downgrade(&wire);
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
+            let mut lines = BufReader::new(reader).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 let Some(wire) = weak.upgrade() else { return };
                 match serde_json::from_str::<Value>(&line) {
@@ -190,7 +206,7 @@ impl Wire {
                 wire.close_all();
             }
         });
-        Ok(wire)
+        wire
     }
 
     /// Talks to `server` in this process through a [`Session`] of its own.
