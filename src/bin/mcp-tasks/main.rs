@@ -332,10 +332,14 @@ async fn follow(cx: &Context, handle: &TaskHandle) -> Result<u8, Failure> {
         ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr())
     };
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {prefix} [{elapsed}] {wide_bar} {msg}")
+        ProgressStyle::with_template("{spinner} {prefix} [{elapsed}] {msg}")
             .expect("a valid template"),
     );
-    bar.set_prefix(handle.id().to_owned());
+    let with_total =
+        ProgressStyle::with_template("{spinner} {prefix} [{elapsed}] {bar:30} {pos}/{len} {msg}")
+            .expect("a valid template");
+    let mut measured = false;
+    bar.set_prefix(handle.tool().unwrap_or("task").to_owned());
     bar.enable_steady_tick(Duration::from_millis(120));
     *cx.bar.lock().unwrap() = Some(bar.clone());
     let deadline = deadline(cx);
@@ -354,6 +358,10 @@ async fn follow(cx: &Context, handle: &TaskHandle) -> Result<u8, Failure> {
                 message,
             } => {
                 if let Some(total) = total {
+                    if !measured {
+                        bar.set_style(with_total.clone());
+                        measured = true;
+                    }
                     bar.set_length(total as u64);
                 }
                 bar.set_position(progress as u64);
