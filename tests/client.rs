@@ -394,11 +394,14 @@ async fn long_haul() -> String {
     "hauled".into()
 }
 
-/// The client waits as long as the latest answer says, though the server changes its mind:
-/// between the server and the client, a relay sets `pollIntervalMs` to 100 ms on the
-/// created task and to 700 ms on every `tasks/get` answer, and notes when each poll passes.
-#[tokio::test(start_paused = true)]
-async fn a_changed_poll_interval_is_honoured() {
+/// Polls seen by a [`relay`], with their times.
+type Polls = Arc<std::sync::Mutex<Vec<Instant>>>;
+
+/// A client talking to `server` through a relay that sets `pollIntervalMs` to `created` on
+/// the created task and to `later` on every other task it passes on (answers and
+/// notifications), notes when each `tasks/get` passes, and, unless `listen`, answers
+/// `subscriptions/listen` itself with "method not found", as a server without it would.
+async fn relay(created: u64, later: u64, listen: bool) -> (McpClient, Polls) {
     use tokio::io::{AsyncWriteExt, BufReader};
     let server = Server::builder().registry_tools().build().unwrap();
     let (client_end, relay_client) = tokio::io::duplex(1 << 16);
@@ -410,18 +413,25 @@ async fn a_changed_poll_interval_is_honoured() {
         server_write,
     ));
 
-    let polls = Arc::new(std::sync::Mutex::new(Vec::<(Instant, String)>::new()));
+    let polls = Polls::default();
     let (from_client, mut to_client) = tokio::io::split(relay_client);
     let (from_server, mut to_server) = tokio::io::split(relay_server);
+    let (back, mut backwards) = tokio::sync::mpsc::unbounded_channel::<serde_json::Value>();
     let seen = polls.clone();
+    let refuse = back.clone();
     tokio::spawn(async move {
         let mut lines = BufReader::new(from_client).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             let m: serde_json::Value = serde_json::from_str(&line).unwrap();
             if m["method"] == "tasks/get" {
-                seen.lock()
-                    .unwrap()
-                    .push((Instant::now(), m["id"].to_string()));
+                seen.lock().unwrap().push(Instant::now());
+            }
+            if m["method"] == "subscriptions/listen" && !listen {
+                let error = json!({"code": -32601, "message": "method not found"});
+                refuse
+                    .send(json!({"jsonrpc": "2.0", "id": m["id"], "error": error}))
+                    .unwrap();
+                continue;
             }
             to_server
                 .write_all(format!("{line}\n").as_bytes())
@@ -433,25 +443,41 @@ async fn a_changed_poll_interval_is_honoured() {
         let mut lines = BufReader::new(from_server).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             let mut m: serde_json::Value = serde_json::from_str(&line).unwrap();
-            let result = &mut m["result"];
-            if result["resultType"] == "task" {
-                result["pollIntervalMs"] = json!(100);
-            } else if result.get("taskId").is_some() {
-                result["pollIntervalMs"] = json!(700);
+            for part in ["result", "params"] {
+                let Some(task) = m.get_mut(part) else {
+                    continue;
+                };
+                if task["resultType"] == "task" {
+                    task["pollIntervalMs"] = json!(created);
+                } else if task.get("taskId").is_some() {
+                    task["pollIntervalMs"] = json!(later);
+                }
             }
+            back.send(m).unwrap();
+        }
+    });
+    tokio::spawn(async move {
+        while let Some(m) = backwards.recv().await {
             to_client
                 .write_all(format!("{m}\n").as_bytes())
                 .await
                 .unwrap();
         }
     });
-
     let (read, write) = tokio::io::split(client_end);
     let client = McpClient::builder()
         .io("relay", read, write)
         .connect()
         .await
         .unwrap();
+    (client, polls)
+}
+
+/// The client waits as long as the latest answer says, though the server changes its mind
+/// (100 ms at creation, 700 ms after), when it has only polling.
+#[tokio::test(start_paused = true)]
+async fn a_changed_poll_interval_is_honoured() {
+    let (client, polls) = relay(100, 700, false).await;
     let created = Instant::now();
     let t = task(client.call_tool("long_haul", json!({})).await.unwrap());
     assert_eq!(t.poll_interval(), Some(Duration::from_millis(100)));
@@ -460,10 +486,10 @@ async fn a_changed_poll_interval_is_honoured() {
 
     let polls = polls.lock().unwrap();
     assert!(polls.len() >= 3, "{polls:?}");
-    let gaps: Vec<Duration> = polls.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    let gaps: Vec<Duration> = polls.windows(2).map(|w| w[1] - w[0]).collect();
     // The first poll waits the 100 ms of creation; later ones the 700 ms of the answer before
     // them (plus jitter), never the tool's 50 ms.
-    let first = polls[0].0 - created;
+    let first = polls[0] - created;
     assert!(
         first >= Duration::from_millis(100) && first < Duration::from_millis(700),
         "{first:?}"
@@ -472,4 +498,21 @@ async fn a_changed_poll_interval_is_honoured() {
         assert!(*gap >= Duration::from_millis(700), "{gaps:?}");
         assert!(*gap < Duration::from_millis(700 * 6 / 5 + 50), "{gaps:?}");
     }
+}
+
+/// With `subscriptions/listen`, the task's notifications end the watch long before a poll
+/// interval of a minute would have.
+#[tokio::test(start_paused = true)]
+async fn status_notifications_cut_a_long_poll_interval_short() {
+    let (client, polls) = relay(60_000, 60_000, true).await;
+    let created = Instant::now();
+    let t = task(client.call_tool("long_haul", json!({})).await.unwrap());
+    let text = completed_text(t.wait(deadline()).await.unwrap());
+    assert_eq!(text, "hauled");
+    let took = created.elapsed();
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(60),
+        "{took:?}"
+    );
+    assert!(polls.lock().unwrap().is_empty(), "no poll was needed");
 }

@@ -347,6 +347,36 @@ impl McpClient {
     /// Sends a request of the negotiated era (with the 2026-07-28 `_meta` when stateless)
     /// and returns its result.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let params = self.with_meta(params)?;
+        self.inner
+            .wire
+            .request(method, params)
+            .await
+            .map_err(|e| refine(e, method))
+    }
+
+    /// [`McpClient::request`] under a given id, as a future that owns what it needs.
+    pub(crate) fn request_as(
+        &self,
+        id: Value,
+        method: &'static str,
+        params: Value,
+    ) -> impl std::future::Future<Output = Result<Value, ClientError>> + Send + 'static {
+        let client = self.clone();
+        async move {
+            let params = client.with_meta(params)?;
+            client
+                .inner
+                .wire
+                .request_as(id, method, params)
+                .await
+                .map_err(|e| refine(e, method))
+        }
+    }
+
+    /// The params of a request of the negotiated era: an object, with the 2026-07-28
+    /// `_meta` when stateless.
+    fn with_meta(&self, params: Value) -> Result<Value, ClientError> {
         let mut params = match params {
             Value::Null => Value::Object(Map::new()),
             Value::Object(o) => Value::Object(o),
@@ -367,11 +397,7 @@ impl McpClient {
                 slot.extend(meta);
             }
         }
-        self.inner
-            .wire
-            .request(method, params)
-            .await
-            .map_err(|e| refine(e, method))
+        Ok(params)
     }
 
     /// Lists the server's tools (all pages).

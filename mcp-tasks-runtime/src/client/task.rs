@@ -1,11 +1,13 @@
 //! Task handles: watching a task to its end in either era.
 //!
 //! 2026-07-28: `tasks/get` until the task is terminal, reading the result or error inline and
-//! answering `inputRequests` with `tasks/update`. 2025-11-25: `tasks/get` until terminal,
+//! answering `inputRequests` with `tasks/update`, and listening for the task's
+//! `notifications/tasks` (`subscriptions/listen`) where the server has them. 2025-11-25: `tasks/get` until terminal,
 //! then `tasks/result` for the payload; on `input_required`, `tasks/result` at once, so the
 //! server can ask its questions, which the client's handler answers as they come. In both,
 //! the wait between polls is the server's latest interval plus up to a fifth more, never past
-//! the caller's deadline; 2025-11-25 status notifications cut a wait short.
+//! the caller's deadline; status notifications cut a wait short (and, once subscribed, the
+//! polls that remain as a safety net come less often).
 
 use super::{ClientError, Era, McpClient, Question};
 use crate::model::CallToolResult;
@@ -18,6 +20,10 @@ use tokio::time::Instant;
 
 /// How long to wait between polls when the server gives no interval.
 const DEFAULT_POLL: Duration = Duration::from_secs(1);
+/// How much longer the waits between polls get while status notifications come.
+const SUBSCRIBED_SLOWDOWN: u32 = 5;
+/// The `_meta` key that ties a notification to its `subscriptions/listen` request.
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 /// The shortest wait between polls, whatever the server says.
 const MIN_POLL: Duration = Duration::from_millis(10);
 
@@ -224,9 +230,6 @@ impl TaskHandle {
         deadline: Option<Instant>,
         mut on_event: impl FnMut(TaskEvent) + Send,
     ) -> Result<TaskOutcome, ClientError> {
-        if self.fresh {
-            sleep_until_next(self.poll, deadline, &self.id).await?;
-        }
         let outcome = match self.client.negotiated().era {
             Era::V2026_07_28 => self.watch_2026(deadline, &mut on_event).await,
             Era::V2025_11_25 => self.watch_2025(deadline, &mut on_event).await,
@@ -254,12 +257,40 @@ impl TaskHandle {
         let mut answered = HashSet::new();
         let mut seen: Option<(String, Option<String>)> = None;
         let mut poll = self.poll;
+        // Status notifications through `subscriptions/listen` where the server has them; the
+        // polls go on, less often once the server acknowledged the subscription.
+        let mut notifications = self.client.wire().notifications();
+        let listen_id = self.client.wire().next_id();
+        let mut listen: Option<Payload> = Some(Box::pin(self.client.request_as(
+            listen_id.clone(),
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": [self.id]}}),
+        )));
+        let _stop = StopListening(self.client.clone(), listen_id.clone());
+        let mut subscribed = false;
+        // A task just created is polled after its interval, not at once.
+        let mut notified = None;
+        if self.fresh {
+            notified = self
+                .wait_2026(
+                    poll,
+                    deadline,
+                    &mut listen,
+                    &listen_id,
+                    &mut subscribed,
+                    &mut notifications,
+                )
+                .await?;
+        }
         loop {
-            let r = self
-                .client
-                .request("tasks/get", json!({"taskId": self.id}))
-                .await
-                .map_err(|e| self.not_found(e))?;
+            let r = match notified.take() {
+                Some(task) => task,
+                None => self
+                    .client
+                    .request("tasks/get", json!({"taskId": self.id}))
+                    .await
+                    .map_err(|e| self.not_found(e))?,
+            };
             let state = TaskState::from_value(&r)?;
             poll = state.poll_interval.or(poll);
             self.report(&state, &mut seen, on_event);
@@ -299,7 +330,74 @@ impl TaskHandle {
                 }
                 _ => {}
             }
-            sleep_until_next(poll, deadline, &self.id).await?;
+            notified = self
+                .wait_2026(
+                    poll,
+                    deadline,
+                    &mut listen,
+                    &listen_id,
+                    &mut subscribed,
+                    &mut notifications,
+                )
+                .await?;
+        }
+    }
+
+    /// Waits for the next poll: `None` after the interval, or the task as a status
+    /// notification brought it (what `tasks/get` would have answered).
+    async fn wait_2026(
+        &self,
+        poll: Option<Duration>,
+        deadline: Option<Instant>,
+        listen: &mut Option<Payload>,
+        listen_id: &Value,
+        subscribed: &mut bool,
+        notifications: &mut tokio::sync::broadcast::Receiver<Value>,
+    ) -> Result<Option<Value>, ClientError> {
+        let interval = poll.map(|p| {
+            if *subscribed {
+                p * SUBSCRIBED_SLOWDOWN
+            } else {
+                p
+            }
+        });
+        let sleep = tokio::time::sleep(next_wait(interval, deadline, &self.id)?);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                () = &mut sleep => return Ok(None),
+                _ = async { listen.as_mut().expect("guarded").await }, if listen.is_some() => {
+                    // The subscription ended or is not offered: polling alone from now on.
+                    *listen = None;
+                    if std::mem::take(subscribed) {
+                        return Ok(None);
+                    }
+                }
+                n = notifications.recv() => match n {
+                    Ok(n) => {
+                        let params = &n["params"];
+                        let ours = params["_meta"][SUBSCRIPTION_ID] == *listen_id;
+                        match n["method"].as_str() {
+                            Some("notifications/subscriptions/acknowledged") if ours => {
+                                *subscribed = params["notifications"]["taskIds"]
+                                    .as_array()
+                                    .is_some_and(|ids| ids.iter().any(|i| i == self.id.as_str()));
+                            }
+                            Some("notifications/tasks")
+                                if ours && params["taskId"] == self.id.as_str() =>
+                            {
+                                return Ok(Some(params.clone()));
+                            }
+                            _ => {}
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return Ok(None),
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        sleep.as_mut().await;
+                        return Ok(None);
+                    }
+                },
+            }
         }
     }
 
@@ -312,6 +410,9 @@ impl TaskHandle {
         let mut seen: Option<(String, Option<String>)> = None;
         let mut poll = self.poll;
         let mut payload: Option<Payload> = None;
+        if self.fresh {
+            sleep_until_next(poll, deadline, &self.id).await?;
+        }
         loop {
             let state = self.status().await?;
             poll = state.poll_interval.or(poll);
@@ -429,6 +530,24 @@ impl TaskHandle {
                 ClientError::TaskNotFound(self.id.clone())
             }
             other => other,
+        }
+    }
+}
+
+/// Ends a `subscriptions/listen` request when the watch that made it ends.
+struct StopListening(McpClient, Value);
+
+impl Drop for StopListening {
+    fn drop(&mut self) {
+        let client = self.0.clone();
+        let id = self.1.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = client
+                    .wire()
+                    .notify("notifications/cancelled", json!({ "requestId": id }))
+                    .await;
+            });
         }
     }
 }

@@ -307,8 +307,21 @@ impl Wire {
 
     /// Sends a request and waits for its response message.
     pub(crate) async fn request(&self, method: &str, params: Value) -> Result<Value, ClientError> {
-        let n = self.next.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = json!(n);
+        self.request_as(self.next_id(), method, params).await
+    }
+
+    /// A fresh request id.
+    pub(crate) fn next_id(&self) -> Value {
+        json!(self.next.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// [`Wire::request`] with an id from [`Wire::next_id`], for requests cancelled later by id.
+    pub(crate) async fn request_as(
+        &self,
+        id: Value,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, ClientError> {
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let (tx, rx) = oneshot::channel();
         self.pending.lock().unwrap().insert(id_key(&id), tx);
