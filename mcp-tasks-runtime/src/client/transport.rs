@@ -33,6 +33,14 @@ pub(crate) struct Wire {
     requests: mpsc::UnboundedSender<Value>,
     /// The last lines a spawned server wrote to stderr, to explain why it went away.
     stderr: Arc<Mutex<VecDeque<String>>>,
+    /// Cancelled when the wire is dropped, to end the streams read in the background.
+    dropped: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        self.dropped.cancel();
+    }
 }
 
 #[derive(Debug)]
@@ -118,6 +126,7 @@ impl Wire {
             notifications: broadcast::channel(1024).0,
             requests,
             stderr: Arc::new(Mutex::new(VecDeque::new())),
+            dropped: tokio_util::sync::CancellationToken::new(),
         }
     }
 
@@ -255,11 +264,18 @@ impl Wire {
                     .header("accept", "text/event-stream"),
                 None,
             );
+            let dropped = self.dropped.clone();
             tokio::spawn(async move {
-                if let Ok(response) = request.send().await
-                    && response.status().is_success()
-                {
-                    read_sse(response, weak).await;
+                let read = async {
+                    if let Ok(response) = request.send().await
+                        && response.status().is_success()
+                    {
+                        read_sse(response, weak).await;
+                    }
+                };
+                tokio::select! {
+                    () = read => {}
+                    () = dropped.cancelled() => {}
                 }
             });
         }
@@ -476,7 +492,11 @@ impl Wire {
         if is_sse {
             // The stream carries notifications, questions and, last, the response; it is
             // read here so that dropping the request closes it.
-            read_sse_with(response, |v| self.incoming(v)).await;
+            read_sse_with(response, |v| {
+                self.incoming(v);
+                true
+            })
+            .await;
             return Ok(());
         }
         let body = response.bytes().await.map_err(|e| ClientError::Connect {
@@ -551,16 +571,19 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 async fn read_sse(response: reqwest::Response, wire: std::sync::Weak<Wire>) {
-    read_sse_with(response, |v| {
-        if let Some(wire) = wire.upgrade() {
+    read_sse_with(response, |v| match wire.upgrade() {
+        Some(wire) => {
             wire.incoming(v);
+            true
         }
+        None => false,
     })
     .await;
 }
 
-/// Reads Server-Sent Events and hands each event's JSON data to `each`.
-async fn read_sse_with(mut response: reqwest::Response, mut each: impl FnMut(Value)) {
+/// Reads Server-Sent Events and hands each event's JSON data to `each`, until the stream
+/// ends or `each` says to stop.
+async fn read_sse_with(mut response: reqwest::Response, mut each: impl FnMut(Value) -> bool) {
     let mut buf = Vec::<u8>::new();
     while let Ok(Some(chunk)) = response.chunk().await {
         buf.extend_from_slice(&chunk);
@@ -575,8 +598,10 @@ async fn read_sse_with(mut response: reqwest::Response, mut each: impl FnMut(Val
             if data.is_empty() {
                 continue;
             }
-            if let Ok(v) = serde_json::from_str(&data.join("\n")) {
-                each(v);
+            if let Ok(v) = serde_json::from_str(&data.join("\n"))
+                && !each(v)
+            {
+                return;
             }
         }
     }

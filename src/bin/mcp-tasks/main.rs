@@ -373,8 +373,10 @@ async fn follow(cx: &Context, handle: &TaskHandle) -> Result<u8, Failure> {
         });
         tokio::select! {
             outcome = watch => break outcome,
-            _ = tokio::signal::ctrl_c(), if !cancelled => {
-                match ask_cancel_or_detach(&bar, cx).await {
+            _ = tokio::signal::ctrl_c() => {
+                // A second Ctrl-C while the cancel takes effect stops waiting for it.
+                let choice = if cancelled { Choice::Detach } else { ask_cancel_or_detach(&bar, cx).await };
+                match choice {
                     Choice::Cancel => {
                         cancelled = true;
                         bar.set_message("cancelling…");
