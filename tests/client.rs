@@ -402,6 +402,22 @@ type Polls = Arc<std::sync::Mutex<Vec<Instant>>>;
 /// notifications), notes when each `tasks/get` passes, and, unless `listen`, answers
 /// `subscriptions/listen` itself with "method not found", as a server without it would.
 async fn relay(created: u64, later: u64, listen: bool) -> (McpClient, Polls) {
+    let refused: &[&str] = if listen {
+        &[]
+    } else {
+        &["subscriptions/listen"]
+    };
+    relay_with(created, later, refused, false).await
+}
+
+/// [`relay`], refusing the methods `refused`, and with `strip_tasks`, removing the `tasks`
+/// capability from the `initialize` answer.
+async fn relay_with(
+    created: u64,
+    later: u64,
+    refused: &'static [&'static str],
+    strip_tasks: bool,
+) -> (McpClient, Polls) {
     use tokio::io::{AsyncWriteExt, BufReader};
     let server = Server::builder().registry_tools().build().unwrap();
     let (client_end, relay_client) = tokio::io::duplex(1 << 16);
@@ -426,7 +442,7 @@ async fn relay(created: u64, later: u64, listen: bool) -> (McpClient, Polls) {
             if m["method"] == "tasks/get" {
                 seen.lock().unwrap().push(Instant::now());
             }
-            if m["method"] == "subscriptions/listen" && !listen {
+            if refused.iter().any(|r| m["method"] == *r) {
                 let error = json!({"code": -32601, "message": "method not found"});
                 refuse
                     .send(json!({"jsonrpc": "2.0", "id": m["id"], "error": error}))
@@ -443,6 +459,9 @@ async fn relay(created: u64, later: u64, listen: bool) -> (McpClient, Polls) {
         let mut lines = BufReader::new(from_server).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             let mut m: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if strip_tasks && let Some(caps) = m["result"].get_mut("capabilities") {
+                caps.as_object_mut().unwrap().remove("tasks");
+            }
             for part in ["result", "params"] {
                 let Some(task) = m.get_mut(part) else {
                     continue;
@@ -515,4 +534,30 @@ async fn status_notifications_cut_a_long_poll_interval_short() {
         "{took:?}"
     );
     assert!(polls.lock().unwrap().is_empty(), "no poll was needed");
+}
+
+/// A server without 2026-07-28 gets 2025-11-25 with tasks; one without tasks gets plain
+/// calls, and a tool that needs a task says so.
+#[tokio::test(start_paused = true)]
+async fn negotiation_falls_back_to_2025_then_to_plain_calls() {
+    let (client, _) = relay_with(100, 100, &["server/discover"], false).await;
+    assert_eq!(client.negotiated().to_string(), "2025-11-25 with tasks");
+    let t = task(client.call_tool("long_haul", json!({})).await.unwrap());
+    assert_eq!(completed_text(t.wait(deadline()).await.unwrap()), "hauled");
+
+    let (client, _) = relay_with(100, 100, &["server/discover"], true).await;
+    assert_eq!(
+        client.negotiated().to_string(),
+        "2025-11-25 without tasks (plain calls)"
+    );
+    let e = client.call_tool("long_haul", json!({})).await.unwrap_err();
+    assert!(
+        matches!(e, ClientError::ToolRequiresTasks(ref t) if t == "long_haul"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("requires tasks"), "{e}");
+    match client.call_tool("plan_trip", json!({"city": "Oslo"})).await {
+        Err(ClientError::ToolRequiresTasks(_)) => {}
+        other => panic!("plan_trip requires a task too: {other:?}"),
+    }
 }
