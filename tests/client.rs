@@ -247,6 +247,32 @@ async fn both_questions_of_a_task_get_answered_by_a_handler_function() {
     }
 }
 
+/// `test_tool_with_task` asks before it becomes a task: a multi round-trip `tools/call` in
+/// 2026-07-28, a server request in 2025-11-25.
+#[tokio::test]
+async fn a_question_before_the_task_is_answered_too() {
+    for era in [Era::V2026_07_28, Era::V2025_11_25] {
+        let answers = Arc::new(Scripted::new().accept(json!({"name": "Ada"})));
+        let client = McpClient::builder()
+            .stdio(fixture_stdio())
+            .era(era)
+            .shared_handler(answers.clone())
+            .connect()
+            .await
+            .unwrap();
+        let t = task(
+            client
+                .call_tool("test_tool_with_task", json!({}))
+                .await
+                .unwrap(),
+        );
+        let text = completed_text(t.wait(deadline()).await.unwrap());
+        assert_eq!(text, "Hello, Ada! (from a task)", "{era}");
+        assert_eq!(answers.asked().len(), 1, "{era}");
+        assert_eq!(answers.asked()[0].message(), Some("What is your name?"));
+    }
+}
+
 #[tokio::test]
 async fn a_question_without_a_handler_is_a_clear_error() {
     let client = connect_stdio(None, None).await;
