@@ -497,7 +497,14 @@ impl Wire {
                 true
             })
             .await;
-            return Ok(());
+            return match (&method, message.get("id")) {
+                (Some(m), Some(id)) if self.pending.lock().unwrap().contains_key(&id_key(id)) => {
+                    Err(ClientError::Closed(format!(
+                        ": the response stream of `{m}` ended without an answer"
+                    )))
+                }
+                _ => Ok(()),
+            };
         }
         let body = response.bytes().await.map_err(|e| ClientError::Connect {
             url: http.url.clone(),
@@ -507,6 +514,23 @@ impl Wire {
             return Ok(());
         }
         match serde_json::from_slice::<Value>(&body) {
+            // An error for no id (a header the server refused, say) is this request's.
+            Ok(v)
+                if v.get("jsonrpc").is_some() && v["id"].is_null() && v.get("error").is_some() =>
+            {
+                match method {
+                    Some(m) => Err(ClientError::Rpc {
+                        method: m.to_owned(),
+                        code: v["error"]["code"].as_i64().unwrap_or(0) as i32,
+                        message: v["error"]["message"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
+                        data: v["error"].get("data").cloned(),
+                    }),
+                    None => Ok(()),
+                }
+            }
             Ok(v) if v.get("jsonrpc").is_some() => {
                 self.incoming(v);
                 Ok(())
