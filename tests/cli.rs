@@ -295,5 +295,48 @@ fn in_a_terminal_a_progress_bar_runs_a_question_is_typed_and_ctrl_c_cancels() {
     s.expect("task cancelled").expect("the task was cancelled");
     s.expect(Eof).unwrap();
     assert_eq!(exit_code(&s), 3);
+
+    // 2025-11-25 asks through a server request; the answer typed is "no".
+    let mut s = terminal(
+        &home,
+        &[
+            "--url",
+            &f.url,
+            "--era",
+            "2025-11-25",
+            "call",
+            "confirm_delete",
+            "filename=old.txt",
+        ],
+    );
+    s.expect("Delete old.txt?").expect("the question");
+    s.expect("confirm").expect("the field");
+    s.send("n").unwrap();
+    s.expect("kept old.txt")
+        .expect("the answer reached the tool");
+    s.expect(Eof).unwrap();
+    assert_eq!(exit_code(&s), 0);
+
+    // Ctrl-C, then "detach": the task keeps running and can be cancelled later by id.
+    let mut s = terminal(
+        &home,
+        &["--url", &f.url, "call", "slow_compute", "seconds=60"],
+    );
+    let started = s
+        .expect(Regex("task ([0-9a-f-]{36}) started"))
+        .expect("the task id");
+    let id = String::from_utf8(started.get(1).unwrap().to_vec()).unwrap();
+    s.expect("working").expect("the task runs");
+    s.send(ControlCode::EndOfText).unwrap();
+    s.expect("cancel the task, or detach").expect("Ctrl-C asks");
+    s.send("\x1b[B").unwrap();
+    s.send("\r").unwrap();
+    s.expect(format!("detached: task {id} keeps running").as_str())
+        .expect("detached");
+    s.expect(Eof).unwrap();
+    assert_eq!(exit_code(&s), 6);
+    let out = run(&home, &["tasks", "get", &id, "--json"]);
+    assert_eq!(stdout_json(&out)["status"], "working");
+    assert_eq!(run(&home, &["tasks", "cancel", &id]).status.code(), Some(0));
     let _ = std::fs::remove_dir_all(&home);
 }
