@@ -361,7 +361,7 @@ async fn the_handle_store_remembers_tasks_and_resume_calls_nothing_again() {
 
 // ---- In process, against a `Server` of this test's own tools ----
 
-/// Asks the model, then the user, then answers.
+/// Asks the model, then the user, then for the client's roots, then answers.
 #[task_tool(mode = "required", poll_interval = "20ms")]
 async fn plan_trip(city: String, client: mcp_tasks::Client) -> Result<String, ToolError> {
     let idea = client
@@ -374,8 +374,13 @@ async fn plan_trip(city: String, client: mcp_tasks::Client) -> Result<String, To
         )
         .await?;
     let ok = ok.content.and_then(|c| c["ok"].as_bool()) == Some(true);
+    let roots = client.list_roots().await?;
+    let root = roots["roots"][0]["uri"]
+        .as_str()
+        .unwrap_or("nowhere")
+        .to_owned();
     Ok(format!(
-        "{city}: {idea} ({})",
+        "{city}: {idea} ({}), notes in {root}",
         if ok { "booked" } else { "skipped" }
     ))
 }
@@ -387,7 +392,8 @@ async fn in_process_scripted_answers_in_both_eras() {
         let answers = Arc::new(
             Scripted::new()
                 .sample_text("a museum")
-                .accept(json!({"ok": true})),
+                .accept(json!({"ok": true}))
+                .roots(&["file:///trips"]),
         );
         let client = McpClient::builder()
             .in_process(server.clone())
@@ -403,11 +409,14 @@ async fn in_process_scripted_answers_in_both_eras() {
                 .unwrap(),
         );
         let text = completed_text(t.wait(deadline()).await.unwrap());
-        assert_eq!(text, "Oslo: a museum (booked)", "{era}");
+        assert_eq!(
+            text, "Oslo: a museum (booked), notes in file:///trips",
+            "{era}"
+        );
         let asked: Vec<String> = answers.asked().into_iter().map(|q| q.method).collect();
         assert_eq!(
             asked,
-            ["sampling/createMessage", "elicitation/create"],
+            ["sampling/createMessage", "elicitation/create", "roots/list"],
             "{era}"
         );
     }
