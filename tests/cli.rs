@@ -234,17 +234,25 @@ fn resume_after_the_client_was_killed_finishes_the_same_task_without_calling_aga
     let _ = std::fs::remove_dir_all(&home);
 }
 
-fn terminal(home: &Path, args: &[&str]) -> Session {
+/// A pseudo-terminal session whose output is echoed to the test's stderr, so that a
+/// failure shows what the terminal showed.
+type Terminal = Session<
+    expectrl::session::OsProcess,
+    expectrl::stream::log::LogStream<expectrl::session::OsProcessStream, std::io::Stderr>,
+>;
+
+fn terminal(home: &Path, args: &[&str]) -> Terminal {
     let mut c = Command::new(env!("CARGO_BIN_EXE_mcp-tasks"));
     c.env("MCP_TASKS_HOME", home)
         .env("TERM", "xterm")
         .args(args);
-    let mut s = Session::spawn(c).expect("spawn mcp-tasks in a pseudo-terminal");
+    let s = Session::spawn(c).expect("spawn mcp-tasks in a pseudo-terminal");
+    let mut s = expectrl::session::log(s, std::io::stderr()).unwrap();
     s.set_expect_timeout(Some(WITHIN));
     s
 }
 
-fn exit_code(s: &Session) -> i32 {
+fn exit_code(s: &Terminal) -> i32 {
     match s.get_process().wait().unwrap() {
         WaitStatus::Exited(_, code) => code,
         other => panic!("mcp-tasks did not exit: {other:?}"),

@@ -400,6 +400,13 @@ impl McpClient {
         Ok(params)
     }
 
+    /// Ends the connection: deletes a 2025-11-25 HTTP session, or closes a spawned server's
+    /// stdin and waits up to `grace` for it to exit (then kills it). Tasks keep running on
+    /// servers that outlive the connection; their handles stay in the store.
+    pub async fn close(&self, grace: std::time::Duration) {
+        self.inner.wire.close(grace).await;
+    }
+
     /// Lists the server's tools (all pages).
     pub async fn list_tools(&self) -> Result<Vec<ToolInfo>, ClientError> {
         let mut tools = Vec::new();

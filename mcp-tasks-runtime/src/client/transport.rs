@@ -46,8 +46,8 @@ impl Drop for Wire {
 #[derive(Debug)]
 enum Kind {
     Lines {
-        out: mpsc::UnboundedSender<String>,
-        _child: Mutex<Option<tokio::process::Child>>,
+        out: Mutex<Option<mpsc::UnboundedSender<String>>>,
+        child: Mutex<Option<tokio::process::Child>>,
     },
     Local {
         session: Session,
@@ -194,8 +194,8 @@ impl Wire {
         });
         let wire = Arc::new(Self::new(
             Kind::Lines {
-                out,
-                _child: Mutex::new(child),
+                out: Mutex::new(Some(out)),
+                child: Mutex::new(child),
             },
             requests,
         ));
@@ -245,6 +245,32 @@ impl Wire {
             }),
             requests,
         ))
+    }
+
+    /// Ends the connection politely: a 2025-11-25 HTTP session is deleted; a spawned server
+    /// sees its stdin close and gets `grace` to exit before it is killed.
+    pub(crate) async fn close(&self, grace: std::time::Duration) {
+        match &self.kind {
+            Kind::Lines { out, child } => {
+                out.lock().unwrap().take();
+                let child = child.lock().unwrap().take();
+                if let Some(mut child) = child
+                    && tokio::time::timeout(grace, child.wait()).await.is_err()
+                {
+                    let _ = child.kill().await;
+                }
+            }
+            Kind::Http(http) => {
+                let id = http.session_id.lock().unwrap().take();
+                if let Some(id) = id {
+                    let delete = self.http_headers(http.client.delete(&http.url), None);
+                    let _ = tokio::time::timeout(grace, delete.header("mcp-session-id", id).send())
+                        .await;
+                }
+            }
+            Kind::Local { session } => session.close(),
+        }
+        self.close_all();
     }
 
     /// Subscribes to the server's notifications.
@@ -384,6 +410,10 @@ impl Wire {
     async fn send(&self, message: Value, method: Option<&str>) -> Result<(), ClientError> {
         match &self.kind {
             Kind::Lines { out, .. } => out
+                .lock()
+                .unwrap()
+                .as_ref()
+                .ok_or_else(|| ClientError::Closed(": the client closed it".into()))?
                 .send(message.to_string())
                 .map_err(|_| ClientError::Closed(self.why_closed())),
             Kind::Local { session } => {

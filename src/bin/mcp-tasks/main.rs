@@ -174,7 +174,12 @@ struct Context {
     cli: Cli,
     store: Arc<HandleStore>,
     bar: Bar,
+    /// Every connection made, closed when the command is done.
+    clients: std::sync::Mutex<Vec<McpClient>>,
 }
+
+/// How long a spawned server gets to exit once its stdin closed.
+const CLOSE_GRACE: Duration = Duration::from_secs(3);
 
 async fn run(cli: Cli) -> Result<u8, Failure> {
     let path = cli.store.clone().unwrap_or_else(HandleStore::default_path);
@@ -188,23 +193,33 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         cli,
         store,
         bar: Bar::default(),
+        clients: std::sync::Mutex::default(),
     };
+    let code = command(&cx).await;
+    let clients = std::mem::take(&mut *cx.clients.lock().unwrap());
+    for client in clients {
+        client.close(CLOSE_GRACE).await;
+    }
+    code
+}
+
+async fn command(cx: &Context) -> Result<u8, Failure> {
     match &cx.cli.command {
         Command::Call {
             tool,
             arguments,
             args,
-        } => call(&cx, tool, arguments, args.as_deref()).await,
-        Command::Tools => tools(&cx).await,
-        Command::Tasks(TasksCommand::List { remote }) => list(&cx, *remote).await,
-        Command::Tasks(TasksCommand::Get { id }) => get(&cx, id).await,
-        Command::Tasks(TasksCommand::Cancel { id }) => cancel(&cx, id).await,
+        } => call(cx, tool, arguments, args.as_deref()).await,
+        Command::Tools => tools(cx).await,
+        Command::Tasks(TasksCommand::List { remote }) => list(cx, *remote).await,
+        Command::Tasks(TasksCommand::Get { id }) => get(cx, id).await,
+        Command::Tasks(TasksCommand::Cancel { id }) => cancel(cx, id).await,
         Command::Tasks(TasksCommand::Watch { id }) => {
-            let client = connect_for(&cx, Some(id)).await?;
+            let client = connect_for(cx, Some(id)).await?;
             let handle = client.task(id.clone());
-            follow(&cx, &handle).await
+            follow(cx, &handle).await
         }
-        Command::Tasks(TasksCommand::Resume) => resume(&cx).await,
+        Command::Tasks(TasksCommand::Resume) => resume(cx).await,
     }
 }
 
@@ -251,6 +266,7 @@ async fn connect(
     }
     let client = builder.connect().await?;
     eprintln!("connected: {}", client.negotiated());
+    cx.clients.lock().unwrap().push(client.clone());
     Ok(client)
 }
 
@@ -389,6 +405,12 @@ async fn follow(cx: &Context, handle: &TaskHandle) -> Result<u8, Failure> {
                             handle.id(),
                             handle.id()
                         );
+                        if cx.cli.server.stdio.is_some() {
+                            eprintln!(
+                                "note: this command started the server, which ends with it; \
+                                 the task lives on only if the server keeps tasks in a durable store"
+                            );
+                        }
                         return Ok(RUNNING);
                     }
                 }
