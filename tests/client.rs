@@ -442,16 +442,18 @@ async fn relay(created: u64, later: u64, listen: bool) -> (McpClient, Polls) {
     } else {
         &["subscriptions/listen"]
     };
-    relay_with(created, later, refused, false).await
+    relay_with(created, later, refused, false, 0).await
 }
 
-/// [`relay`], refusing the methods `refused`, and with `strip_tasks`, removing the `tasks`
-/// capability from the `initialize` answer.
+/// [`relay`], refusing the methods `refused`; with `strip_tasks`, removing the `tasks`
+/// capability from the `initialize` answer; and answering the first `busy` polls with a
+/// busy error that asks for 300 ms.
 async fn relay_with(
     created: u64,
     later: u64,
     refused: &'static [&'static str],
     strip_tasks: bool,
+    mut busy: usize,
 ) -> (McpClient, Polls) {
     use tokio::io::{AsyncWriteExt, BufReader};
     let server = Server::builder().registry_tools().build().unwrap();
@@ -476,6 +478,15 @@ async fn relay_with(
             let m: serde_json::Value = serde_json::from_str(&line).unwrap();
             if m["method"] == "tasks/get" {
                 seen.lock().unwrap().push(Instant::now());
+                if busy > 0 {
+                    busy -= 1;
+                    let error = json!({"code": -32000, "message": "server busy",
+                                       "data": {"retryAfterMs": 300}});
+                    refuse
+                        .send(json!({"jsonrpc": "2.0", "id": m["id"], "error": error}))
+                        .unwrap();
+                    continue;
+                }
             }
             if refused.iter().any(|r| m["method"] == *r) {
                 let error = json!({"code": -32601, "message": "method not found"});
@@ -575,12 +586,12 @@ async fn status_notifications_cut_a_long_poll_interval_short() {
 /// calls, and a tool that needs a task says so.
 #[tokio::test(start_paused = true)]
 async fn negotiation_falls_back_to_2025_then_to_plain_calls() {
-    let (client, _) = relay_with(100, 100, &["server/discover"], false).await;
+    let (client, _) = relay_with(100, 100, &["server/discover"], false, 0).await;
     assert_eq!(client.negotiated().to_string(), "2025-11-25 with tasks");
     let t = task(client.call_tool("long_haul", json!({})).await.unwrap());
     assert_eq!(completed_text(t.wait(deadline()).await.unwrap()), "hauled");
 
-    let (client, _) = relay_with(100, 100, &["server/discover"], true).await;
+    let (client, _) = relay_with(100, 100, &["server/discover"], true, 0).await;
     assert_eq!(
         client.negotiated().to_string(),
         "2025-11-25 without tasks (plain calls)"
@@ -595,4 +606,21 @@ async fn negotiation_falls_back_to_2025_then_to_plain_calls() {
         Err(ClientError::ToolRequiresTasks(_)) => {}
         other => panic!("plan_trip requires a task too: {other:?}"),
     }
+}
+
+/// A busy server's polls are retried after the time it asks for, not given up on.
+#[tokio::test(start_paused = true)]
+async fn busy_polls_are_retried_after_the_server_says() {
+    let (client, polls) = relay_with(100, 100, &["subscriptions/listen"], false, 2).await;
+    let t = task(client.call_tool("long_haul", json!({})).await.unwrap());
+    assert_eq!(completed_text(t.wait(deadline()).await.unwrap()), "hauled");
+    let polls = polls.lock().unwrap();
+    assert!(
+        polls[1] - polls[0] >= Duration::from_millis(300),
+        "{polls:?}"
+    );
+    assert!(
+        polls[2] - polls[1] >= Duration::from_millis(300),
+        "{polls:?}"
+    );
 }

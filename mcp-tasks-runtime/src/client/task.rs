@@ -209,6 +209,38 @@ impl TaskHandle {
         TaskState::from_value(&r)
     }
 
+    /// One `tasks/get` while watching: a busy or rate-limited answer (`-32000`, HTTP 429 or
+    /// 503) means "later", so it is asked again after the server's `retryAfterMs` (or the
+    /// poll interval), until the deadline.
+    async fn poll_once(
+        &self,
+        poll: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<Value, ClientError> {
+        loop {
+            match self
+                .client
+                .request("tasks/get", json!({"taskId": self.id}))
+                .await
+            {
+                Ok(r) => return Ok(r),
+                Err(ClientError::Rpc { code, data, .. }) if code == crate::jsonrpc::SERVER_BUSY => {
+                    let after = data
+                        .as_ref()
+                        .and_then(|d| d["retryAfterMs"].as_u64())
+                        .map(Duration::from_millis);
+                    sleep_until_next(after.or(poll), deadline, &self.id).await?;
+                }
+                Err(ClientError::Http {
+                    status: 429 | 503, ..
+                }) => {
+                    sleep_until_next(poll, deadline, &self.id).await?;
+                }
+                Err(e) => return Err(self.not_found(e)),
+            }
+        }
+    }
+
     /// Asks the server to cancel the task. In 2026-07-28 the cancel is cooperative: keep
     /// waiting to see how the task really ended.
     pub async fn cancel(&self) -> Result<(), ClientError> {
@@ -285,11 +317,7 @@ impl TaskHandle {
         loop {
             let r = match notified.take() {
                 Some(task) => task,
-                None => self
-                    .client
-                    .request("tasks/get", json!({"taskId": self.id}))
-                    .await
-                    .map_err(|e| self.not_found(e))?,
+                None => self.poll_once(poll, deadline).await?,
             };
             let state = TaskState::from_value(&r)?;
             poll = state.poll_interval.or(poll);
@@ -414,7 +442,7 @@ impl TaskHandle {
             sleep_until_next(poll, deadline, &self.id).await?;
         }
         loop {
-            let state = self.status().await?;
+            let state = TaskState::from_value(&self.poll_once(poll, deadline).await?)?;
             poll = state.poll_interval.or(poll);
             self.report(&state, &mut seen, on_event);
             if state.status == "cancelled" {
