@@ -624,3 +624,36 @@ async fn busy_polls_are_retried_after_the_server_says() {
         "{polls:?}"
     );
 }
+
+/// Progress a tool reports during a plain call reaches the caller, in both eras.
+#[tokio::test]
+async fn progress_of_a_plain_call_is_reported() {
+    for era in [Era::V2026_07_28, Era::V2025_11_25] {
+        let client = connect_stdio(Some(era), None).await;
+        let mut seen = Vec::new();
+        let called = client
+            .call_tool_with("test_tool_with_progress", json!({}), |e| {
+                if let TaskEvent::Progress {
+                    progress, total, ..
+                } = e
+                {
+                    seen.push((progress, total));
+                }
+            })
+            .await
+            .unwrap();
+        match called {
+            Called::Done(r) => assert_eq!(r.text(), "Progress test completed"),
+            Called::Task(t) => panic!("{era}: not a task tool, got {}", t.id()),
+        }
+        assert_eq!(
+            seen,
+            [
+                (0.0, Some(100.0)),
+                (50.0, Some(100.0)),
+                (100.0, Some(100.0))
+            ],
+            "{era}"
+        );
+    }
+}

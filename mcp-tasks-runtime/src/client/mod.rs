@@ -450,6 +450,17 @@ impl McpClient {
     /// Calls a tool. The server decides (2026-07-28), or the tool's task support does
     /// (2025-11-25: a task whenever the tool allows one), whether it runs as a task.
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<Called, ClientError> {
+        self.call_tool_with(name, arguments, |_| {}).await
+    }
+
+    /// [`McpClient::call_tool`], telling `on_event` about the progress the tool reports
+    /// while the call is open (a task's own progress comes through its handle).
+    pub async fn call_tool_with(
+        &self,
+        name: &str,
+        arguments: Value,
+        mut on_event: impl FnMut(TaskEvent) + Send,
+    ) -> Result<Called, ClientError> {
         let arguments = match arguments {
             Value::Null => json!({}),
             Value::Object(o) => Value::Object(o),
@@ -460,15 +471,58 @@ impl McpClient {
             }
         };
         match self.inner.negotiated.era {
-            Era::V2026_07_28 => self.call_2026(name, arguments).await,
-            Era::V2025_11_25 => self.call_2025(name, arguments).await,
+            Era::V2026_07_28 => self.call_2026(name, arguments, &mut on_event).await,
+            Era::V2025_11_25 => self.call_2025(name, arguments, &mut on_event).await,
         }
     }
 
-    async fn call_2026(&self, name: &str, arguments: Value) -> Result<Called, ClientError> {
+    /// Sends a `tools/call` with a progress token and reports its progress notifications
+    /// until the answer comes.
+    async fn open_call(
+        &self,
+        mut params: Value,
+        on_event: &mut (impl FnMut(TaskEvent) + Send),
+    ) -> Result<(Value, Value), ClientError> {
+        let token = json!(format!("call-{}", self.inner.wire.next_id()));
+        params["_meta"] = json!({ "progressToken": token });
+        let mut notifications = self.inner.wire.notifications();
+        let mut report = |n: &Value| {
+            if n["method"] == "notifications/progress" && n["params"]["progressToken"] == token {
+                on_event(TaskEvent::Progress {
+                    progress: n["params"]["progress"].as_f64().unwrap_or(0.0),
+                    total: n["params"]["total"].as_f64(),
+                    message: n["params"]["message"].as_str().map(str::to_owned),
+                });
+            }
+        };
+        let answer = self.request("tools/call", params);
+        tokio::pin!(answer);
+        let result = loop {
+            tokio::select! {
+                result = &mut answer => break result,
+                n = notifications.recv() => match n {
+                    Ok(n) => report(&n),
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break (&mut answer).await,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                },
+            }
+        };
+        // Notifications sent before the answer are already queued: report them too.
+        while let Ok(n) = notifications.try_recv() {
+            report(&n);
+        }
+        Ok((result?, token))
+    }
+
+    async fn call_2026(
+        &self,
+        name: &str,
+        arguments: Value,
+        on_event: &mut (impl FnMut(TaskEvent) + Send),
+    ) -> Result<Called, ClientError> {
         let mut params = json!({"name": name, "arguments": arguments});
         for _ in 0..MAX_INPUT_ROUNDS {
-            let result = self.request("tools/call", params.clone()).await?;
+            let (result, _) = self.open_call(params.clone(), on_event).await?;
             match result["resultType"].as_str() {
                 Some("task") => {
                     let handle = self.created(&result, name, &arguments)?;
@@ -504,24 +558,27 @@ impl McpClient {
         )))
     }
 
-    async fn call_2025(&self, name: &str, arguments: Value) -> Result<Called, ClientError> {
+    async fn call_2025(
+        &self,
+        name: &str,
+        arguments: Value,
+        on_event: &mut (impl FnMut(TaskEvent) + Send),
+    ) -> Result<Called, ClientError> {
         let support = self.tool(name).await?.task_support;
         let as_task = match (self.inner.negotiated.tasks, support.as_deref()) {
             (true, Some("optional" | "required")) => true,
             (false, Some("required")) => return Err(ClientError::ToolRequiresTasks(name.into())),
             _ => false,
         };
-        let token = format!("call-{}", store::now_ms());
-        let mut params =
-            json!({"name": name, "arguments": arguments, "_meta": {"progressToken": token}});
+        let mut params = json!({"name": name, "arguments": arguments});
         if as_task {
             params["task"] = json!({});
         }
-        let result = self.request("tools/call", params).await?;
+        let (result, token) = self.open_call(params, on_event).await?;
         match result.get("task") {
             Some(task) if as_task => {
                 let mut handle = self.created(task, name, &arguments)?;
-                handle.progress_token = Some(json!(token));
+                handle.progress_token = Some(token);
                 Ok(Called::Task(handle))
             }
             _ => Ok(Called::Done(ToolOutput::from_value(result)?)),

@@ -327,7 +327,12 @@ async fn call(
         },
         None => args::parse(tool, &info.input_schema, words).map_err(|e| Failure(USAGE, e))?,
     };
-    match client.call_tool(tool, arguments).await? {
+    let (bar, on_progress) = progress_bar(cx, tool);
+    bar.set_message("calling…");
+    let called = client.call_tool_with(tool, arguments, on_progress).await;
+    bar.finish_and_clear();
+    *cx.bar.lock().unwrap() = None;
+    match called? {
         Called::Done(output) => Ok(print_result(cx, None, &TaskOutcome::Completed(output))),
         Called::Task(handle) => {
             eprintln!(
@@ -342,22 +347,7 @@ async fn call(
 
 /// Follows a task with a progress bar; Ctrl-C asks whether to cancel it or detach.
 async fn follow(cx: &Context, handle: &TaskHandle) -> Result<u8, Failure> {
-    let bar = if cx.cli.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr())
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {prefix} [{elapsed}] {msg}")
-            .expect("a valid template"),
-    );
-    let with_total =
-        ProgressStyle::with_template("{spinner} {prefix} [{elapsed}] {bar:30} {pos}/{len} {msg}")
-            .expect("a valid template");
-    let mut measured = false;
-    bar.set_prefix(handle.tool().unwrap_or("task").to_owned());
-    bar.enable_steady_tick(Duration::from_millis(120));
-    *cx.bar.lock().unwrap() = Some(bar.clone());
+    let (bar, mut on_progress) = progress_bar(cx, handle.tool().unwrap_or("task"));
     let deadline = deadline(cx);
     let mut cancelled = false;
     let outcome = loop {
@@ -368,23 +358,7 @@ async fn follow(cx: &Context, handle: &TaskHandle) -> Result<u8, Failure> {
                     None => status,
                 });
             }
-            TaskEvent::Progress {
-                progress,
-                total,
-                message,
-            } => {
-                if let Some(total) = total {
-                    if !measured {
-                        bar.set_style(with_total.clone());
-                        measured = true;
-                    }
-                    bar.set_length(total as u64);
-                }
-                bar.set_position(progress as u64);
-                if let Some(m) = message {
-                    bar.set_message(m);
-                }
-            }
+            progress @ TaskEvent::Progress { .. } => on_progress(progress),
             _ => {}
         });
         tokio::select! {
@@ -423,6 +397,49 @@ async fn follow(cx: &Context, handle: &TaskHandle) -> Result<u8, Failure> {
         Ok(outcome) => Ok(print_result(cx, Some(handle.id()), &outcome)),
         Err(e) => Err(e.into()),
     }
+}
+
+/// A progress bar on stderr (hidden with `--json`), registered so that questions hide it,
+/// and what to do with a progress event: a count once the work reports a total.
+fn progress_bar(cx: &Context, prefix: &str) -> (ProgressBar, impl FnMut(TaskEvent) + Send) {
+    let bar = if cx.cli.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr())
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {prefix} [{elapsed}] {msg}")
+            .expect("a valid template"),
+    );
+    let with_total =
+        ProgressStyle::with_template("{spinner} {prefix} [{elapsed}] {bar:30} {pos}/{len} {msg}")
+            .expect("a valid template");
+    bar.set_prefix(prefix.to_owned());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    *cx.bar.lock().unwrap() = Some(bar.clone());
+    let mut measured = false;
+    let shown = bar.clone();
+    let on_progress = move |event| {
+        if let TaskEvent::Progress {
+            progress,
+            total,
+            message,
+        } = event
+        {
+            if let Some(total) = total {
+                if !measured {
+                    shown.set_style(with_total.clone());
+                    measured = true;
+                }
+                shown.set_length(total as u64);
+            }
+            shown.set_position(progress as u64);
+            if let Some(m) = message {
+                shown.set_message(m);
+            }
+        }
+    };
+    (bar, on_progress)
 }
 
 enum Choice {
