@@ -335,26 +335,36 @@ async fn the_handle_store_remembers_tasks_and_resume_calls_nothing_again() {
             .connect()
     };
     let first = connect().await.unwrap();
-    let t = task(
-        first
-            .call_tool("slow_compute", json!({"seconds": 1}))
-            .await
-            .unwrap(),
-    );
-    let id = t.id().to_owned();
-    drop((t, first));
+    let mut ids = Vec::new();
+    for seconds in [1, 2] {
+        let t = task(
+            first
+                .call_tool("slow_compute", json!({ "seconds": seconds }))
+                .await
+                .unwrap(),
+        );
+        ids.push(t.id().to_owned());
+    }
+    drop(first);
 
-    // A new client, as after a crash: it finds the task and finishes watching it.
+    // A new client, as after a crash: it finds the tasks and finishes watching them.
     let second = connect().await.unwrap();
     let known = second.resume().unwrap();
-    assert_eq!(known.len(), 1);
-    assert_eq!(known[0].id(), id);
-    assert_eq!(known[0].tool(), Some("slow_compute"));
-    let text = completed_text(known[0].wait(deadline()).await.unwrap());
-    assert_eq!(text, "compute finished after 1 s");
+    let known_ids: Vec<&str> = known.iter().map(|h| h.id()).collect();
+    assert_eq!(known_ids, ids);
+    assert!(known.iter().all(|h| h.tool() == Some("slow_compute")));
+    let outcomes = second.resume_all(deadline()).await.unwrap();
+    let texts: Vec<String> = outcomes
+        .into_iter()
+        .map(|(_, o)| completed_text(o.unwrap()))
+        .collect();
+    assert_eq!(
+        texts,
+        ["compute finished after 1 s", "compute finished after 2 s"]
+    );
     let all = store.list(None, false).unwrap();
-    assert_eq!(all.len(), 1, "one call, one handle: {all:?}");
-    assert!(all[0].finished && all[0].status == "completed");
+    assert_eq!(all.len(), 2, "two calls, two handles: {all:?}");
+    assert!(all.iter().all(|h| h.finished && h.status == "completed"));
     assert!(second.resume().unwrap().is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -630,6 +630,32 @@ impl McpClient {
             .collect())
     }
 
+    /// Watches every unfinished task of this server in the handle store to its end, all at
+    /// once, until `deadline` at most; each handle comes back with how its task ended.
+    /// Nothing is called again.
+    pub async fn resume_all(
+        &self,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Vec<(TaskHandle, Result<TaskOutcome, ClientError>)>, ClientError> {
+        let handles = self.resume()?;
+        let mut watching = tokio::task::JoinSet::new();
+        for (i, handle) in handles.iter().cloned().enumerate() {
+            watching.spawn(async move { (i, handle.wait(deadline).await) });
+        }
+        let mut outcomes: Vec<Option<Result<TaskOutcome, ClientError>>> =
+            handles.iter().map(|_| None).collect();
+        while let Some(joined) = watching.join_next().await {
+            let (i, outcome) =
+                joined.map_err(|e| ClientError::Handler(format!("a watch panicked: {e}")))?;
+            outcomes[i] = Some(outcome);
+        }
+        Ok(handles
+            .into_iter()
+            .zip(outcomes)
+            .map(|(h, o)| (h, o.expect("every watch ends")))
+            .collect())
+    }
+
     /// Lists the server's tasks (2025-11-25 only: the 2026-07-28 extension has no list).
     pub async fn list_tasks(&self) -> Result<Vec<TaskState>, ClientError> {
         if self.inner.negotiated.era != Era::V2025_11_25 {
