@@ -452,7 +452,7 @@ async fn ask_cancel_or_detach(bar: &ProgressBar, cx: &Context) -> Choice {
         return Choice::Cancel;
     }
     let bar = bar.clone();
-    tokio::task::spawn_blocking(move || {
+    let asked = tokio::task::spawn_blocking(move || {
         bar.suspend(|| {
             dialoguer::Select::new()
                 .with_prompt("Interrupted: cancel the task, or detach and leave it running?")
@@ -461,16 +461,19 @@ async fn ask_cancel_or_detach(bar: &ProgressBar, cx: &Context) -> Choice {
                 .interact()
         })
     })
-    .await
-    .ok()
-    .and_then(Result::ok)
-    .map_or(Choice::Detach, |i| {
-        if i == 0 {
-            Choice::Cancel
-        } else {
+    .await;
+    match asked {
+        Ok(Ok(0)) => Choice::Cancel,
+        Ok(Ok(_)) => Choice::Detach,
+        Ok(Err(e)) => {
+            eprintln!("cannot ask whether to cancel ({e}); detaching");
             Choice::Detach
         }
-    })
+        Err(e) => {
+            eprintln!("cannot ask whether to cancel ({e}); detaching");
+            Choice::Detach
+        }
+    }
 }
 
 /// Prints how a call ended and returns its exit code.
