@@ -8,6 +8,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod call;
+#[cfg(feature = "client")]
+pub mod client;
 pub mod context;
 pub mod engine;
 pub mod error;

@@ -1,0 +1,682 @@
+//! `mcp-tasks`: call MCP tools from the command line, in either protocol era, and follow the
+//! tasks they start: a live progress bar, questions asked in the terminal, Ctrl-C to cancel or
+//! detach, and every task remembered so `mcp-tasks tasks resume` can pick it up again.
+//!
+//! Exit codes: 0 completed, 1 failed (a tool error or a failed task), 2 bad usage,
+//! 3 cancelled, 4 input needed, 5 connection error, 6 still running (detached or past the
+//! deadline), 7 task unknown or expired.
+
+mod args;
+mod terminal;
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use mcp_tasks::client::{
+    Called, ClientError, Era, Handle, HandleStore, McpClient, TaskEvent, TaskHandle, TaskOutcome,
+};
+use serde_json::{Value, json};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use terminal::{Bar, TerminalHandler};
+
+const COMPLETED: u8 = 0;
+const FAILED: u8 = 1;
+const USAGE: u8 = 2;
+const CANCELLED: u8 = 3;
+const INPUT_NEEDED: u8 = 4;
+const CONNECTION: u8 = 5;
+const RUNNING: u8 = 6;
+const UNKNOWN_TASK: u8 = 7;
+
+/// Call MCP tools and follow their tasks, on MCP 2026-07-28 or 2025-11-25.
+#[derive(Debug, Parser)]
+#[command(name = "mcp-tasks", version, about, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long, global = true)]
+    json: bool,
+    /// The handle store (default: $MCP_TASKS_HOME/handles.db or ~/.local/state/mcp-tasks).
+    #[arg(long, global = true, value_name = "PATH")]
+    store: Option<std::path::PathBuf>,
+    /// Stop waiting after this many seconds (the task keeps running).
+    #[arg(long, global = true, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    /// Never ask questions, even in a terminal: exit with code 4 when input is needed.
+    #[arg(long, global = true)]
+    no_input: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+const EXIT_CODES: &str = "Exit codes: 0 completed, 1 failed, 2 bad usage, 3 cancelled, \
+    4 input needed, 5 connection error, 6 still running, 7 task unknown or expired";
+
+#[derive(Debug, Args)]
+struct ServerArgs {
+    /// Spawn this server command and talk to it over stdio.
+    #[arg(long, global = true, value_name = "CMD", conflicts_with = "url")]
+    stdio: Option<String>,
+    /// Talk Streamable HTTP to this endpoint.
+    #[arg(long, global = true, value_name = "URL")]
+    url: Option<String>,
+    /// Use this protocol version only (2026-07-28 or 2025-11-25) instead of the best.
+    #[arg(long, global = true, value_name = "VERSION", value_parser = parse_era)]
+    era: Option<Era>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Call a tool: `key=value` arguments (read by the tool's input schema) or one JSON object.
+    Call {
+        /// The tool.
+        tool: String,
+        /// `key=value` pairs, or a single JSON object.
+        arguments: Vec<String>,
+        /// The arguments as a JSON object (instead of `key=value`).
+        #[arg(long, value_name = "JSON")]
+        args: Option<String>,
+    },
+    /// List the server's tools and their task support.
+    Tools,
+    /// Work on tasks: known handles, or ids given by hand.
+    #[command(subcommand)]
+    Tasks(TasksCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum TasksCommand {
+    /// List the known handles (of the given server, or all); with a 2025-11-25 server and
+    /// `--remote`, the server's own list.
+    List {
+        /// Ask the server (2025-11-25 only) instead of the handle store.
+        #[arg(long)]
+        remote: bool,
+    },
+    /// Show a task's status.
+    Get {
+        /// The task id.
+        id: String,
+    },
+    /// Cancel a task.
+    Cancel {
+        /// The task id.
+        id: String,
+    },
+    /// Follow a task to its end and print its result.
+    Watch {
+        /// The task id.
+        id: String,
+    },
+    /// Follow every known unfinished task (of the given server, or of all servers) to its
+    /// end, without calling any tool again.
+    Resume,
+}
+
+fn parse_era(s: &str) -> Result<Era, String> {
+    Era::parse(s).ok_or_else(|| format!("`{s}` is not 2026-07-28 or 2025-11-25"))
+}
+
+/// A failure, with the exit code it means.
+struct Failure(u8, String);
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        let code = match &e {
+            ClientError::Spawn { .. }
+            | ClientError::Connect { .. }
+            | ClientError::Http { .. }
+            | ClientError::Closed(_)
+            | ClientError::Protocol(_)
+            | ClientError::Negotiation(_) => CONNECTION,
+            ClientError::TaskNotFound(_) => UNKNOWN_TASK,
+            ClientError::Deadline(_) => RUNNING,
+            ClientError::InputNeeded { .. } | ClientError::MissingCapability { .. } => INPUT_NEEDED,
+            ClientError::BadCommand(_)
+            | ClientError::Arguments(_)
+            | ClientError::UnknownTool(_) => USAGE,
+            _ => FAILED,
+        };
+        let mut text = e.to_string();
+        if let ClientError::MissingCapability { method, required } = &e {
+            text = format!(
+                "the server needs the client capability {required} for `{method}`: \
+                 run in a terminal, without --no-input, so that its questions can be asked"
+            );
+        }
+        if let ClientError::InputNeeded { task, .. } = &e {
+            text.push_str(&format!(
+                "; it keeps waiting: answer with `mcp-tasks tasks watch {task}` in a terminal"
+            ));
+        }
+        Failure(code, text)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let code = runtime
+        .block_on(run(cli))
+        .unwrap_or_else(|Failure(code, message)| {
+            eprintln!("error: {message}");
+            code
+        });
+    // Spawned servers end when their stdin closes; don't wait for stray readers.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    ExitCode::from(code)
+}
+
+struct Context {
+    cli: Cli,
+    store: Arc<HandleStore>,
+    bar: Bar,
+    /// Every connection made, closed when the command is done.
+    clients: std::sync::Mutex<Vec<McpClient>>,
+}
+
+/// How long a spawned server gets to exit once its stdin closed.
+const CLOSE_GRACE: Duration = Duration::from_secs(3);
+
+async fn run(cli: Cli) -> Result<u8, Failure> {
+    let path = cli.store.clone().unwrap_or_else(HandleStore::default_path);
+    let store = Arc::new(HandleStore::open(&path).map_err(|e| {
+        Failure(
+            USAGE,
+            format!("cannot open the handle store {}: {e}", path.display()),
+        )
+    })?);
+    let cx = Context {
+        cli,
+        store,
+        bar: Bar::default(),
+        clients: std::sync::Mutex::default(),
+    };
+    let code = command(&cx).await;
+    let clients = std::mem::take(&mut *cx.clients.lock().unwrap());
+    for client in clients {
+        client.close(CLOSE_GRACE).await;
+    }
+    code
+}
+
+async fn command(cx: &Context) -> Result<u8, Failure> {
+    match &cx.cli.command {
+        Command::Call {
+            tool,
+            arguments,
+            args,
+        } => call(cx, tool, arguments, args.as_deref()).await,
+        Command::Tools => tools(cx).await,
+        Command::Tasks(TasksCommand::List { remote }) => list(cx, *remote).await,
+        Command::Tasks(TasksCommand::Get { id }) => get(cx, id).await,
+        Command::Tasks(TasksCommand::Cancel { id }) => cancel(cx, id).await,
+        Command::Tasks(TasksCommand::Watch { id }) => {
+            let client = connect_for(cx, Some(id)).await?;
+            let handle = client.task(id.clone());
+            follow(cx, &handle).await
+        }
+        Command::Tasks(TasksCommand::Resume) => resume(cx).await,
+    }
+}
+
+fn interactive(cx: &Context) -> bool {
+    !cx.cli.no_input && std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// Connects to the server the flags name.
+async fn connect(
+    cx: &Context,
+    server_key: Option<&str>,
+    era: Option<Era>,
+) -> Result<McpClient, Failure> {
+    let mut builder = McpClient::builder()
+        .client_info("mcp-tasks", env!("CARGO_PKG_VERSION"))
+        .store(cx.store.clone());
+    builder = match (&cx.cli.server.stdio, &cx.cli.server.url, server_key) {
+        (Some(cmd), _, _) => builder.stdio(cmd),
+        (None, Some(url), _) => builder.http(url),
+        (None, None, Some(key)) => match key.split_once(':') {
+            Some(("stdio", cmd)) => builder.stdio(cmd),
+            Some(("http", url)) => builder.http(url),
+            _ => {
+                return Err(Failure(
+                    USAGE,
+                    format!(
+                        "the handle's server `{key}` cannot be reached from here; pass --stdio or --url"
+                    ),
+                ));
+            }
+        },
+        (None, None, None) => {
+            return Err(Failure(
+                USAGE,
+                "no server: pass --stdio \"COMMAND\" or --url URL".into(),
+            ));
+        }
+    };
+    if let Some(era) = cx.cli.server.era.or(era) {
+        builder = builder.era(era);
+    }
+    if interactive(cx) {
+        builder = builder.handler(TerminalHandler::new(cx.bar.clone()));
+    }
+    let client = builder.connect().await?;
+    eprintln!("connected: {}", client.negotiated());
+    cx.clients.lock().unwrap().push(client.clone());
+    Ok(client)
+}
+
+/// Connects to the server of a known task: the flags' server, else the one its handle names.
+async fn connect_for(cx: &Context, id: Option<&str>) -> Result<McpClient, Failure> {
+    if cx.cli.server.stdio.is_some() || cx.cli.server.url.is_some() {
+        return connect(cx, None, None).await;
+    }
+    let known: Vec<Handle> = cx
+        .store
+        .list(None, false)
+        .map_err(|e| Failure(FAILED, e.to_string()))?
+        .into_iter()
+        .filter(|h| Some(h.task_id.as_str()) == id)
+        .collect();
+    match known.as_slice() {
+        [h] => connect(cx, Some(&h.server), Some(h.era)).await,
+        [] => Err(Failure(
+            USAGE,
+            "no known handle has this id; pass --stdio or --url to name its server".into(),
+        )),
+        _ => Err(Failure(
+            USAGE,
+            "several servers have a task with this id; pass --stdio or --url".into(),
+        )),
+    }
+}
+
+fn deadline(cx: &Context) -> Option<tokio::time::Instant> {
+    cx.cli
+        .timeout
+        .map(|s| tokio::time::Instant::now() + Duration::from_secs_f64(s.max(0.0)))
+}
+
+async fn call(
+    cx: &Context,
+    tool: &str,
+    words: &[String],
+    json_args: Option<&str>,
+) -> Result<u8, Failure> {
+    let client = connect(cx, None, None).await?;
+    let info = client.tool(tool).await?;
+    let arguments = match json_args {
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(v @ Value::Object(_)) if words.is_empty() => v,
+            Ok(Value::Object(_)) => {
+                return Err(Failure(
+                    USAGE,
+                    "give --args or key=value arguments, not both".into(),
+                ));
+            }
+            _ => {
+                return Err(Failure(
+                    USAGE,
+                    format!("--args `{text}` is not a JSON object"),
+                ));
+            }
+        },
+        None => args::parse(tool, &info.input_schema, words).map_err(|e| Failure(USAGE, e))?,
+    };
+    let (bar, on_progress) = progress_bar(cx, tool);
+    bar.set_message("calling…");
+    let called = client.call_tool_with(tool, arguments, on_progress).await;
+    bar.finish_and_clear();
+    *cx.bar.lock().unwrap() = None;
+    match called? {
+        Called::Done(output) => Ok(print_result(cx, None, &TaskOutcome::Completed(output))),
+        Called::Task(handle) => {
+            eprintln!(
+                "task {} started; `mcp-tasks tasks watch {}` follows it from anywhere",
+                handle.id(),
+                handle.id()
+            );
+            follow(cx, &handle).await
+        }
+    }
+}
+
+/// Follows a task with a progress bar; Ctrl-C asks whether to cancel it or detach.
+async fn follow(cx: &Context, handle: &TaskHandle) -> Result<u8, Failure> {
+    let (bar, mut on_progress) = progress_bar(cx, handle.tool().unwrap_or("task"));
+    let deadline = deadline(cx);
+    let mut cancelled = false;
+    let outcome = loop {
+        let watch = handle.watch(deadline, |event| match event {
+            TaskEvent::Status { status, message } => {
+                bar.set_message(match message {
+                    Some(m) => format!("{status}: {m}"),
+                    None => status,
+                });
+            }
+            progress @ TaskEvent::Progress { .. } => on_progress(progress),
+            _ => {}
+        });
+        tokio::select! {
+            outcome = watch => break outcome,
+            _ = tokio::signal::ctrl_c() => {
+                // A second Ctrl-C while the cancel takes effect stops waiting for it.
+                let choice = if cancelled { Choice::Detach } else { ask_cancel_or_detach(&bar, cx).await };
+                match choice {
+                    Choice::Cancel => {
+                        cancelled = true;
+                        bar.set_message("cancelling…");
+                        handle.cancel().await?;
+                    }
+                    Choice::Detach => {
+                        bar.finish_and_clear();
+                        eprintln!(
+                            "detached: task {} keeps running; `mcp-tasks tasks watch {}` picks it up",
+                            handle.id(),
+                            handle.id()
+                        );
+                        if cx.cli.server.stdio.is_some() {
+                            eprintln!(
+                                "note: this command started the server, which ends with it; \
+                                 the task lives on only if the server keeps tasks in a durable store"
+                            );
+                        }
+                        return Ok(RUNNING);
+                    }
+                }
+            }
+        }
+    };
+    bar.finish_and_clear();
+    *cx.bar.lock().unwrap() = None;
+    match outcome {
+        Ok(outcome) => Ok(print_result(cx, Some(handle.id()), &outcome)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A progress bar on stderr (hidden with `--json`), registered so that questions hide it,
+/// and what to do with a progress event: a count once the work reports a total.
+fn progress_bar(cx: &Context, prefix: &str) -> (ProgressBar, impl FnMut(TaskEvent) + Send) {
+    let bar = if cx.cli.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr())
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {prefix} [{elapsed}] {msg}")
+            .expect("a valid template"),
+    );
+    let with_total =
+        ProgressStyle::with_template("{spinner} {prefix} [{elapsed}] {bar:30} {pos}/{len} {msg}")
+            .expect("a valid template");
+    bar.set_prefix(prefix.to_owned());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    *cx.bar.lock().unwrap() = Some(bar.clone());
+    let mut measured = false;
+    let shown = bar.clone();
+    let on_progress = move |event| {
+        if let TaskEvent::Progress {
+            progress,
+            total,
+            message,
+        } = event
+        {
+            if let Some(total) = total {
+                if !measured {
+                    shown.set_style(with_total.clone());
+                    measured = true;
+                }
+                shown.set_length(total as u64);
+            }
+            shown.set_position(progress as u64);
+            if let Some(m) = message {
+                shown.set_message(m);
+            }
+        }
+    };
+    (bar, on_progress)
+}
+
+enum Choice {
+    Cancel,
+    Detach,
+}
+
+async fn ask_cancel_or_detach(bar: &ProgressBar, cx: &Context) -> Choice {
+    if !interactive(cx) {
+        return Choice::Cancel;
+    }
+    let bar = bar.clone();
+    let asked = tokio::task::spawn_blocking(move || {
+        bar.suspend(|| {
+            dialoguer::Select::new()
+                .with_prompt("Interrupted: cancel the task, or detach and leave it running?")
+                .items(["cancel", "detach"])
+                .default(0)
+                .interact()
+        })
+    })
+    .await;
+    match asked {
+        Ok(Ok(0)) => Choice::Cancel,
+        Ok(Ok(_)) => Choice::Detach,
+        Ok(Err(e)) => {
+            eprintln!("cannot ask whether to cancel ({e}); detaching");
+            Choice::Detach
+        }
+        Err(e) => {
+            eprintln!("cannot ask whether to cancel ({e}); detaching");
+            Choice::Detach
+        }
+    }
+}
+
+/// Prints how a call ended and returns its exit code.
+fn print_result(cx: &Context, task: Option<&str>, outcome: &TaskOutcome) -> u8 {
+    let (status, code) = match outcome {
+        TaskOutcome::Completed(o) if o.is_error() => ("completed", FAILED),
+        TaskOutcome::Completed(_) => ("completed", COMPLETED),
+        TaskOutcome::Failed { code, .. }
+            if *code == i64::from(mcp_tasks::jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY) =>
+        {
+            ("failed", INPUT_NEEDED)
+        }
+        TaskOutcome::Failed { .. } => ("failed", FAILED),
+        TaskOutcome::Cancelled => ("cancelled", CANCELLED),
+    };
+    if cx.cli.json {
+        let mut out = json!({ "status": status });
+        if let Some(id) = task {
+            out["taskId"] = id.into();
+        }
+        match outcome {
+            TaskOutcome::Completed(o) => out["result"] = o.raw.clone(),
+            TaskOutcome::Failed { code, message } => {
+                out["error"] = json!({"code": code, "message": message});
+            }
+            TaskOutcome::Cancelled => {}
+        }
+        println!("{out}");
+        return code;
+    }
+    match outcome {
+        TaskOutcome::Completed(o) => {
+            let text = o.text();
+            if !text.is_empty() {
+                println!("{text}");
+            }
+            for block in o.raw["content"].as_array().into_iter().flatten() {
+                if block["type"] != "text" {
+                    println!("[{} content]", block["type"].as_str().unwrap_or("other"));
+                }
+            }
+            if o.is_error() {
+                eprintln!("the tool reported an error");
+            }
+        }
+        TaskOutcome::Failed { code: c, message } => {
+            eprintln!("task failed: {message} (code {c})");
+            if code == INPUT_NEEDED {
+                eprintln!("the tool needs input: run the call in a terminal, without --no-input");
+            }
+        }
+        TaskOutcome::Cancelled => eprintln!("task cancelled"),
+    }
+    code
+}
+
+async fn tools(cx: &Context) -> Result<u8, Failure> {
+    let client = connect(cx, None, None).await?;
+    let tools = client.list_tools().await?;
+    let era = client.negotiated().era;
+    let support = |t: &mcp_tasks::client::ToolInfo| match (&t.task_support, era) {
+        (Some(s), _) => s.clone(),
+        (None, Era::V2025_11_25) => "forbidden".into(),
+        (None, _) => "server decides".into(),
+    };
+    if cx.cli.json {
+        let list: Vec<Value> = tools
+            .iter()
+            .map(|t| {
+                json!({"name": t.name, "description": t.description, "taskSupport": support(t),
+                       "inputSchema": t.input_schema})
+            })
+            .collect();
+        println!("{}", Value::Array(list));
+        return Ok(COMPLETED);
+    }
+    let width = tools.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
+    println!("{:width$}  {:14}  DESCRIPTION", "TOOL", "TASKS");
+    for t in &tools {
+        let description = t
+            .description
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .next()
+            .unwrap_or("");
+        println!("{:width$}  {:14}  {description}", t.name, support(t));
+    }
+    Ok(COMPLETED)
+}
+
+async fn list(cx: &Context, remote: bool) -> Result<u8, Failure> {
+    if remote {
+        let client = connect(cx, None, None).await?;
+        let tasks = client.list_tasks().await?;
+        if cx.cli.json {
+            let raw: Vec<Value> = tasks.iter().map(|t| t.raw.clone()).collect();
+            println!("{}", Value::Array(raw));
+        } else {
+            for t in tasks {
+                println!(
+                    "{}  {}  {}",
+                    t.task_id,
+                    t.status,
+                    t.status_message.unwrap_or_default()
+                );
+            }
+        }
+        return Ok(COMPLETED);
+    }
+    let server = server_key(cx);
+    let handles = cx
+        .store
+        .list(server.as_deref(), false)
+        .map_err(|e| Failure(FAILED, e.to_string()))?;
+    if cx.cli.json {
+        let list: Vec<Value> = handles
+            .iter()
+            .map(|h| {
+                json!({"server": h.server, "era": h.era.as_str(), "taskId": h.task_id,
+                       "tool": h.tool, "argsDigest": h.args_digest, "createdAtMs": h.created_at_ms,
+                       "status": h.status, "finished": h.finished})
+            })
+            .collect();
+        println!("{}", Value::Array(list));
+    } else {
+        for h in handles {
+            println!(
+                "{}  {:14}  {:16}  {}  {}",
+                h.task_id, h.status, h.tool, h.era, h.server
+            );
+        }
+    }
+    Ok(COMPLETED)
+}
+
+/// The handle-store name of the server the flags give.
+fn server_key(cx: &Context) -> Option<String> {
+    match (&cx.cli.server.stdio, &cx.cli.server.url) {
+        (Some(cmd), _) => Some(format!("stdio:{cmd}")),
+        (None, Some(url)) => Some(format!("http:{url}")),
+        _ => None,
+    }
+}
+
+async fn get(cx: &Context, id: &str) -> Result<u8, Failure> {
+    let client = connect_for(cx, Some(id)).await?;
+    let state = client.task(id).status().await?;
+    if cx.cli.json {
+        println!("{}", state.raw);
+    } else {
+        println!(
+            "{}  {}  {}",
+            state.task_id,
+            state.status,
+            state.status_message.unwrap_or_default()
+        );
+    }
+    Ok(COMPLETED)
+}
+
+async fn cancel(cx: &Context, id: &str) -> Result<u8, Failure> {
+    let client = connect_for(cx, Some(id)).await?;
+    client.task(id).cancel().await?;
+    eprintln!("asked the server to cancel task {id}");
+    Ok(COMPLETED)
+}
+
+async fn resume(cx: &Context) -> Result<u8, Failure> {
+    let server = server_key(cx);
+    let handles = cx
+        .store
+        .list(server.as_deref(), true)
+        .map_err(|e| Failure(FAILED, e.to_string()))?;
+    if handles.is_empty() {
+        eprintln!("no unfinished tasks are known");
+        return Ok(COMPLETED);
+    }
+    let mut worst = COMPLETED;
+    for h in handles {
+        eprintln!("resuming task {} ({}) on {}", h.task_id, h.tool, h.server);
+        let code = match connect(cx, Some(&h.server), Some(h.era)).await {
+            Ok(client) => {
+                let mut handle = None;
+                for known in client.resume()? {
+                    if known.id() == h.task_id {
+                        handle = Some(known);
+                    }
+                }
+                let handle = handle.unwrap_or_else(|| client.task(h.task_id.clone()));
+                follow(cx, &handle)
+                    .await
+                    .unwrap_or_else(|Failure(code, message)| {
+                        eprintln!("error: {message}");
+                        code
+                    })
+            }
+            Err(Failure(code, message)) => {
+                eprintln!("error: {message}");
+                code
+            }
+        };
+        worst = worst.max(code);
+    }
+    Ok(worst)
+}
