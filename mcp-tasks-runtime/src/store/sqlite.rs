@@ -1093,9 +1093,24 @@ impl Writer {
             let first_seq = (self.last_seq, self.change_seq);
             let mut answers = Vec::with_capacity(batch.len());
             let mut aborted = None;
+            // Tasks this transaction writes are kept out of the read cache from before its
+            // commit becomes visible until after it: a reader never caches, nor is served,
+            // a version older than one another reader may already have seen.
+            let mut writing: Vec<String> = Vec::new();
             for (n, op) in batch.iter().enumerate() {
                 match catch_unwind(AssertUnwindSafe(|| self.apply(op))) {
-                    Ok(Ok(answer)) => answers.push(Ok(answer)),
+                    Ok(Ok(answer)) => {
+                        match (op, &answer) {
+                            (WriteOp::CompareAndSet { row, .. }, _) => writing.push(row.id.clone()),
+                            (WriteOp::Delete { id, .. }, _) => writing.push(id.clone()),
+                            (_, Answer::Ids(ids)) => writing.extend(ids.iter().cloned()),
+                            (_, Answer::Records(records)) => {
+                                writing.extend(records.iter().map(|r| r.id.clone()));
+                            }
+                            _ => {}
+                        }
+                        answers.push(Ok(answer));
+                    }
                     Ok(Err(error)) if self.conn.is_autocommit() => {
                         // SQLite rolled the whole transaction back (I/O error, disk full):
                         // this write fails, the others run again in a new transaction.
@@ -1112,37 +1127,28 @@ impl Writer {
                 batch.remove(n).finish(Err(error));
                 continue;
             }
+            // A create needs nothing: a missing task is never cached. A lost
+            // compare-and-set is marked too: its caller read an older version (another
+            // process wrote), so the next read goes to the database.
+            for id in &writing {
+                self.cache.begin_write(id);
+            }
             let committed = self
                 .save_seq(first_seq)
                 .and_then(|()| self.conn.execute_batch("COMMIT"));
+            if committed.is_err() {
+                let _ = self.conn.execute_batch("ROLLBACK");
+            }
+            for id in &writing {
+                self.cache.end_write(id);
+            }
             match committed {
                 Ok(()) => {
-                    for (op, answer) in batch.iter().zip(&answers) {
-                        match (op, answer) {
-                            // A create needs nothing: a missing task is never cached.
-                            // A lost compare-and-set means the caller read an older
-                            // version (another process wrote): read it afresh next time.
-                            (WriteOp::CompareAndSet { row, .. }, Ok(Answer::Changed(_))) => {
-                                self.cache.forget(&row.id);
-                            }
-                            (_, Ok(Answer::Records(records))) => records.iter().for_each(|r| {
-                                self.cache.forget(&r.id);
-                            }),
-                            (WriteOp::Delete { id, .. }, Ok(Answer::Changed(true))) => {
-                                self.cache.forget(id);
-                            }
-                            (_, Ok(Answer::Ids(ids))) => ids.iter().for_each(|id| {
-                                self.cache.forget(id);
-                            }),
-                            _ => {}
-                        }
-                    }
                     for (op, answer) in batch.into_iter().zip(answers) {
                         op.finish(answer);
                     }
                 }
                 Err(error) => {
-                    let _ = self.conn.execute_batch("ROLLBACK");
                     fail_all(batch, "the commit failed; nothing was written", &error);
                 }
             }
@@ -1331,6 +1337,8 @@ struct CacheShard {
     bytes: usize,
     /// Bumped by every forget.
     epoch: u64,
+    /// Tasks a transaction is writing now (with how many writes): never cached meanwhile.
+    writing: HashMap<String, u32>,
 }
 
 // Returned by value straight to the caller, so the size difference costs nothing.
@@ -1375,6 +1383,39 @@ impl Cache {
         }
     }
 
+    /// Keeps a task out of the cache until [`Cache::end_write`]: called before the commit
+    /// that writes it.
+    fn begin_write(&self, id: &str) {
+        if self.shard_bytes == 0 {
+            return;
+        }
+        let mut shard = self.shard(id);
+        shard.epoch += 1;
+        if let Some((_, size)) = shard.tasks.remove(id) {
+            shard.bytes -= size;
+        }
+        *shard.writing.entry(id.to_owned()).or_default() += 1;
+    }
+
+    /// The commit that wrote a task is done (or failed): reads may cache it again, from a
+    /// read that starts after this.
+    fn end_write(&self, id: &str) {
+        if self.shard_bytes == 0 {
+            return;
+        }
+        let mut shard = self.shard(id);
+        shard.epoch += 1;
+        if let Some((_, size)) = shard.tasks.remove(id) {
+            shard.bytes -= size;
+        }
+        if let Some(n) = shard.writing.get_mut(id) {
+            *n -= 1;
+            if *n == 0 {
+                shard.writing.remove(id);
+            }
+        }
+    }
+
     /// Caches a task read after a miss at `epoch`, unless a write got in between.
     fn fill(&self, record: &TaskRecord, bytes: usize, epoch: u64) {
         // A shard's budget holds at least 4 tasks of the largest size cached.
@@ -1382,7 +1423,10 @@ impl Cache {
             return;
         }
         let mut shard = self.shard(&record.id);
-        if shard.epoch != epoch || shard.tasks.contains_key(&record.id) {
+        if shard.epoch != epoch
+            || shard.tasks.contains_key(&record.id)
+            || shard.writing.contains_key(&record.id)
+        {
             return;
         }
         while shard.bytes + bytes > self.shard_bytes {
