@@ -11,6 +11,8 @@ use crate::task::TaskRecord;
 use std::future::Future;
 use std::time::SystemTime;
 
+#[cfg(feature = "sqlite")]
+mod codec;
 mod memory;
 #[cfg(feature = "sqlite")]
 mod sqlite;
