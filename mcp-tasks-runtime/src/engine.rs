@@ -52,7 +52,8 @@ pub struct EngineConfig {
     /// task whose runner stopped renewing is taken over about this long after.
     pub lease: Duration,
     /// How often the engine reads the store's change feed to learn what other processes
-    /// did (shared stores only). It bounds the delay of cross-process signals.
+    /// did (shared stores only). It bounds the delay of cross-process signals; a store that
+    /// wakes the engine when something changed ([`ClaimStore::changed`]) is read sooner.
     pub signal_interval: Duration,
     /// Whether this process runs tools. `false` serves only: tasks wait for a worker.
     pub execute: bool,
@@ -130,6 +131,7 @@ trait DynStore: Send + Sync {
         cursor: Option<u64>,
         limit: usize,
     ) -> BoxFuture<'_, Result<Changes, StoreError>>;
+    fn changed(&self) -> BoxFuture<'_, ()>;
     fn is_shared(&self) -> bool;
 }
 
@@ -184,6 +186,9 @@ impl<S: TaskStore + ClaimStore> DynStore for S {
         limit: usize,
     ) -> BoxFuture<'_, Result<Changes, StoreError>> {
         Box::pin(ClaimStore::changes(self, cursor, limit))
+    }
+    fn changed(&self) -> BoxFuture<'_, ()> {
+        Box::pin(ClaimStore::changed(self))
     }
     fn is_shared(&self) -> bool {
         ClaimStore::is_shared(self)
@@ -1039,11 +1044,21 @@ impl Engine {
             tokio::spawn(async move {
                 let mut cursor = None;
                 loop {
-                    {
+                    let store = {
                         let Some(engine) = weak.upgrade() else { break };
                         cursor = engine.read_changes(cursor).await;
+                        Arc::clone(&engine.store)
+                    };
+                    // A store that can tell when there is news is read sooner, but not
+                    // more often than ten times per interval.
+                    let woken = async {
+                        store.changed().await;
+                        tokio::time::sleep(every / 10).await;
+                    };
+                    tokio::select! {
+                        () = tokio::time::sleep(every) => {}
+                        () = woken => {}
                     }
-                    tokio::time::sleep(every).await;
                 }
             });
         }

@@ -141,6 +141,13 @@ pub trait ClaimStore: TaskStore {
         limit: usize,
     ) -> impl Future<Output = Result<Changes, StoreError>> + Send;
 
+    /// Resolves when [`changes`](Self::changes) may have news, so the engine can read it
+    /// before its next poll. Only a hint: it may resolve when there is nothing new, and
+    /// the engine polls anyway. The default never resolves.
+    fn changed(&self) -> impl Future<Output = ()> + Send {
+        std::future::pending()
+    }
+
     /// `true` when other processes may share this store, so the engine must watch
     /// [`changes`](Self::changes) to learn what they did.
     fn is_shared(&self) -> bool;
