@@ -11,15 +11,19 @@ use crate::task::TaskRecord;
 use std::future::Future;
 use std::time::SystemTime;
 
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod codec;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use memory::MemoryTaskStore;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresTaskStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteTaskStore, Synchronous};
 
