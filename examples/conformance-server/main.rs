@@ -4,12 +4,14 @@
 //! ```text
 //! cargo run --example conformance-server -- --stdio   # tasks in data/conformance.db
 //! cargo run --example conformance-server -- --stdio --store memory
+//! cargo run --example conformance-server -- --stdio --store postgres://postgres@127.0.0.1:5432/tasks
 //! cargo run --example conformance-server -- --http 127.0.0.1:3000
 //! cargo run --example conformance-server -- --worker            # runs tasks, serves nobody
 //! ```
 //!
 //! Several processes may share one store: `--no-execute` serves without running tools,
 //! `--worker` runs tools without serving, and `--lease-ms N` sets the lease length.
+//! `RUST_LOG` (e.g. `RUST_LOG=mcp_tasks_runtime=debug`) turns on logging to stderr.
 //!
 //! Over HTTP the endpoint is `/mcp`; `cargo xtask conformance` runs the official suite
 //! against it.
@@ -269,10 +271,18 @@ async fn test_tool_with_task(cx: TaskContext) -> Result<String, ToolError> {
 }
 
 const USAGE: &str = "usage: conformance-server [--stdio | --http ADDR | --worker] \
-    [--store memory | --store sqlite:PATH] [--no-execute] [--lease-ms N]";
+    [--store memory | --store sqlite:PATH | --store postgres://USER@HOST:PORT/DB] \
+    [--no-execute] [--lease-ms N]";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .init();
+    }
     let mut transport = None;
     let mut store = None;
     let mut worker = false;
@@ -306,6 +316,17 @@ async fn main() -> anyhow::Result<()> {
     let store = store.unwrap_or_else(|| "sqlite:data/conformance.db".into());
     match store.as_str() {
         "memory" => {}
+        url if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            let store = match mcp_tasks::store::PostgresTaskStore::connect(url).await {
+                Ok(store) => store,
+                Err(e) => {
+                    eprintln!("{e}");
+                    std::process::exit(1);
+                }
+            };
+            eprintln!("tasks are kept in PostgreSQL: {}", store.database());
+            server = server.store(store);
+        }
         other => match other.strip_prefix("sqlite:") {
             Some(path) => {
                 if let Some(dir) = std::path::Path::new(path)
@@ -318,7 +339,10 @@ async fn main() -> anyhow::Result<()> {
                 server = server.store(mcp_tasks::store::SqliteTaskStore::open(path)?);
             }
             None => {
-                eprintln!("{USAGE}\n--store takes `memory` or `sqlite:PATH`, not {other:?}");
+                eprintln!(
+                    "{USAGE}\n--store takes `memory`, `sqlite:PATH` or a postgres:// URL, \
+                     not {other:?}"
+                );
                 std::process::exit(2);
             }
         },

@@ -1481,7 +1481,8 @@ impl TestDatabase {
     /// The environment variable that names the test server, or `skip`.
     pub const ENV: &'static str = "MCP_TASKS_TEST_POSTGRES";
 
-    /// Creates a fresh, empty database whose name starts with `mcp_tasks_test_{label}_`.
+    /// Creates a fresh, empty database whose name starts with `mcp_tasks_test_` and the
+    /// first 24 characters of `label`.
     /// Works inside or outside an async runtime.
     pub fn create(label: &str) -> Option<Self> {
         let admin = std::env::var(Self::ENV)
@@ -1501,6 +1502,18 @@ impl TestDatabase {
             _ => "127.0.0.1".into(),
         };
         let suffix = crate::task::random_id();
+        // Names are at most 63 bytes; keep the label short and plain.
+        let label: String = label
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .take(24)
+            .collect();
         let db = Self {
             name: format!(
                 "mcp_tasks_test_{label}_{}_{}",
