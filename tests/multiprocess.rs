@@ -11,7 +11,7 @@ mod support;
 
 use serde_json::json;
 use std::time::Duration;
-use support::{LEASE_MS, Server, Store, Worker, result_text};
+use support::{LEASE_MS, Server, Store, TERMINAL, Worker, result_text};
 
 on_both_stores!(
     two_stdio_servers_on_one_store_serve_each_other_s_tasks,
@@ -23,8 +23,6 @@ on_both_stores!(
 
 /// A bound on any cross-process wait: several leases and scans.
 const WITHIN: Duration = Duration::from_secs(20);
-
-const TERMINAL: &[&str] = &["completed", "failed", "cancelled"];
 
 async fn two_stdio_servers_on_one_store_serve_each_other_s_tasks(store: &Store) {
     let mut a = Server::on(store);

@@ -150,6 +150,9 @@ impl Worker {
     }
 }
 
+/// The statuses a task ends in.
+pub const TERMINAL: &[&str] = &["completed", "failed", "cancelled"];
+
 /// The lease the tests give fixture processes: short, so takeovers happen quickly.
 pub const LEASE_MS: u64 = 1000;
 
