@@ -59,15 +59,7 @@ const MIGRATIONS: &[&str] = &[
         WHERE lease_worker IS NULL AND status IN ('working', 'input_required');
     CREATE INDEX tasks_lease ON {s}.tasks (lease_until, id)
         WHERE lease_worker IS NOT NULL AND status IN ('working', 'input_required');
-    CREATE INDEX tasks_changes ON {s}.tasks (change_seq);
-    CREATE FUNCTION {s}.notify_change() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        PERFORM pg_notify('mcp_tasks.' || TG_TABLE_SCHEMA,
-            NEW.change_seq || ' ' || lower(TG_OP) || ' ' || NEW.status || ' ' || NEW.id);
-        RETURN NULL;
-    END $$;
-    CREATE TRIGGER tasks_notify AFTER INSERT OR UPDATE ON {s}.tasks
-        FOR EACH ROW EXECUTE FUNCTION {s}.notify_change();",
+    CREATE INDEX tasks_changes ON {s}.tasks (change_seq);",
 ];
 
 /// The columns a record is read from, in the order [`decode`] expects.
@@ -75,6 +67,9 @@ const COLUMNS: &str = "id, owner, tool, settle, status, status_message, created_
     updated_at, ttl_ms, poll_interval_ms, version, input_seq, arguments::text, \
     input_requests::text, input_responses::text, outcome::text, seq, client::text, \
     lease_worker, lease_until, epoch, cancel_at, cancel_by";
+
+/// The number of [`COLUMNS`].
+const COLUMN_COUNT: usize = 23;
 
 /// [`COLUMNS`] with each column qualified by `table`.
 fn qualified_columns(table: &str) -> String {
@@ -185,13 +180,18 @@ impl PostgresOptions {
 ///
 /// Claims lock queued tasks with `FOR UPDATE SKIP LOCKED`, so concurrent claimers in any
 /// number of processes never take the same task. Every write of a task stamps it with a
-/// change sequence number and a trigger sends `NOTIFY` (payload: the sequence number,
-/// what changed, the status and the task id) on the channel `mcp_tasks.SCHEMA`, in the
-/// same transaction. A dedicated connection listens; [`ClaimStore::changes`] serves what
-/// it heard (first making sure it has heard every write committed before the call), and
-/// [`ClaimStore::changed`] wakes the engine as soon as something arrives. After the
+/// change sequence number; once it has committed, and before it returns, the store sends
+/// `NOTIFY` on the channel `mcp_tasks.SCHEMA` (payload: the sequence number, what changed
+/// — `created`, `updated` or `claimed` —, the status and the task id), batched with the
+/// notifications of concurrent writes. (A `NOTIFY` inside the writing transaction would
+/// serialize the commits of every notifying transaction in the database behind one lock,
+/// `fsync` included.) A dedicated connection listens; [`ClaimStore::changes`] serves what
+/// it heard, first making sure it has heard every write that returned before the call,
+/// and [`ClaimStore::changed`] wakes the engine as soon as something arrives. After the
 /// listener reconnects it scans the change sequence from a point safely before it went
-/// down, so no write is missed.
+/// down, so no write is missed; a process that dies between a commit and its
+/// notification (before the write was acknowledged) leaves that change to the other
+/// processes' lease and claim scans.
 ///
 /// # Schema
 ///
@@ -227,6 +227,10 @@ struct Shared {
     label: String,
     options: PostgresOptions,
     sql: Sql,
+    /// The channel the change notifications of the schema go to.
+    data_channel: String,
+    /// Notifications waiting to be sent, for the notifier task.
+    notices: mpsc::UnboundedSender<Notice>,
     /// The channel this store's syncs come back on.
     sync_channel: String,
     /// The last sync token sent.
@@ -339,7 +343,7 @@ impl Sql {
                     arguments, input_requests, input_responses, outcome, client, \
                     lease_worker, lease_until, epoch, cancel_at, cancel_by, n) \
                  ORDER BY n \
-                 ON CONFLICT (id) DO NOTHING RETURNING id"
+                 ON CONFLICT (id) DO NOTHING RETURNING id, change_seq"
             ),
             update: format!(
                 "UPDATE {s}.tasks SET owner = $3, tool = $4, settle = $5, status = $6, \
@@ -350,7 +354,7 @@ impl Sql {
                     outcome = $17::text::jsonb, client = $18::text::jsonb, \
                     lease_worker = $19, lease_until = $20, epoch = $21, cancel_at = $22, \
                     cancel_by = $23, change_seq = nextval('{s}.change_seq') \
-                 WHERE id = $1 AND version = $2"
+                 WHERE id = $1 AND version = $2 RETURNING change_seq"
             ),
             get: format!("SELECT {COLUMNS} FROM {s}.tasks WHERE id = $1"),
             delete: format!("DELETE FROM {s}.tasks WHERE id = $1"),
@@ -382,7 +386,7 @@ impl Sql {
                     epoch = t.epoch + 1, version = t.version + 1, \
                     change_seq = nextval('{s}.change_seq') \
                  FROM picked WHERE t.id = picked.id \
-                 RETURNING {}",
+                 RETURNING {}, t.change_seq",
                 qualified_columns("t")
             ),
             lapsed: format!(
@@ -499,7 +503,10 @@ impl PostgresTaskStore {
         drop(client);
 
         let (sync_heard, _) = watch::channel(0);
+        let (notices, notice_queue) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
+            data_channel: format!("mcp_tasks.{}", options.schema),
+            notices,
             pool,
             config,
             label,
@@ -536,6 +543,7 @@ impl PostgresTaskStore {
                 )));
             }
         }
+        tokio::spawn(send_notices(Arc::clone(&shared), notice_queue));
         let (creates, queue) = mpsc::unbounded_channel();
         tokio::spawn(insert_batches(Arc::clone(&shared), queue));
         Ok(Self { shared, creates })
@@ -630,7 +638,21 @@ impl Shared {
         }
     }
 
-    /// Makes sure the listener has heard every write committed before this call.
+    /// Sends the change notifications of writes that just committed (`SEQ WHAT STATUS ID`)
+    /// and waits, within the timeout, until they are sent. A notification that cannot be
+    /// sent is logged: the write stands.
+    async fn announce(&self, payloads: Vec<String>) {
+        if payloads.is_empty() {
+            return;
+        }
+        let (done, sent) = oneshot::channel();
+        if self.notices.send(Notice { payloads, done }).is_err() {
+            return;
+        }
+        let _ = within(self.options.timeout * 2, sent).await;
+    }
+
+    /// Makes sure the listener has heard every write that returned before this call.
     async fn sync(&self) -> Result<(), StoreError> {
         if !self.listening.load(Ordering::Acquire) {
             return Err(self.error("the change listener is reconnecting"));
@@ -988,7 +1010,7 @@ async fn listen_once(
         }
     });
     let _abort = AbortOnDrop(driver.abort_handle());
-    let data_channel = format!("mcp_tasks.{}", shared.options.schema);
+    let data_channel = shared.data_channel.as_str();
     within(
         timeout,
         client.batch_execute(&format!(
@@ -1096,6 +1118,58 @@ async fn catch_up(
     Ok(())
 }
 
+/// Change notifications of one write (or batch), to be sent.
+struct Notice {
+    payloads: Vec<String>,
+    done: oneshot::Sender<()>,
+}
+
+/// The most notifications sent by one statement.
+const NOTICE_BATCH: usize = 1024;
+
+/// The notifier task: sends the notifications that are waiting, together, on a pooled
+/// connection, at most two statements at a time.
+async fn send_notices(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<Notice>) {
+    let slots = Arc::new(Semaphore::new(2));
+    let statement = "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p";
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let Some(first) = queue.recv().await else {
+            return;
+        };
+        let mut payloads = first.payloads;
+        let mut done = vec![first.done];
+        while payloads.len() < NOTICE_BATCH {
+            match queue.try_recv() {
+                Ok(notice) => {
+                    payloads.extend(notice.payloads);
+                    done.push(notice.done);
+                }
+                Err(_) => break,
+            }
+        }
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            let channel = shared.data_channel.clone();
+            let sent = shared
+                .run("cannot send change notifications", |client| async move {
+                    let statement = client.prepare_cached(statement).await?;
+                    client.execute(&statement, &[&channel, &payloads]).await
+                })
+                .await;
+            if let Err(error) = sent {
+                tracing::warn!(%error, "other processes may hear of these writes only through their scans");
+            }
+            for done in done {
+                let _ = done.send(());
+            }
+            drop(slot);
+        });
+    }
+}
+
 /// Aborts a spawned task when dropped.
 struct AbortOnDrop(tokio::task::AbortHandle);
 
@@ -1153,14 +1227,27 @@ async fn insert_batch(shared: &Shared, mut batch: Vec<CreateOp>) {
                 let inserted = client.query(&statement, &params).await?;
                 inserted
                     .iter()
-                    .map(|row| row.try_get::<_, String>(0))
-                    .collect::<Result<Vec<String>, _>>()
+                    .map(|row| Ok((row.try_get::<_, String>(0)?, row.try_get::<_, i64>(1)?)))
+                    .collect::<Result<Vec<(String, i64)>, tokio_postgres::Error>>()
             })
             .await
     };
     match result {
         Ok(inserted) => {
-            let mut inserted: std::collections::HashSet<String> = inserted.into_iter().collect();
+            let status: std::collections::HashMap<&str, &str> = rows
+                .iter()
+                .map(|row| (row.id.as_str(), row.status))
+                .collect();
+            let payloads = inserted
+                .iter()
+                .map(|(id, seq)| {
+                    let status = status.get(id.as_str()).copied().unwrap_or("working");
+                    format!("{seq} created {status} {id}")
+                })
+                .collect();
+            shared.announce(payloads).await;
+            let mut inserted: std::collections::HashSet<String> =
+                inserted.into_iter().map(|(id, _)| id).collect();
             for op in batch {
                 // With one id twice in a batch, the first create wins.
                 let answer = if inserted.remove(&op.row.id) {
@@ -1458,7 +1545,8 @@ impl TaskStore for PostgresTaskStore {
         let row = encode(record, self.shared.options.max_outcome_bytes)?;
         let sql = &self.shared.sql.update;
         let row = &row;
-        self.shared
+        let changed = self
+            .shared
             .run("cannot write a task", |client| async move {
                 let statement = client.prepare_cached(sql).await?;
                 let params: [&(dyn ToSql + Sync); 23] = [
@@ -1486,9 +1574,17 @@ impl TaskStore for PostgresTaskStore {
                     &row.cancel_at,
                     &row.cancel_by,
                 ];
-                Ok(client.execute(&statement, &params).await? == 1)
+                let rows = client.query(&statement, &params).await?;
+                rows.first().map(|r| r.try_get::<_, i64>(0)).transpose()
             })
-            .await
+            .await?;
+        let Some(seq) = changed else {
+            return Ok(false);
+        };
+        self.shared
+            .announce(vec![format!("{seq} updated {} {}", row.status, row.id)])
+            .await;
+        Ok(true)
     }
 
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
@@ -1598,11 +1694,21 @@ impl ClaimStore for PostgresTaskStore {
                 let rows = client
                     .query(&statement, &[&worker, &until, &skip, &limit])
                     .await?;
-                rows.iter().map(decode).collect::<Result<Vec<_>, _>>()
+                rows.iter()
+                    .map(|row| {
+                        let (record, seq) = decode(row)?;
+                        Ok((record, seq, row.try_get::<_, i64>(COLUMN_COUNT)?))
+                    })
+                    .collect::<Result<Vec<_>, tokio_postgres::Error>>()
             })
             .await?;
-        claimed.sort_by_key(|(_, seq)| *seq);
-        Ok(claimed.into_iter().map(|(record, _)| record).collect())
+        let payloads = claimed
+            .iter()
+            .map(|(r, _, change)| format!("{change} claimed {} {}", r.status, r.id))
+            .collect();
+        self.shared.announce(payloads).await;
+        claimed.sort_by_key(|(_, seq, _)| *seq);
+        Ok(claimed.into_iter().map(|(record, _, _)| record).collect())
     }
 
     async fn lapsed(&self, now: SystemTime, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
