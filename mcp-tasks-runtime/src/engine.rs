@@ -709,14 +709,29 @@ impl Engine {
                 Error::Internal("the tool stopped for input outside of a request".into()).into(),
             ),
         };
-        let result = self
-            .update(id, |rec| {
-                if !rec.is_held_by(&self.worker, run.epoch) {
-                    return false;
+        // A store that is out of reach for a moment (a database restart) must not cost the
+        // outcome: try again while the lease would still be this process's. The fence
+        // keeps a late attempt from writing over a takeover.
+        let give_up = Instant::now() + self.config.lease;
+        let mut pause = Duration::from_millis(50);
+        let result = loop {
+            let result = self
+                .update(id, |rec| {
+                    if !rec.is_held_by(&self.worker, run.epoch) {
+                        return false;
+                    }
+                    settle(rec, &outcome, self.config.min_retention)
+                })
+                .await;
+            match result {
+                Err(e) if Instant::now() + pause < give_up => {
+                    tracing::warn!(task = %id, error = %e, "cannot store the task's outcome yet; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
                 }
-                settle(rec, &outcome, self.config.min_retention)
-            })
-            .await;
+                result => break result,
+            }
+        };
         match result {
             Ok(Some((rec, true))) => {
                 tracing::debug!(task = %id, tool = %tool.name, status = %rec.status, "task finished");
