@@ -101,6 +101,12 @@ impl Log {
         });
     }
 
+    /// The last `n` lines.
+    pub fn tail(&self, n: usize) -> Vec<String> {
+        let lines = self.0.lock().unwrap();
+        lines[lines.len().saturating_sub(n)..].to_vec()
+    }
+
     /// The lines so far that contain every one of `words`.
     pub fn lines_with(&self, words: &[&str]) -> Vec<String> {
         self.0
@@ -179,6 +185,8 @@ pub fn meta() -> Value {
 /// A fixture process serving stdio.
 pub struct Server {
     pub child: Child,
+    /// What the process wrote to stderr.
+    pub log: Log,
     stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
     next: u64,
@@ -212,14 +220,17 @@ impl Server {
             .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .expect("spawn the conformance server");
+        let log = Log::default();
+        log.gather(child.stderr.take().unwrap());
         let stdin = child.stdin.take();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         Self {
             child,
+            log,
             stdin,
             lines,
             next: 0,
@@ -250,7 +261,12 @@ impl Server {
     pub async fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params).await;
         loop {
-            let m = self.recv().await.expect("the server is alive");
+            let Some(m) = self.recv().await else {
+                panic!(
+                    "the server exited; the end of its stderr: {:#?}",
+                    self.log.tail(20)
+                );
+            };
             if m["id"] == id {
                 return m;
             }
