@@ -543,7 +543,7 @@ impl PostgresTaskStore {
                 )));
             }
         }
-        tokio::spawn(send_notices(Arc::clone(&shared), notice_queue));
+        tokio::spawn(send_notices(Arc::downgrade(&shared), notice_queue));
         let (creates, queue) = mpsc::unbounded_channel();
         tokio::spawn(insert_batches(Arc::clone(&shared), queue));
         Ok(Self { shared, creates })
@@ -1034,6 +1034,11 @@ async fn listen_once(
     }
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
+        // Checked at least once a second (the tick), so a store closed while this
+        // connection was being made is noticed too.
+        if shared.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
         tokio::select! {
             message = inbox.recv() => {
                 let Some(n) = message else {
@@ -1128,8 +1133,9 @@ struct Notice {
 const NOTICE_BATCH: usize = 1024;
 
 /// The notifier task: sends the notifications that are waiting, together, on a pooled
-/// connection, at most two statements at a time.
-async fn send_notices(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<Notice>) {
+/// connection, at most two statements at a time. It holds the store weakly (the store
+/// holds its queue), and ends with it.
+async fn send_notices(shared: std::sync::Weak<Shared>, mut queue: mpsc::UnboundedReceiver<Notice>) {
     let slots = Arc::new(Semaphore::new(2));
     let statement = "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p";
     loop {
@@ -1150,7 +1156,9 @@ async fn send_notices(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<No
                 Err(_) => break,
             }
         }
-        let shared = Arc::clone(&shared);
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
         tokio::spawn(async move {
             let channel = shared.data_channel.clone();
             let sent = shared
@@ -1928,6 +1936,44 @@ mod tests {
                 seen.extend(got.ids);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dropped_store_closes_its_connections() {
+        let Some(db) = TestDatabase::create("drop") else {
+            return;
+        };
+        let store = open(&db, "dropped").await;
+        store
+            .create(sample_record("x", None, SystemTime::now()))
+            .await
+            .unwrap();
+        assert!(store.changes(None, 10).await.is_ok());
+        drop(store);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (client, connection) = tokio_postgres::connect(&db.url(), NoTls).await.unwrap();
+            let driver = tokio::spawn(connection);
+            let others: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            drop(client);
+            let _ = driver.await;
+            if others == 0 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{others} connections still open after the store was dropped"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
