@@ -1058,10 +1058,11 @@ impl Engine {
             let every = self.config.signal_interval;
             tokio::spawn(async move {
                 let mut cursor = None;
+                let mut failing = false;
                 loop {
                     let store = {
                         let Some(engine) = weak.upgrade() else { break };
-                        cursor = engine.read_changes(cursor).await;
+                        cursor = engine.read_changes(cursor, &mut failing).await;
                         Arc::clone(&engine.store)
                     };
                     // A store that can tell when there is news is read sooner, but not
@@ -1079,18 +1080,27 @@ impl Engine {
         }
     }
 
-    /// Reads the change feed once and hands on what other processes changed.
-    async fn read_changes(&self, cursor: Option<u64>) -> Option<u64> {
+    /// Reads the change feed once and hands on what other processes changed. `failing`
+    /// says whether the last read failed, so an outage is logged once, not every poll.
+    async fn read_changes(&self, cursor: Option<u64>, failing: &mut bool) -> Option<u64> {
         const BATCH: usize = 1000;
         let mut cursor = cursor;
         loop {
             let changes = match self.store.changes(cursor, BATCH).await {
                 Ok(c) => c,
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the task store's change feed");
+                    if *failing {
+                        tracing::debug!(error = %e, "cannot read the task store's change feed");
+                    } else {
+                        tracing::warn!(error = %e, "cannot read the task store's change feed");
+                    }
+                    *failing = true;
                     return cursor;
                 }
             };
+            if std::mem::take(failing) {
+                tracing::info!("the task store's change feed is readable again");
+            }
             let first = cursor.is_none();
             cursor = Some(changes.cursor);
             let mut unknown = false;

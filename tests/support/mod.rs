@@ -101,10 +101,16 @@ impl Log {
         });
     }
 
-    /// The last `n` lines.
-    pub fn tail(&self, n: usize) -> Vec<String> {
+    /// The first `n` lines, and every panic message with the line after it.
+    pub fn summary(&self, n: usize) -> Vec<String> {
         let lines = self.0.lock().unwrap();
-        lines[lines.len().saturating_sub(n)..].to_vec()
+        let mut out: Vec<String> = lines.iter().take(n).cloned().collect();
+        for (i, line) in lines.iter().enumerate().skip(n) {
+            if line.contains("panicked at") {
+                out.extend(lines[i..].iter().take(2).cloned());
+            }
+        }
+        out
     }
 
     /// The lines so far that contain every one of `words`.
@@ -262,10 +268,7 @@ impl Server {
         let id = self.send(method, params).await;
         loop {
             let Some(m) = self.recv().await else {
-                panic!(
-                    "the server exited; the end of its stderr: {:#?}",
-                    self.log.tail(20)
-                );
+                panic!("the server exited; its stderr: {:#?}", self.log.summary(10));
             };
             if m["id"] == id {
                 return m;
