@@ -301,9 +301,20 @@ impl SqliteTaskStore {
 
         let mut writer = open_connection(&path, options.busy_timeout)
             .map_err(|e| fail("cannot open the database", e))?;
-        let mode: String = writer
-            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-            .map_err(|e| fail("cannot read the database", e))?;
+        // Switching a new file to WAL takes a lock that SQLite's busy handler does not wait
+        // for: when several processes open the same new file at once, wait here.
+        let busy_until = Instant::now() + options.busy_timeout;
+        let mode: String = loop {
+            match writer.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)) {
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                        && Instant::now() < busy_until =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                other => break other.map_err(|e| fail("cannot read the database", e))?,
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::Backend(format!(
                 "cannot open the task database {}: SQLite could not switch it to WAL mode \
