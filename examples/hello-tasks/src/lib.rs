@@ -6,7 +6,7 @@
 
 use anyhow::Context as _;
 use mcp_tasks::prelude::*;
-use mcp_tasks::store::{ClaimStore, SqliteTaskStore, TaskStore};
+use mcp_tasks::store::{ClaimStore, SqliteTaskStore};
 use std::path::Path;
 use std::time::Duration;
 
@@ -44,7 +44,7 @@ pub async fn count(
 }
 
 /// The server: every `#[task_tool]` function of this crate, with its tasks kept in `store`.
-pub fn server(store: impl TaskStore + ClaimStore) -> anyhow::Result<Server> {
+pub fn server(store: impl ClaimStore) -> anyhow::Result<Server> {
     let server = Server::builder()
         .name(env!("CARGO_PKG_NAME"))
         .version(env!("CARGO_PKG_VERSION"))
