@@ -1,26 +1,33 @@
-//! Several fixture processes on one SQLite file: a task created by one is served, answered
-//! and cancelled through another; a process killed or frozen past its lease loses its
-//! tasks to the others, settled by each tool's restart policy, and a frozen process that
-//! wakes up writes nothing over them.
+//! Several fixture processes on one store — a SQLite file, and a PostgreSQL database —
+//! : a task created by one is served, answered and cancelled through another; a process
+//! killed or frozen past its lease loses its tasks to the others, settled by each tool's
+//! restart policy, and a frozen process that wakes up writes nothing over them. Each
+//! scenario runs on both stores (`sqlite::NAME`, `postgres::NAME`).
 //!
 //! Every wait is bounded; nothing here asserts how fast anything is.
 
+#[macro_use]
 mod support;
 
 use serde_json::json;
 use std::time::Duration;
-use support::{LEASE_MS, Server, result_text, temp_db};
+use support::{LEASE_MS, Server, Store, TERMINAL, Worker, result_text};
+
+on_both_stores!(
+    two_stdio_servers_on_one_store_serve_each_other_s_tasks,
+    a_killed_process_s_tasks_are_settled_by_their_restart_policy,
+    a_process_frozen_past_its_lease_writes_nothing_over_the_takeover,
+    a_serving_process_leaves_tasks_to_a_worker,
+    a_killed_worker_s_tasks_are_settled_by_another_worker,
+    a_session_gets_the_questions_of_its_task_run_by_a_worker,
+);
 
 /// A bound on any cross-process wait: several leases and scans.
 const WITHIN: Duration = Duration::from_secs(20);
 
-const TERMINAL: &[&str] = &["completed", "failed", "cancelled"];
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_stdio_servers_on_one_file_serve_each_other_s_tasks() {
-    let db = temp_db("multi-serve");
-    let mut a = Server::start(&db);
-    let mut b = Server::start(&db);
+async fn two_stdio_servers_on_one_store_serve_each_other_s_tasks(store: &Store) {
+    let mut a = Server::on(store);
+    let mut b = Server::on(store);
     // Both serve their own clients.
     for s in [&mut a, &mut b] {
         let r = s
@@ -80,14 +87,11 @@ async fn two_stdio_servers_on_one_file_serve_each_other_s_tasks() {
 
     a.kill().await;
     b.kill().await;
-    let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_process_s_tasks_are_settled_by_their_restart_policy() {
-    let db = temp_db("multi-kill");
-    let mut a = Server::start(&db);
-    let mut b = Server::start(&db);
+async fn a_killed_process_s_tasks_are_settled_by_their_restart_policy(store: &Store) {
+    let mut a = Server::on(store);
+    let mut b = Server::on(store);
     let fails = a
         .start_task("slow_compute", json!({"seconds": 600, "label": "lost"}))
         .await;
@@ -108,17 +112,14 @@ async fn a_killed_process_s_tasks_are_settled_by_their_restart_policy() {
     assert_eq!(result_text(&r), "slept 1s: again");
 
     b.kill().await;
-    let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_process_frozen_past_its_lease_writes_nothing_over_the_takeover() {
+async fn a_process_frozen_past_its_lease_writes_nothing_over_the_takeover(store: &Store) {
     // A longer lease here, so A can be frozen between two of its writes: SQLite's write
     // lock is the file's, and a process frozen inside a write would hold it.
     const LEASE: &str = "3000";
-    let db = temp_db("multi-freeze");
-    let mut a = Server::start_with(&db, &["--lease-ms", LEASE]);
-    let mut b = Server::start_with(&db, &["--lease-ms", LEASE]);
+    let mut a = Server::on_with(store, &["--lease-ms", LEASE]);
+    let mut b = Server::on_with(store, &["--lease-ms", LEASE]);
     // A 2 s rerun task on A, which writes nothing until its first renewal a second in.
     let id = a
         .start_task("durable_sleep", json!({"seconds": 2, "label": "frozen"}))
@@ -139,13 +140,10 @@ async fn a_process_frozen_past_its_lease_writes_nothing_over_the_takeover() {
     );
     a.kill().await;
     b.kill().await;
-    let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_serving_process_leaves_tasks_to_a_worker() {
-    let db = temp_db("multi-worker");
-    let mut server = Server::start_with(&db, &["--no-execute"]);
+async fn a_serving_process_leaves_tasks_to_a_worker(store: &Store) {
+    let mut server = Server::on_with(store, &["--no-execute"]);
     let id = server
         .start_task(
             "durable_sleep",
@@ -155,41 +153,65 @@ async fn a_serving_process_leaves_tasks_to_a_worker() {
     // Nobody runs it yet.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(server.get(&id).await["result"]["status"], "working");
-    let worker = tokio::process::Command::new(support::example("conformance-server"))
-        .args(["--worker", "--store"])
-        .arg(format!("sqlite:{}", db.display()))
-        .args(["--lease-ms", &LEASE_MS.to_string()])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn a worker");
+    let worker = Worker::start(store, &[]);
     let r = server.wait_for(&id, TERMINAL, WITHIN).await;
     assert_eq!(r["result"]["status"], "completed", "{r}");
     assert_eq!(result_text(&r), "slept 0s: by a worker");
     drop(worker);
     server.kill().await;
-    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
+
+async fn a_killed_worker_s_tasks_are_settled_by_another_worker(store: &Store) {
+    let mut server = Server::on_with(store, &["--no-execute"]);
+    let first = Worker::start(store, &[]);
+    let fails = server
+        .start_task("slow_compute", json!({"seconds": 600, "label": "lost"}))
+        .await;
+    let reruns = server
+        .start_task("durable_sleep", json!({"seconds": 600, "label": "again"}))
+        .await;
+    // Both run on the first worker; a second one starts, then the first is killed.
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    while !(first.claimed(&fails) && first.claimed(&reruns)) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first worker did not claim both tasks"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let second = Worker::start(store, &[]);
+    first.kill().await;
+
+    // The `fail` task is settled as failed, the `rerun` task runs again on the second
+    // worker, each about a lease after the kill.
+    let r = server.wait_for(&fails, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "failed", "{r}");
+    assert_eq!(r["result"]["error"]["code"], -32603, "{r}");
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    while !second.claimed(&reruns) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the second worker did not take the rerun task over"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(server.get(&reruns).await["result"]["status"], "working");
+    let r = server
+        .request("tasks/cancel", json!({"taskId": reruns}))
+        .await;
+    assert!(r.get("error").is_none(), "{r}");
+    let r = server.wait_for(&reruns, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "cancelled", "{r}");
+    second.kill().await;
+    server.kill().await;
 }
 
 /// A 2025-11-25 session on a serving process, its task run by a worker: the question the
 /// tool asks on the worker reaches the client on its session, tagged with the task, and the
 /// answer reaches the tool.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_gets_the_questions_of_its_task_run_by_a_worker() {
-    let db = temp_db("multi-session");
-    let mut server = Server::start_with(&db, &["--no-execute"]);
-    let worker = tokio::process::Command::new(support::example("conformance-server"))
-        .args(["--worker", "--store"])
-        .arg(format!("sqlite:{}", db.display()))
-        .args(["--lease-ms", &LEASE_MS.to_string()])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn a worker");
+async fn a_session_gets_the_questions_of_its_task_run_by_a_worker(store: &Store) {
+    let mut server = Server::on_with(store, &["--no-execute"]);
+    let worker = Worker::start(store, &[]);
     let r = server
         .raw_request(
             "initialize",
@@ -234,7 +256,7 @@ async fn a_session_gets_the_questions_of_its_task_run_by_a_worker() {
         .raw_request("tasks/result", json!({"taskId": id}))
         .await;
     assert_eq!(r["result"]["content"][0]["text"], "deleted a.txt", "{r}");
-    drop(worker);
+    assert!(worker.claimed(&id), "the worker ran the task");
+    worker.kill().await;
     server.kill().await;
-    let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }

@@ -4,12 +4,14 @@
 //! ```text
 //! cargo run --example conformance-server -- --stdio   # tasks in data/conformance.db
 //! cargo run --example conformance-server -- --stdio --store memory
+//! cargo run --example conformance-server -- --stdio --store postgres://postgres@127.0.0.1:5432/tasks
 //! cargo run --example conformance-server -- --http 127.0.0.1:3000
 //! cargo run --example conformance-server -- --worker            # runs tasks, serves nobody
 //! ```
 //!
 //! Several processes may share one store: `--no-execute` serves without running tools,
 //! `--worker` runs tools without serving, and `--lease-ms N` sets the lease length.
+//! `RUST_LOG` (e.g. `RUST_LOG=mcp_tasks_runtime=debug`) turns on logging to stderr.
 //!
 //! Over HTTP the endpoint is `/mcp`; `cargo xtask conformance` runs the official suite
 //! against it.
@@ -270,7 +272,8 @@ async fn test_tool_with_task(cx: TaskContext) -> Result<String, ToolError> {
 
 /// The one place the options are described (`--help` prints it, a bad argument shows it).
 const USAGE: &str = "\
-usage: conformance-server [--stdio | --http ADDR | --worker] [--store memory | --store sqlite:PATH]
+usage: conformance-server [--stdio | --http ADDR | --worker]
+                          [--store memory | --store sqlite:PATH | --store postgres://USER@HOST:PORT/DB]
                           [--no-execute] [--lease-ms N] [--no-quotas]
 
 The fixture server of the official MCP conformance suite.
@@ -282,6 +285,8 @@ options:
   --store memory        keep tasks in memory
   --store sqlite:PATH   keep tasks in the SQLite file PATH (default: sqlite:data/conformance.db);
                         several processes may share one file
+  --store postgres://USER@HOST:PORT/DB
+                        keep tasks in PostgreSQL, shared by servers and workers on any host
   --no-execute          serve, but run no tools (a worker sharing the store runs them)
   --lease-ms N          how long a lease on a running task lasts unless renewed (default 30000)
   --no-quotas           lift the per-requestor task quotas (for load tests from one client)
@@ -340,6 +345,17 @@ async fn main() -> anyhow::Result<()> {
     let store = store.unwrap_or_else(|| "sqlite:data/conformance.db".into());
     match store.as_str() {
         "memory" => {}
+        url if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            let store = match mcp_tasks::store::PostgresTaskStore::connect(url).await {
+                Ok(store) => store,
+                Err(e) => {
+                    eprintln!("{e}");
+                    std::process::exit(1);
+                }
+            };
+            eprintln!("tasks are kept in PostgreSQL: {}", store.database());
+            server = server.store(store);
+        }
         other => match other.strip_prefix("sqlite:") {
             Some(path) => {
                 if let Some(dir) = std::path::Path::new(path)
@@ -352,7 +368,9 @@ async fn main() -> anyhow::Result<()> {
                 server = server.store(mcp_tasks::store::SqliteTaskStore::open(path)?);
             }
             None => {
-                eprintln!("--store takes `memory` or `sqlite:PATH`, not {other:?}\n\n{USAGE}");
+                eprintln!(
+                    "--store takes `memory`, `sqlite:PATH` or a postgres:// URL, not {other:?}\n\n{USAGE}"
+                );
                 std::process::exit(2);
             }
         },

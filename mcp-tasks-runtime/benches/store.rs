@@ -1,9 +1,12 @@
 //! Task store throughput: creates and gets per second for the memory and SQLite stores at 1
-//! and 64 concurrent callers, and the time to reopen a large SQLite database.
+//! and 64 concurrent callers (and for PostgreSQL at 16 and 64), and the time to reopen a
+//! large SQLite database.
 //!
 //! ```text
 //! cargo bench -p mcp-tasks-runtime --features sqlite --bench store
 //! cargo bench -p mcp-tasks-runtime --features sqlite --bench store -- --secs 5 --reopen-tasks 200000
+//! cargo bench -p mcp-tasks-runtime --features sqlite,postgres --bench store -- \
+//!     --postgres postgres://postgres@127.0.0.1:5432/bench
 //! ```
 //!
 //! Knobs (flags, or the environment variables in brackets):
@@ -12,6 +15,8 @@
 //! - `--reopen-tasks N` [`BENCH_REOPEN_TASKS`]: tasks in the database that is reopened
 //!   (default 1,000,000; 0 skips the reopen measurement).
 //! - `--dir PATH` [`BENCH_DIR`]: where the databases go (default the system temp directory).
+//! - `--postgres URL` [`BENCH_POSTGRES`]: also measure the PostgreSQL store (feature
+//!   `postgres`) in this database, in a schema of its own that is dropped afterwards.
 //!
 //! Without `--bench` (as under `cargo test --benches`) it runs a short smoke version.
 
@@ -31,6 +36,7 @@ struct Config {
     secs: f64,
     reopen_tasks: u64,
     dir: PathBuf,
+    postgres: Option<String>,
 }
 
 impl Config {
@@ -57,6 +63,7 @@ impl Config {
             secs,
             reopen_tasks,
             dir,
+            postgres: flag("--postgres", "BENCH_POSTGRES"),
         }
     }
 }
@@ -178,10 +185,16 @@ struct Row {
     tasks: usize,
 }
 
-async fn measure<S: TaskStore>(name: &'static str, store: S, secs: f64, rows: &mut Vec<Row>) {
+async fn measure<S: TaskStore>(
+    name: &'static str,
+    store: S,
+    callers: &[usize],
+    secs: f64,
+    rows: &mut Vec<Row>,
+) {
     let store = Arc::new(store);
     let mut all_ids = Vec::new();
-    for callers in [1, 64] {
+    for &callers in callers {
         let (creates_per_sec, ids) = creates(&store, callers, secs).await;
         all_ids.extend(ids);
         // Gets go to the most recently created tasks, like clients polling their running
@@ -295,6 +308,31 @@ async fn reopen(config: &Config) {
     remove_db(&path);
 }
 
+/// Measures the PostgreSQL store in a fresh schema of the database at `url`, then drops it.
+#[cfg(feature = "postgres")]
+async fn postgres(url: &str, secs: f64, rows: &mut Vec<Row>) {
+    use mcp_tasks_runtime::store::{PostgresOptions, PostgresTaskStore};
+    let schema = format!("bench_{}", std::process::id());
+    let options = PostgresOptions::default().schema(&schema).pool_size(16);
+    let store = PostgresTaskStore::connect_with(url, options)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    measure("postgres", store, &[16, 64], secs, rows).await;
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to drop the bench schema");
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .expect("drop the bench schema");
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres(_url: &str, _secs: f64, _rows: &mut Vec<Row>) {
+    panic!("--postgres needs the `postgres` feature: cargo bench --features sqlite,postgres");
+}
+
 fn main() {
     let config = Config::from_args();
     std::fs::create_dir_all(&config.dir).expect("create the bench directory");
@@ -309,7 +347,14 @@ fn main() {
     );
     runtime.block_on(async {
         let mut rows = Vec::new();
-        measure("memory", MemoryTaskStore::new(), config.secs, &mut rows).await;
+        measure(
+            "memory",
+            MemoryTaskStore::new(),
+            &[1, 64],
+            config.secs,
+            &mut rows,
+        )
+        .await;
         let configs = [
             ("sqlite (default)", SqliteOptions::default()),
             (
@@ -325,8 +370,11 @@ fn main() {
             let path = config.dir.join(format!("throughput-{n}.db"));
             remove_db(&path);
             let store = SqliteTaskStore::open_with(&path, options).expect("open");
-            measure(name, store, config.secs, &mut rows).await;
+            measure(name, store, &[1, 64], config.secs, &mut rows).await;
             remove_db(&path);
+        }
+        if let Some(url) = &config.postgres {
+            postgres(url, config.secs, &mut rows).await;
         }
         println!("\n| store | callers | creates/s | gets/s | tasks in store |");
         println!("| --- | ---: | ---: | ---: | ---: |");

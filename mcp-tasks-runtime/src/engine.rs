@@ -53,7 +53,8 @@ pub struct EngineConfig {
     /// task whose runner stopped renewing is taken over about this long after.
     pub lease: Duration,
     /// How often the engine reads the store's change feed to learn what other processes
-    /// did (shared stores only). It bounds the delay of cross-process signals.
+    /// did (shared stores only). It bounds the delay of cross-process signals; a store that
+    /// wakes the engine when something changed ([`ClaimStore::changed`]) is read sooner.
     pub signal_interval: Duration,
     /// Whether this process runs tools. `false` serves only: tasks wait for a worker.
     pub execute: bool,
@@ -131,6 +132,7 @@ trait DynStore: Send + Sync {
         cursor: Option<u64>,
         limit: usize,
     ) -> BoxFuture<'_, Result<Changes, StoreError>>;
+    fn changed(&self) -> BoxFuture<'_, ()>;
     fn is_shared(&self) -> bool;
 }
 
@@ -185,6 +187,9 @@ impl<S: TaskStore + ClaimStore> DynStore for S {
         limit: usize,
     ) -> BoxFuture<'_, Result<Changes, StoreError>> {
         Box::pin(ClaimStore::changes(self, cursor, limit))
+    }
+    fn changed(&self) -> BoxFuture<'_, ()> {
+        Box::pin(ClaimStore::changed(self))
     }
     fn is_shared(&self) -> bool {
         ClaimStore::is_shared(self)
@@ -758,14 +763,29 @@ impl Engine {
                 Error::Internal("the tool stopped for input outside of a request".into()).into(),
             ),
         };
-        let result = self
-            .update(id, |rec| {
-                if !rec.is_held_by(&self.worker, run.epoch) {
-                    return false;
+        // A store that is out of reach for a moment (a database restart) must not cost the
+        // outcome: try again while the lease would still be this process's. The fence
+        // keeps a late attempt from writing over a takeover.
+        let give_up = Instant::now() + self.config.lease;
+        let mut pause = Duration::from_millis(50);
+        let result = loop {
+            let result = self
+                .update(id, |rec| {
+                    if !rec.is_held_by(&self.worker, run.epoch) {
+                        return false;
+                    }
+                    settle(rec, &outcome, self.config.min_retention)
+                })
+                .await;
+            match result {
+                Err(e) if Instant::now() + pause < give_up => {
+                    tracing::warn!(task = %id, error = %e, "cannot store the task's outcome yet; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
                 }
-                settle(rec, &outcome, self.config.min_retention)
-            })
-            .await;
+                result => break result,
+            }
+        };
         match result {
             Ok(Some((rec, true))) => {
                 tracing::debug!(task = %id, tool = %tool.name, status = %rec.status, "task finished");
@@ -1134,29 +1154,49 @@ impl Engine {
             let every = self.config.signal_interval;
             tokio::spawn(async move {
                 let mut cursor = None;
+                let mut failing = false;
                 loop {
-                    {
+                    let store = {
                         let Some(engine) = weak.upgrade() else { break };
-                        cursor = engine.read_changes(cursor).await;
+                        cursor = engine.read_changes(cursor, &mut failing).await;
+                        Arc::clone(&engine.store)
+                    };
+                    // A store that can tell when there is news is read sooner, but not
+                    // more often than ten times per interval.
+                    let woken = async {
+                        store.changed().await;
+                        tokio::time::sleep(every / 10).await;
+                    };
+                    tokio::select! {
+                        () = tokio::time::sleep(every) => {}
+                        () = woken => {}
                     }
-                    tokio::time::sleep(every).await;
                 }
             });
         }
     }
 
-    /// Reads the change feed once and hands on what other processes changed.
-    async fn read_changes(&self, cursor: Option<u64>) -> Option<u64> {
+    /// Reads the change feed once and hands on what other processes changed. `failing`
+    /// says whether the last read failed, so an outage is logged once, not every poll.
+    async fn read_changes(&self, cursor: Option<u64>, failing: &mut bool) -> Option<u64> {
         const BATCH: usize = 1000;
         let mut cursor = cursor;
         loop {
             let changes = match self.store.changes(cursor, BATCH).await {
                 Ok(c) => c,
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the task store's change feed");
+                    if *failing {
+                        tracing::debug!(error = %e, "cannot read the task store's change feed");
+                    } else {
+                        tracing::warn!(error = %e, "cannot read the task store's change feed");
+                    }
+                    *failing = true;
                     return cursor;
                 }
             };
+            if std::mem::take(failing) {
+                tracing::info!("the task store's change feed is readable again");
+            }
             let first = cursor.is_none();
             cursor = Some(changes.cursor);
             let mut unknown = false;

