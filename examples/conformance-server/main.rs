@@ -300,6 +300,7 @@ async fn main() -> anyhow::Result<()> {
     // Logs go to stderr (stdout carries the protocol on stdio); `RUST_LOG` picks the level.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
