@@ -342,7 +342,7 @@ impl Sql {
                     updated_at, ttl_ms, poll_interval_ms, expires_at, version, input_seq, \
                     arguments, input_requests, input_responses, outcome, client, \
                     lease_worker, lease_until, epoch, cancel_at, cancel_by, n) \
-                 ORDER BY n \
+                 ORDER BY id, n \
                  ON CONFLICT (id) DO NOTHING RETURNING id, change_seq"
             ),
             update: format!(
@@ -1217,7 +1217,9 @@ async fn insert_batches(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
     }
 }
 
-/// Inserts a batch in one statement and answers each caller once it committed.
+/// Inserts a batch in one statement and answers each caller once it committed. The rows go
+/// in id order (the first of one id in the batch wins), so concurrent batches that share ids
+/// take their index locks in the same order and cannot deadlock.
 async fn insert_batch(shared: &Shared, mut batch: Vec<CreateOp>) {
     // A caller that gave up waiting was told its task may not be stored: leave it out.
     batch.retain(|op| !op.reply.is_closed());
