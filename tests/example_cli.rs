@@ -1,21 +1,10 @@
 //! The example binaries' command lines: `--help` prints every option and exits 0, and the tour
 //! prints a transcript in which the interesting fields of each message show.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod support;
 
-fn example(name: &str) -> PathBuf {
-    // Integration tests live in target/<profile>/deps; `cargo test` builds examples next door.
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let path = dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with `cargo test --workspace`, which builds the examples",
-        path.display()
-    );
-    path
-}
+use std::process::{Command, Output};
+use support::example;
 
 fn run(name: &str, args: &[&str]) -> (Output, String) {
     let output = Command::new(example(name))

@@ -2,9 +2,11 @@
 //! 2020-12 vocabulary (schemars' `uint64`, `int32`, `double`, ... make Ajv-based clients such
 //! as the MCP Inspector warn), with integer bounds in their place.
 
+mod support;
+
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::process::Stdio;
+use support::example;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
@@ -30,19 +32,6 @@ const STANDARD_FORMATS: [&str; 19] = [
     "relative-json-pointer",
     "regex",
 ];
-
-fn example(name: &str) -> PathBuf {
-    // Integration tests live in target/<profile>/deps; `cargo test` builds examples next door.
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let path = dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with `cargo test --workspace`, which builds the examples",
-        path.display()
-    );
-    path
-}
 
 /// Every `(path, format)` in a schema.
 fn walk(value: &Value, path: &str, formats: &mut Vec<(String, String)>) {

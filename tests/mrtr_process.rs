@@ -2,29 +2,18 @@
 //! the conformance fixture server as a real process, over stdio and over Streamable HTTP, as a
 //! client without the tasks extension sees it.
 
+mod support;
+
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
+use support::example;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
 const V2026: &str = "2026-07-28";
 /// The longest any single exchange with the server may take.
 const LIMIT: Duration = Duration::from_secs(30);
-
-fn example(name: &str) -> PathBuf {
-    // Integration tests live in target/<profile>/deps; `cargo test` builds examples next door.
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let path = dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with `cargo test --workspace`, which builds the examples",
-        path.display()
-    );
-    path
-}
 
 fn spawn(args: &[&str]) -> Child {
     Command::new(example("conformance-server"))

@@ -1,23 +1,12 @@
 //! Spawns the examples as real processes and speaks to them over their stdin and stdout.
 
+mod support;
+
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::process::Stdio;
+use support::example;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
-
-fn example(name: &str) -> PathBuf {
-    // Integration tests live in target/<profile>/deps; `cargo test` builds examples next door.
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let path = dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with `cargo test --workspace`, which builds the examples",
-        path.display()
-    );
-    path
-}
 
 #[tokio::test]
 async fn the_tour_binary_serves_both_eras_over_stdio_and_exits_on_eof() {

@@ -1105,7 +1105,8 @@ impl Engine {
     /// Starts the background loops once: the sweeper, the lapsed-lease scan, the claim loop
     /// (when this process runs tools) and the change feed (when the store is shared).
     pub(crate) fn ensure_background(&self) {
-        if self.background.swap(true, Ordering::AcqRel) {
+        // Called on every read: a plain load first keeps the cache line shared.
+        if self.background.load(Ordering::Acquire) || self.background.swap(true, Ordering::AcqRel) {
             return;
         }
         let weak = self.this.clone();

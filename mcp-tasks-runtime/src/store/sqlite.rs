@@ -1106,6 +1106,16 @@ struct CacheShard {
     writing: HashMap<String, u32>,
 }
 
+impl CacheShard {
+    /// Drops a task, and makes every read that missed before this unable to fill it.
+    fn invalidate(&mut self, id: &str) {
+        self.epoch += 1;
+        if let Some((_, size)) = self.tasks.remove(id) {
+            self.bytes -= size;
+        }
+    }
+}
+
 // Returned by value straight to the caller, so the size difference costs nothing.
 #[allow(clippy::large_enum_variant)]
 enum Lookup {
@@ -1155,10 +1165,7 @@ impl Cache {
             return;
         }
         let mut shard = self.shard(id);
-        shard.epoch += 1;
-        if let Some((_, size)) = shard.tasks.remove(id) {
-            shard.bytes -= size;
-        }
+        shard.invalidate(id);
         *shard.writing.entry(id.to_owned()).or_default() += 1;
     }
 
@@ -1169,10 +1176,7 @@ impl Cache {
             return;
         }
         let mut shard = self.shard(id);
-        shard.epoch += 1;
-        if let Some((_, size)) = shard.tasks.remove(id) {
-            shard.bytes -= size;
-        }
+        shard.invalidate(id);
         if let Some(n) = shard.writing.get_mut(id) {
             *n -= 1;
             if *n == 0 {
@@ -1214,11 +1218,7 @@ impl Cache {
         if self.shard_bytes == 0 {
             return;
         }
-        let mut shard = self.shard(id);
-        shard.epoch += 1;
-        if let Some((_, size)) = shard.tasks.remove(id) {
-            shard.bytes -= size;
-        }
+        self.shard(id).invalidate(id);
     }
 }
 
