@@ -135,8 +135,10 @@ fn main() {
         assert!(status.success(), "size {size} failed");
     }
     println!();
-    println!("| queued tasks (16 running) | memory per queued task (RSS) |");
-    println!("| --- | --- |");
+    println!(
+        "| queued tasks (16 running) | memory per queued task (RSS) | of which arguments | the rest |"
+    );
+    println!("| --- | --- | --- | --- |");
     let queued_sizes: Vec<u64> = std::env::var("MCP_TASKS_BENCH_QUEUED_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
@@ -179,7 +181,22 @@ async fn queued(size: u64) {
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let per_task = rss_bytes().saturating_sub(before) as f64 / size as f64;
-    println!("| {size} | {per_task:.0} B |");
+    // What the arguments alone take: the same number of argument maps, held the same way.
+    let before = rss_bytes();
+    let arguments: Vec<JsonObject> = (0..size)
+        .map(|n| {
+            let Value::Object(map) = json!({ "n": n }) else {
+                unreachable!()
+            };
+            map
+        })
+        .collect();
+    let per_arguments = rss_bytes().saturating_sub(before) as f64 / size as f64;
+    drop(arguments);
+    println!(
+        "| {size} | {per_task:.0} B | {per_arguments:.0} B | {:.0} B |",
+        per_task - per_arguments
+    );
 }
 
 async fn run(size: u64) {

@@ -90,7 +90,7 @@ fn record(id: String, owner: &str) -> TaskRecord {
         input_requests: BTreeMap::new(),
         input_responses: BTreeMap::new(),
         input_seq: 0,
-        client_capabilities: json!({}),
+        client_capabilities: std::sync::Arc::new(json!({})),
         lease: Some(Lease {
             worker: "bench".into(),
             until: now + Duration::from_secs(30),

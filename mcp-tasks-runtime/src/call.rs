@@ -370,7 +370,7 @@ impl Suspended {
         let cx = TaskContext::new(
             caller.name,
             cancel.clone(),
-            caller.client_capabilities,
+            Arc::new(caller.client_capabilities),
             caller.principal,
             cx_backend,
             caller.state,

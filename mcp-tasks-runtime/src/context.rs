@@ -36,7 +36,7 @@ struct Inner {
     tool: Arc<str>,
     task_id: Mutex<Option<String>>,
     cancel: CancellationToken,
-    client_capabilities: Value,
+    client_capabilities: Arc<Value>,
     principal: Option<Arc<str>>,
     backend: Arc<dyn CallBackend>,
     last_progress: Mutex<Option<f64>>,
@@ -66,7 +66,7 @@ impl TaskContext {
     pub(crate) fn new(
         tool: Arc<str>,
         cancel: CancellationToken,
-        client_capabilities: Value,
+        client_capabilities: Arc<Value>,
         principal: Option<Arc<str>>,
         backend: Arc<dyn CallBackend>,
         state: crate::state::StateMap,
@@ -100,7 +100,7 @@ impl TaskContext {
         Self::new(
             tool.into(),
             CancellationToken::new(),
-            json!({}),
+            Arc::new(json!({})),
             None,
             Arc::new(NoClient),
             crate::state::StateMap::default(),

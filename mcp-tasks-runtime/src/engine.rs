@@ -262,6 +262,9 @@ struct Slots {
 
 const LIVE_SHARDS: usize = 32;
 
+/// A finished task counted as retained: when it expires, its id, its requestor.
+type Retained = (SystemTime, Arc<str>, Arc<str>);
+
 /// The task engine of one process.
 pub(crate) struct Engine {
     store: Arc<dyn DynStore>,
@@ -273,7 +276,7 @@ pub(crate) struct Engine {
     slots: Mutex<Slots>,
     tool_limits: HashMap<String, usize>,
     /// Tasks this process created that wait for a slot (here or in another process).
-    queued_here: Mutex<HashSet<String>>,
+    queued_here: Mutex<HashSet<Arc<str>>>,
     /// Wakes the claim loop: a slot freed, or a task may be waiting.
     claim_wake: Arc<Notify>,
     background: AtomicBool,
@@ -284,9 +287,12 @@ pub(crate) struct Engine {
     state: crate::state::StateMap,
     /// Unfinished tasks this process created, with the requestor whose live-task quota each
     /// counts against until it ends.
-    counted: [Mutex<HashMap<String, Box<str>>>; LIVE_SHARDS],
+    /// The id is shared with `queued_here`, the requestor with the quota table.
+    counted: [Mutex<HashMap<Arc<str>, Arc<str>>>; LIVE_SHARDS],
     /// Finished tasks counted as retained, by when they expire.
-    retained: Mutex<BTreeSet<(SystemTime, String, Box<str>)>>,
+    retained: Mutex<BTreeSet<Retained>>,
+    /// The client capabilities of recent tasks, shared by new records.
+    capabilities: crate::task::SharedValues,
     this: Weak<Engine>,
 }
 
@@ -361,6 +367,7 @@ impl Engine {
             state,
             counted: std::array::from_fn(|_| Mutex::default()),
             retained: Mutex::default(),
+            capabilities: crate::task::SharedValues::new(),
             this: this.clone(),
         })
     }
@@ -481,7 +488,7 @@ impl Engine {
             input_requests: BTreeMap::new(),
             input_responses: BTreeMap::new(),
             input_seq: 0,
-            client_capabilities: new.client_capabilities.clone(),
+            client_capabilities: self.capabilities.share(&new.client_capabilities),
             epoch: u64::from(lease.is_some()),
             lease,
             cancel_requested: None,
@@ -498,20 +505,22 @@ impl Engine {
 
     /// Stores a new record, with its delivery attached first so no change is missed, and
     /// counts it against its requestor's quotas.
+    /// Returns the id as the engine's own indexes share it.
     async fn create(
         &self,
         record: &TaskRecord,
         delivery: Option<Arc<dyn Delivery>>,
-    ) -> Result<(), Error> {
+    ) -> Result<Arc<str>, Error> {
         self.ensure_background();
         let requestor = record.owner.as_deref().unwrap_or("anonymous");
         let ticket = self.quotas.admit(requestor)?;
-        lock(&self.counted[shard_of(&record.id)]).insert(record.id.clone(), requestor.into());
+        let id: Arc<str> = record.id.as_str().into();
+        lock(&self.counted[shard_of(&record.id)]).insert(Arc::clone(&id), ticket.requestor_key());
         if let Some(delivery) = &delivery {
             *lock(&self.live_entry(&record.id).delivery) = Some(Arc::clone(delivery));
         }
         if let Err(e) = self.store.create(record.clone()).await {
-            lock(&self.counted[shard_of(&record.id)]).remove(&record.id);
+            lock(&self.counted[shard_of(&record.id)]).remove(record.id.as_str());
             if let Some(live) = self.live(&record.id) {
                 *lock(&live.delivery) = None;
             }
@@ -521,7 +530,7 @@ impl Engine {
         ticket.commit();
         metrics::counter!("mcp_tasks_created_total", "tool" => record.tool.clone()).increment(1);
         tracing::debug!(task = %record.id, tool = %record.tool, leased = record.lease.is_some(), "task created");
-        Ok(())
+        Ok(id)
     }
 
     /// Starts a task: stores it, then runs the tool here if a slot is free, or leaves it
@@ -531,18 +540,21 @@ impl Engine {
         self.admit()?;
         let run_now = self.config.execute && self.reserve(&new.tool.name);
         let record = self.new_record(&new, run_now.then(|| self.my_lease()));
-        if let Err(e) = self.create(&record, new.delivery.clone()).await {
-            if run_now {
-                self.unreserve(&new.tool.name);
+        let id = match self.create(&record, new.delivery.clone()).await {
+            Ok(id) => id,
+            Err(e) => {
+                if run_now {
+                    self.unreserve(&new.tool.name);
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
+        };
         if run_now {
             self.launch(new.tool, record.clone(), None);
         } else {
             let queued = {
                 let mut queued = lock(&self.queued_here);
-                queued.insert(record.id.clone());
+                queued.insert(id);
                 queued.len()
             };
             metrics::gauge!("mcp_tasks_queued").set(queued as f64);
@@ -887,13 +899,13 @@ impl Engine {
 
     /// A task this process created ended: it counts as retained until it expires.
     fn uncount(&self, rec: &TaskRecord) {
-        let Some(requestor) = lock(&self.counted[shard_of(&rec.id)]).remove(&rec.id) else {
+        let Some(requestor) = lock(&self.counted[shard_of(&rec.id)]).remove(rec.id.as_str()) else {
             return;
         };
         self.quotas.finished(&requestor);
         // A task kept until deleted stays counted as retained.
         if let Some(at) = rec.expires_at() {
-            lock(&self.retained).insert((at, rec.id.clone(), requestor));
+            lock(&self.retained).insert((at, rec.id.as_str().into(), requestor));
         }
     }
 
@@ -1259,7 +1271,7 @@ impl Engine {
 
     /// Runs a task this process just claimed.
     async fn run_claimed(&self, rec: TaskRecord) {
-        lock(&self.queued_here).remove(&rec.id);
+        lock(&self.queued_here).remove(rec.id.as_str());
         let Some(tool) = self.registry.get(&rec.tool).cloned() else {
             tracing::error!(task = %rec.id, tool = %rec.tool, "claimed a task of an unknown tool");
             let message = format!("the tool {:?} does not exist in this server", rec.tool);
@@ -1363,7 +1375,7 @@ impl Engine {
 
     /// Drops from the queued count the tasks created here that another process claimed.
     async fn forget_claimed(&self) {
-        let ids: Vec<String> = lock(&self.queued_here).iter().take(256).cloned().collect();
+        let ids: Vec<Arc<str>> = lock(&self.queued_here).iter().take(256).cloned().collect();
         for id in ids {
             let gone = match self.store.get(&id).await {
                 Ok(Some(rec)) => !rec.is_queued(),

@@ -172,7 +172,7 @@ struct Inner {
 
 #[derive(Debug, Default)]
 struct Shard {
-    requestors: HashMap<Box<str>, Account>,
+    requestors: HashMap<Arc<str>, Account>,
     /// Admissions since the last sweep of forgettable requestors.
     since_sweep: usize,
 }
@@ -197,7 +197,7 @@ const SWEEP_EVERY: usize = 256;
 #[derive(Debug)]
 pub struct Ticket {
     inner: Arc<Inner>,
-    key: Box<str>,
+    key: Arc<str>,
     committed: bool,
 }
 
@@ -205,6 +205,11 @@ impl Ticket {
     /// The requestor this ticket counts against.
     pub fn requestor(&self) -> &str {
         &self.key
+    }
+
+    /// The requestor, as the string the quota table keys it by: holding it costs no copy.
+    pub fn requestor_key(&self) -> Arc<str> {
+        Arc::clone(&self.key)
     }
 
     /// Keeps the live slot for the task, which is now stored; from here on the engine reports
@@ -258,15 +263,26 @@ impl Quotas {
                 .requestors
                 .retain(|_, a| !a.forgettable(now, rate, burst));
         }
-        let account = match shard.requestors.get_mut(requestor) {
-            Some(a) => a,
-            None => shard.requestors.entry(requestor.into()).or_insert(Account {
-                live: 0,
-                retained: 0,
-                tokens: burst,
-                refilled: now,
-            }),
+        let key = match shard.requestors.get_key_value(requestor) {
+            Some((key, _)) => Arc::clone(key),
+            None => {
+                let key: Arc<str> = requestor.into();
+                shard.requestors.insert(
+                    Arc::clone(&key),
+                    Account {
+                        live: 0,
+                        retained: 0,
+                        tokens: burst,
+                        refilled: now,
+                    },
+                );
+                key
+            }
         };
+        let account = shard
+            .requestors
+            .get_mut(requestor)
+            .expect("the account was just found or made");
         if account.live >= config.max_live {
             return Err(QuotaError::LiveTasks {
                 limit: config.max_live,
@@ -292,7 +308,7 @@ impl Quotas {
         account.live += 1;
         Ok(Ticket {
             inner: Arc::clone(&self.inner),
-            key: requestor.into(),
+            key,
             committed: false,
         })
     }

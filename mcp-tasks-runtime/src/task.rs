@@ -9,6 +9,7 @@ use crate::model::{InputRequest, JsonObject};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// A fresh random id: 128 bits from the OS RNG (122 of them random in the UUID v4 layout),
@@ -192,7 +193,9 @@ pub struct TaskRecord {
     pub input_seq: u64,
     /// The capabilities the creating client declared, so whichever process runs the task
     /// knows what it may ask the client.
-    pub client_capabilities: Value,
+    ///
+    /// Shared: records created with the same capabilities hold one copy of them.
+    pub client_capabilities: Arc<Value>,
     /// The process running it, while one does; `None` while it waits to be claimed (and
     /// once it is terminal).
     pub lease: Option<Lease>,
@@ -287,5 +290,88 @@ mod tests {
     #[test]
     fn timestamps_are_rfc3339_utc() {
         assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+    }
+}
+
+/// A few recently seen JSON values, each kept once and handed out shared: task records of
+/// clients that declare the same capabilities point at one copy instead of holding a tree
+/// of maps each.
+#[derive(Debug, Default)]
+pub(crate) struct SharedValues {
+    recent: std::sync::Mutex<Vec<Arc<Value>>>,
+}
+
+/// How many distinct values a [`SharedValues`] keeps.
+const SHARED_VALUES: usize = 8;
+
+impl SharedValues {
+    /// An empty set.
+    pub(crate) const fn new() -> Self {
+        Self {
+            recent: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// `value` as a shared copy: one kept earlier when equal, else a new one (which then
+    /// replaces the least recently used).
+    pub(crate) fn share(&self, value: &Value) -> Arc<Value> {
+        self.find(value)
+            .unwrap_or_else(|| self.keep(Arc::new(value.clone())))
+    }
+
+    /// [`share`](Self::share) for a value the caller owns.
+    pub(crate) fn share_owned(&self, value: Value) -> Arc<Value> {
+        self.find(&value)
+            .unwrap_or_else(|| self.keep(Arc::new(value)))
+    }
+
+    fn find(&self, value: &Value) -> Option<Arc<Value>> {
+        let mut recent = self
+            .recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = recent.iter().position(|kept| **kept == *value)?;
+        let shared = Arc::clone(&recent[at]);
+        recent[..=at].rotate_right(1);
+        Some(shared)
+    }
+
+    fn keep(&self, value: Arc<Value>) -> Arc<Value> {
+        let mut recent = self
+            .recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if recent.len() >= SHARED_VALUES {
+            recent.pop();
+        }
+        recent.insert(0, Arc::clone(&value));
+        value
+    }
+}
+
+#[cfg(test)]
+mod shared_values_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn equal_values_share_one_copy_and_the_least_recent_goes_first() {
+        let shared = SharedValues::default();
+        let a = shared.share(&json!({"extensions": {"x": {}}}));
+        let b = shared.share_owned(json!({"extensions": {"x": {}}}));
+        assert!(Arc::ptr_eq(&a, &b));
+        for n in 0..SHARED_VALUES {
+            shared.share(&json!({ "n": n }));
+        }
+        // Eight newer values pushed the first out: an equal value gets a new copy.
+        let c = shared.share(&json!({"extensions": {"x": {}}}));
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(a, c);
+        // A value used again moves to the front and outlives newer ones.
+        let d = shared.share(&json!({ "n": 1 }));
+        for n in 100..100 + SHARED_VALUES - 1 {
+            shared.share(&json!({ "n": n }));
+        }
+        assert!(Arc::ptr_eq(&d, &shared.share(&json!({ "n": 1 }))));
     }
 }

@@ -1004,7 +1004,7 @@ fn interrupted(id: &str, tool: &str) -> mcp_tasks_runtime::task::TaskRecord {
         input_requests: Default::default(),
         input_responses: Default::default(),
         input_seq: 0,
-        client_capabilities: json!({}),
+        client_capabilities: std::sync::Arc::new(json!({})),
         // Left by a process that died: its lease has run out.
         lease: Some(mcp_tasks_runtime::task::Lease {
             worker: "gone".into(),

@@ -11,6 +11,9 @@ use serde_json::Value;
 use std::io;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// The client capabilities of decoded records, kept once per distinct value.
+pub(super) static CLIENT_CAPABILITIES: crate::task::SharedValues = crate::task::SharedValues::new();
+
 /// Milliseconds since the Unix epoch, rounded down.
 pub(super) fn millis(time: SystemTime) -> i64 {
     match time.duration_since(UNIX_EPOCH) {
@@ -249,7 +252,7 @@ impl Row {
             input_requests: to_json(&id, "the input requests", &record.input_requests)?,
             input_responses: to_json(&id, "the input responses", &record.input_responses)?,
             outcome,
-            client: to_json(&id, "the client capabilities", &record.client_capabilities)?,
+            client: to_json(&id, "the client capabilities", &*record.client_capabilities)?,
             lease_until: record.lease.as_ref().map(|l| millis(l.until)),
             lease_worker: record.lease.map(|l| l.worker),
             epoch: to_i64(&id, "epoch", record.epoch)?,

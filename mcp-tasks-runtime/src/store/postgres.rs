@@ -1456,7 +1456,11 @@ fn decode(row: &tokio_postgres::Row) -> Result<(TaskRecord, i64), tokio_postgres
             .ok()
             .map(Into::into),
     };
-    let client_capabilities: Value = json(row.try_get(17)?, "client capabilities", &corrupt);
+    let client_capabilities = super::codec::CLIENT_CAPABILITIES.share_owned(json(
+        row.try_get(17)?,
+        "client capabilities",
+        &corrupt,
+    ));
     let ttl_ms: Option<i64> = row.try_get(8)?;
     let poll_interval_ms: i64 = row.try_get(9)?;
     let version: i64 = row.try_get(10)?;

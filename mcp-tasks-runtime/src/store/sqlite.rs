@@ -648,8 +648,9 @@ fn decode(row: &rusqlite::Row<'_>) -> Result<(TaskRecord, i64), StoreError> {
                 .into(),
         ),
     };
-    let client_capabilities: Value =
-        serde_json::from_str(text(17)?).map_err(|e| corrupt("client capabilities", &e))?;
+    let client_capabilities = super::codec::CLIENT_CAPABILITIES.share_owned(
+        serde_json::from_str(text(17)?).map_err(|e| corrupt("client capabilities", &e))?,
+    );
     let lease_worker: Option<String> = row.get(18).map_err(sql)?;
     let lease_until: Option<i64> = row.get(19).map_err(sql)?;
     let epoch: i64 = row.get(20).map_err(sql)?;

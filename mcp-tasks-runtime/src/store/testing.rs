@@ -61,7 +61,7 @@ pub fn sample_record(id: &str, owner: Option<&str>, created_at: SystemTime) -> T
         input_requests: BTreeMap::new(),
         input_responses: BTreeMap::new(),
         input_seq: 0,
-        client_capabilities: json!({}),
+        client_capabilities: Arc::new(json!({})),
         lease: None,
         epoch: 0,
         cancel_requested: None,
@@ -479,7 +479,7 @@ fn full_record(id: &str) -> TaskRecord {
         json!({ "action": "accept", "content": { "pick": "b" } }),
     );
     record.input_seq = 3;
-    record.client_capabilities = json!({ "elicitation": { "form": {} }, "sampling": {} });
+    record.client_capabilities = Arc::new(json!({ "elicitation": { "form": {} }, "sampling": {} }));
     record.lease = Some(Lease {
         worker: "worker-✓".into(),
         until: at(9),

@@ -569,7 +569,7 @@ fn direct_context(
     TaskContext::new(
         name,
         cancel.clone(),
-        state.client_capabilities.clone(),
+        Arc::new(state.client_capabilities.clone()),
         conn.principal.clone(),
         backend,
         server.inner.state.clone(),
