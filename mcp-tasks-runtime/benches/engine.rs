@@ -124,9 +124,9 @@ fn main() {
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1_000, 100_000]);
     println!(
-        "| stored tasks | fill time | fill rate (creates/s, 64 callers) | memory per task (RSS) | tasks/get/s (16 callers) | creates/s (16 callers) |"
+        "| stored tasks | fill time | fill rate (creates/s, 64 callers) | memory per task (RSS) | of which arguments | tasks/get/s (16 callers) | creates/s (16 callers) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     for size in &sizes {
         let status = std::process::Command::new(std::env::current_exe().expect("bench binary"))
             .env("MCP_TASKS_BENCH_ONE", size.to_string())
@@ -181,7 +181,16 @@ async fn queued(size: u64) {
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let per_task = rss_bytes().saturating_sub(before) as f64 / size as f64;
-    // What the arguments alone take: the same number of argument maps, held the same way.
+    let per_arguments = arguments_rss(size);
+    println!(
+        "| {size} | {per_task:.0} B | {per_arguments:.0} B | {:.0} B |",
+        per_task - per_arguments
+    );
+}
+
+/// What the arguments of `size` tasks take alone: as many argument maps, held the same way,
+/// measured in the calling process.
+fn arguments_rss(size: u64) -> f64 {
     let before = rss_bytes();
     let arguments: Vec<JsonObject> = (0..size)
         .map(|n| {
@@ -193,10 +202,7 @@ async fn queued(size: u64) {
         .collect();
     let per_arguments = rss_bytes().saturating_sub(before) as f64 / size as f64;
     drop(arguments);
-    println!(
-        "| {size} | {per_task:.0} B | {per_arguments:.0} B | {:.0} B |",
-        per_task - per_arguments
-    );
+    per_arguments
 }
 
 async fn run(size: u64) {
@@ -256,8 +262,9 @@ async fn run(size: u64) {
             })
             .await
         };
+        let per_arguments = arguments_rss(size);
         println!(
-            "| {size} | {:.2} s | {:.0} | {:.0} B | {get_rate:.0} | {create_rate:.0} |",
+            "| {size} | {:.2} s | {:.0} | {:.0} B | {per_arguments:.0} B | {get_rate:.0} | {create_rate:.0} |",
             fill.as_secs_f64(),
             size as f64 / fill.as_secs_f64(),
             per_task

@@ -899,13 +899,15 @@ impl Engine {
 
     /// A task this process created ended: it counts as retained until it expires.
     fn uncount(&self, rec: &TaskRecord) {
-        let Some(requestor) = lock(&self.counted[shard_of(&rec.id)]).remove(rec.id.as_str()) else {
+        let Some((id, requestor)) =
+            lock(&self.counted[shard_of(&rec.id)]).remove_entry(rec.id.as_str())
+        else {
             return;
         };
         self.quotas.finished(&requestor);
         // A task kept until deleted stays counted as retained.
         if let Some(at) = rec.expires_at() {
-            lock(&self.retained).insert((at, rec.id.as_str().into(), requestor));
+            lock(&self.retained).insert((at, id, requestor));
         }
     }
 
