@@ -10,7 +10,7 @@
 //! What the engine learns of a task — its own writes, and through the store's change feed
 //! ([`ClaimStore::changes`]) the writes of other processes — it hands to whoever waits in
 //! this process: the tool waiting for an answer, `tasks/result`, subscriptions, and the
-//! [`Delivery`] a wire adapter attached to carry the task's questions and progress to its
+//! `Delivery` a wire adapter attached to carry the task's questions and progress to its
 //! client. Queued tasks are records in the store, claimed by any process with a free slot.
 //! A task whose lease lapsed (its process died or froze) is settled by its tool's restart
 //! policy, by any live process. The engine knows nothing of wire formats or protocol eras.

@@ -8,8 +8,8 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 /// A value of type `T` registered with [`ServerBuilder::state`](crate::ServerBuilder::state),
-/// taken as a parameter of a `#[task_tool]` function (or from [`TaskContext::state`]
-/// (crate::TaskContext::state) in a [`Tool`](crate::Tool) handler). Cheap to clone; derefs
+/// taken as a parameter of a `#[task_tool]` function (or from
+/// [`TaskContext::state`](crate::TaskContext::state) in a [`Tool`](crate::Tool) handler). Cheap to clone; derefs
 /// to `T`.
 ///
 /// A tool that takes `State<T>` of a type nobody registered makes the server's `build()` fail

@@ -2,7 +2,7 @@
 //! `io.modelcontextprotocol/tasks` extension, and 2025-11-25 with its Tasks utility.
 //!
 //! [`McpClient`] connects over stdio (spawning a command), over Streamable HTTP, or to a
-//! [`Server`](crate::Server) in the same process, and negotiates the best protocol it can:
+//! [`Server`] in the same process, and negotiates the best protocol it can:
 //! 2026-07-28 with the tasks extension, else 2025-11-25 with tasks, else plain calls.
 //! [`McpClient::call_tool`] returns the result or a [`TaskHandle`], whichever the server
 //! chose; the handle polls with the server's interval plus jitter until a deadline, reports
