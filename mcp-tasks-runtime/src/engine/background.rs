@@ -1,0 +1,380 @@
+//! The background work of a process: the change feed, claims, lapsed leases, expiry, shutdown.
+
+use super::run::{keep_readable, settle};
+use super::{Engine, Run, lock, shard_of};
+use crate::error::{CallOutcome, Error};
+use crate::task::{Lease, TaskRecord, TaskStatus};
+use crate::tool::RestartPolicy;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+
+impl Engine {
+    /// Starts the background loops once: the sweeper, the lapsed-lease scan, the claim loop
+    /// (when this process runs tools) and the change feed (when the store is shared).
+    pub(crate) fn ensure_background(&self) {
+        // Called on every read: a plain load first keeps the cache line shared.
+        if self.background.load(Ordering::Acquire) || self.background.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let weak = self.this.clone();
+        let every = self.config.sweep_interval;
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(engine) = weak.upgrade() else { break };
+                engine.sweep().await;
+            }
+        });
+        let weak = self.this.clone();
+        let every = self.config.lapse_scan_every();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(engine) = weak.upgrade() else { break };
+                if let Err(e) = engine.settle_lapsed().await {
+                    tracing::warn!(error = %e, "cannot scan for lapsed leases");
+                }
+                engine.forget_claimed().await;
+                engine.uncount_expired();
+            }
+        });
+        if self.config.execute {
+            let weak = self.this.clone();
+            let wake = Arc::clone(&self.claim_wake);
+            tokio::spawn(async move {
+                loop {
+                    {
+                        let Some(engine) = weak.upgrade() else { break };
+                        if engine.stopping.load(Ordering::Acquire) {
+                            break;
+                        }
+                        engine.claim_round().await;
+                    }
+                    tokio::select! {
+                        () = wake.notified() => {}
+                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+            });
+        }
+        if self.store.is_shared() {
+            let weak = self.this.clone();
+            let every = self.config.signal_interval;
+            tokio::spawn(async move {
+                let mut cursor = None;
+                let mut failing = false;
+                loop {
+                    let store = {
+                        let Some(engine) = weak.upgrade() else { break };
+                        cursor = engine.read_changes(cursor, &mut failing).await;
+                        Arc::clone(&engine.store)
+                    };
+                    // A store that can tell when there is news is read sooner, but not
+                    // more often than ten times per interval.
+                    let woken = async {
+                        store.changed().await;
+                        tokio::time::sleep(every / 10).await;
+                    };
+                    tokio::select! {
+                        () = tokio::time::sleep(every) => {}
+                        () = woken => {}
+                    }
+                }
+            });
+        }
+    }
+
+    /// Reads the change feed once and hands on what other processes changed. `failing`
+    /// says whether the last read failed, so an outage is logged once, not every poll.
+    pub(super) async fn read_changes(
+        &self,
+        cursor: Option<u64>,
+        failing: &mut bool,
+    ) -> Option<u64> {
+        const BATCH: usize = 1000;
+        let mut cursor = cursor;
+        loop {
+            let changes = match self.store.changes(cursor, BATCH).await {
+                Ok(c) => c,
+                Err(e) => {
+                    if *failing {
+                        tracing::debug!(error = %e, "cannot read the task store's change feed");
+                    } else {
+                        tracing::warn!(error = %e, "cannot read the task store's change feed");
+                    }
+                    *failing = true;
+                    return cursor;
+                }
+            };
+            if std::mem::take(failing) {
+                tracing::info!("the task store's change feed is readable again");
+            }
+            let first = cursor.is_none();
+            cursor = Some(changes.cursor);
+            let mut unknown = false;
+            let mut seen = HashSet::new();
+            for id in &changes.ids {
+                if !seen.insert(id.as_str()) {
+                    continue;
+                }
+                let counted = lock(&self.counted[shard_of(id)]).contains_key(id.as_str());
+                if self.live(id).is_none() && !counted {
+                    unknown = true;
+                    continue;
+                }
+                match self.store.get(id).await {
+                    Ok(Some(rec)) => self.observe(&rec),
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(task = %id, error = %e, "cannot read a changed task"),
+                }
+            }
+            if (unknown || first) && self.config.execute {
+                self.claim_wake.notify_one();
+            }
+            if changes.ids.len() < BATCH {
+                return cursor;
+            }
+        }
+    }
+
+    /// Claims queued tasks while this process has free slots.
+    pub(super) async fn claim_round(&self) {
+        const BATCH: usize = 32;
+        loop {
+            let free = {
+                let slots = lock(&self.slots);
+                self.config.max_running.max(1).saturating_sub(slots.running)
+            };
+            if free == 0 || self.stopping.load(Ordering::Acquire) {
+                return;
+            }
+            let asked = free.min(BATCH);
+            let skip = self.full_tools();
+            let until = SystemTime::now() + self.config.lease;
+            let claimed = match self.store.claim(&self.worker, until, asked, &skip).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot claim queued tasks");
+                    return;
+                }
+            };
+            let got = claimed.len();
+            for rec in claimed {
+                self.run_claimed(rec).await;
+            }
+            if got < asked {
+                return;
+            }
+        }
+    }
+
+    /// Runs a task this process just claimed.
+    pub(super) async fn run_claimed(&self, rec: TaskRecord) {
+        lock(&self.queued_here).remove(rec.id.as_str());
+        let Some(tool) = self.registry.get(&rec.tool).cloned() else {
+            tracing::error!(task = %rec.id, tool = %rec.tool, "claimed a task of an unknown tool");
+            let message = format!("the tool {:?} does not exist in this server", rec.tool);
+            let epoch = rec.epoch;
+            let id = rec.id.clone();
+            let _ = self
+                .update_from(&id, Some(rec), |r| {
+                    if !r.is_held_by(&self.worker, epoch) {
+                        return false;
+                    }
+                    let outcome = CallOutcome::Error(Error::Internal(message.clone()).into());
+                    settle(r, &outcome, self.config.min_retention)
+                })
+                .await;
+            return;
+        };
+        {
+            let mut slots = lock(&self.slots);
+            slots.running += 1;
+            *slots.per_tool.entry(tool.name.to_string()).or_default() += 1;
+        }
+        tracing::debug!(task = %rec.id, tool = %rec.tool, epoch = rec.epoch, "claimed a task");
+        metrics::counter!("mcp_tasks_claimed_total", "tool" => rec.tool.clone()).increment(1);
+        self.observe(&rec);
+        self.launch(tool, rec, None);
+    }
+
+    /// Settles tasks whose lease lapsed by their tools' restart policies: `rerun` tools go
+    /// back to the queue (under the same id), every other task ends `failed`.
+    pub(super) async fn settle_lapsed(&self) -> Result<Recovery, Error> {
+        const BATCH: usize = 100;
+        let mut report = Recovery::default();
+        loop {
+            let lapsed = self.store.lapsed(SystemTime::now(), BATCH).await?;
+            let got = lapsed.len();
+            for rec in lapsed {
+                let (id, tool, lapsed_lease) =
+                    (rec.id.clone(), rec.tool.clone(), rec.lease.clone());
+                let rerun = self
+                    .registry
+                    .get(&rec.tool)
+                    .is_some_and(|t| t.on_restart == RestartPolicy::Rerun);
+                let retention = self.config.min_retention;
+                let now = SystemTime::now();
+                let written = self
+                    .update_from(&id, Some(rec), |r| {
+                        // Renewed or settled meanwhile: not lapsed any more.
+                        if r.status.is_terminal()
+                            || r.lease != lapsed_lease
+                            || r.lease.as_ref().is_none_or(|l| l.until > now)
+                        {
+                            return false;
+                        }
+                        r.input_requests.clear();
+                        r.lease = None;
+                        if rerun {
+                            r.status = TaskStatus::Working;
+                            r.status_message =
+                                Some("Running again: the process running it stopped.".into());
+                            r.input_responses.clear();
+                        } else {
+                            r.status = TaskStatus::Failed;
+                            r.status_message =
+                                Some("The server restarted before the task finished.".into());
+                            r.outcome = Some(CallOutcome::Error(
+                                Error::Internal(
+                                    "the task was interrupted by a server restart".into(),
+                                )
+                                .into(),
+                            ));
+                            keep_readable(r, retention);
+                        }
+                        true
+                    })
+                    .await?;
+                if matches!(written, Some((_, true))) {
+                    metrics::counter!(
+                        "mcp_tasks_lapsed_total",
+                        "tool" => tool.clone(),
+                        "policy" => if rerun { "rerun" } else { "fail" }
+                    )
+                    .increment(1);
+                    if rerun {
+                        tracing::info!(task = %id, tool = %tool, "task's runner stopped; queued to run again");
+                        report.rerun += 1;
+                    } else {
+                        tracing::info!(task = %id, tool = %tool, "task's runner stopped; settled as failed");
+                        report.failed += 1;
+                    }
+                }
+            }
+            if got < BATCH {
+                break;
+            }
+        }
+        if report.rerun > 0 && self.config.execute {
+            self.claim_wake.notify_one();
+        }
+        Ok(report)
+    }
+
+    /// Drops from the queued count the tasks created here that another process claimed.
+    pub(super) async fn forget_claimed(&self) {
+        let ids: Vec<Arc<str>> = lock(&self.queued_here).iter().take(256).cloned().collect();
+        for id in ids {
+            let gone = match self.store.get(&id).await {
+                Ok(Some(rec)) => !rec.is_queued(),
+                Ok(None) => true,
+                Err(_) => false,
+            };
+            if gone {
+                lock(&self.queued_here).remove(&id);
+            }
+        }
+    }
+
+    /// Settles what can be settled now: tasks whose lease has already lapsed (those of an
+    /// earlier version of the store, or of a process that died more than a lease ago).
+    /// Tasks of a process that died less than a lease ago are settled once it lapses, by
+    /// whichever process sees it first. Starts the background loops.
+    pub(crate) async fn recover(&self) -> Result<Recovery, Error> {
+        self.ensure_background();
+        let report = self.settle_lapsed().await?;
+        if report.rerun + report.failed > 0 {
+            tracing::info!(
+                rerun = report.rerun,
+                failed = report.failed,
+                "settled tasks whose runner had stopped"
+            );
+        }
+        Ok(report)
+    }
+
+    /// Deletes expired tasks, in batches.
+    pub(crate) async fn sweep(&self) -> usize {
+        const BATCH: usize = 1000;
+        let mut total = 0;
+        loop {
+            match self.store.expire(SystemTime::now(), BATCH).await {
+                Ok(ids) => {
+                    total += ids.len();
+                    if ids.len() < BATCH {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "expiring tasks failed");
+                    break;
+                }
+            }
+        }
+        if total > 0 {
+            tracing::debug!(expired = total, "expired tasks deleted");
+        }
+        total
+    }
+
+    /// Stops claiming, waits up to `grace` for the tools running here to finish, then stops
+    /// the rest and hands their leases back (their lease ends now), so another process
+    /// settles them by their restart policies at once.
+    pub(crate) async fn shutdown(&self, grace: Duration) {
+        self.stopping.store(true, Ordering::Release);
+        self.claim_wake.notify_one();
+        let deadline = Instant::now() + grace;
+        while lock(&self.slots).running > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let runs: Vec<(String, Arc<Run>)> = self
+            .live
+            .iter()
+            .flat_map(|shard| {
+                lock(shard)
+                    .iter()
+                    .filter_map(|(id, live)| lock(&live.run).clone().map(|r| (id.clone(), r)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (id, run) in runs {
+            let now = SystemTime::now();
+            let _ = self
+                .update(&id, |rec| {
+                    if !rec.is_held_by(&self.worker, run.epoch) {
+                        return false;
+                    }
+                    rec.lease = Some(Lease {
+                        worker: self.worker.clone(),
+                        until: now,
+                    });
+                    true
+                })
+                .await;
+            self.lose(&id, &run);
+            tracing::info!(task = %id, "handed the task's lease back at shutdown");
+        }
+    }
+}
+
+/// What [`Server::recover`](crate::Server::recover) did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Tasks queued to run again (tools declared `on_restart = "rerun"`).
+    pub rerun: usize,
+    /// Tasks settled as `failed`.
+    pub failed: usize,
+}

@@ -1,0 +1,111 @@
+//! How a task's questions, progress and logs reach its client, and who waits on a task.
+
+use super::{Engine, Run, lock};
+use crate::context::{BoxFuture, CallBackend};
+use crate::error::ToolError;
+use crate::model::{InputRequest, LogLevel};
+use crate::task::TaskRecord;
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// How a task's questions, progress and log lines reach its client: the seam a wire
+/// adapter implements. The engine calls it in the process that holds the client.
+pub(crate) trait Delivery: Send + Sync + 'static {
+    /// The task changed (as stored now). Called for every version this process sees, in
+    /// order, at most once each; `status_changed` says whether the status moved.
+    fn changed(&self, engine: &Arc<Engine>, record: &TaskRecord, status_changed: bool);
+    /// Progress of the tool, when it runs in this process.
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>);
+    /// A log line of the tool, when it runs in this process.
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value);
+    /// `true` once the client it serves is gone, so another may take its place.
+    fn is_closed(&self) -> bool;
+    /// For the adapter to find its own type again.
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
+}
+
+/// A receiver of a task's changes; the engine forgets the task when the last one is gone.
+pub(crate) struct TaskWatch {
+    pub(super) engine: Arc<Engine>,
+    pub(super) id: String,
+    pub(super) rx: Option<watch::Receiver<u64>>,
+}
+
+impl TaskWatch {
+    /// Waits for the next change the engine learns of, or at most `fallback` (a safety
+    /// net: a change feed that failed for a while must not leave a waiter asleep).
+    pub(crate) async fn changed(&mut self, fallback: Duration) {
+        let Some(rx) = &mut self.rx else { return };
+        let fallback = fallback.max(Duration::from_millis(100));
+        let _ = tokio::time::timeout(fallback, rx.changed()).await;
+    }
+}
+
+impl Drop for TaskWatch {
+    fn drop(&mut self) {
+        self.rx = None;
+        self.engine.release(&self.id);
+    }
+}
+
+impl std::fmt::Debug for TaskWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskWatch").field("id", &self.id).finish()
+    }
+}
+
+/// The backend of a tool running as a task.
+pub(super) struct TaskBackend {
+    pub(super) engine: Arc<Engine>,
+    pub(super) id: String,
+    pub(super) run: Arc<Run>,
+    pub(super) last_write: Mutex<Option<Instant>>,
+}
+
+impl TaskBackend {
+    pub(super) fn delivery(&self) -> Option<Arc<dyn Delivery>> {
+        self.engine.delivery(&self.id)
+    }
+}
+
+impl CallBackend for TaskBackend {
+    fn input(&self, request: InputRequest) -> BoxFuture<'_, Result<Value, ToolError>> {
+        Box::pin(async move { self.engine.input(&self.id, &self.run, request).await })
+    }
+
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        if self.run.cancel.is_cancelled() {
+            return;
+        }
+        if let Some(delivery) = self.delivery() {
+            delivery.progress(progress, total, message);
+        }
+        let text = match (message, total) {
+            (Some(m), _) => m.to_owned(),
+            (None, Some(t)) => format!("{progress}/{t}"),
+            (None, None) => format!("{progress}"),
+        };
+        let now = Instant::now();
+        {
+            let mut last = lock(&self.last_write);
+            if last
+                .is_some_and(|l| now.duration_since(l) < self.engine.config.progress_write_interval)
+            {
+                return;
+            }
+            *last = Some(now);
+        }
+        let engine = Arc::clone(&self.engine);
+        let id = self.id.clone();
+        let epoch = self.run.epoch;
+        tokio::spawn(async move { engine.set_status_message(&id, epoch, text).await });
+    }
+
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
+        if let Some(delivery) = self.delivery() {
+            delivery.log(level, logger, data);
+        }
+    }
+}

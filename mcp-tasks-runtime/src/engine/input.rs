@@ -1,0 +1,122 @@
+//! Questions a running tool asks its client, and its status line.
+
+use super::{ANSWER_ERROR, Engine, Run};
+use crate::call::input_key;
+use crate::error::{Error, ToolError};
+use crate::model::InputRequest;
+use crate::task::TaskStatus;
+use serde_json::Value;
+
+impl Engine {
+    pub(super) async fn park(
+        &self,
+        id: &str,
+        run: &Run,
+        request: &InputRequest,
+    ) -> Result<Option<String>, Error> {
+        let mut key = None;
+        self.update(id, |rec| {
+            if !rec.is_held_by(&self.worker, run.epoch) {
+                return false;
+            }
+            rec.input_seq += 1;
+            // A key the tool chose is used once; a second use gets the sequence number too,
+            // so no key is ever reused within the task's life.
+            let k = match &request.key {
+                Some(key)
+                    if !rec.input_requests.contains_key(key)
+                        && !rec.input_responses.contains_key(key)
+                        && rec.input_seq == 1 =>
+                {
+                    key.clone()
+                }
+                Some(key) => format!("{key}-{}", rec.input_seq),
+                None => input_key(&request.method, rec.input_seq as usize),
+            };
+            let mut stored = request.clone();
+            stored.key = None;
+            rec.input_requests.insert(k.clone(), stored);
+            if rec.status == TaskStatus::Working {
+                rec.status = TaskStatus::InputRequired;
+            }
+            key = Some(k);
+            true
+        })
+        .await?;
+        Ok(key)
+    }
+
+    pub(super) async fn unpark(&self, id: &str, run: &Run, key: &str) -> Result<(), Error> {
+        self.update(id, |rec| {
+            if !rec.is_held_by(&self.worker, run.epoch) {
+                return false;
+            }
+            let removed = rec.input_requests.remove(key).is_some();
+            let consumed = rec.input_responses.remove(key).is_some();
+            if rec.input_requests.is_empty() && rec.status == TaskStatus::InputRequired {
+                rec.status = TaskStatus::Working;
+                return true;
+            }
+            removed || consumed
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Parks the question in the task and waits until an answer is stored, from whichever
+    /// process received it.
+    pub(super) async fn input(
+        &self,
+        id: &str,
+        run: &Run,
+        request: InputRequest,
+    ) -> Result<Value, ToolError> {
+        let method = request.method.clone();
+        let key = self
+            .park(id, run, &request)
+            .await
+            .map_err(|e| ToolError::new(e.to_string()))?
+            .ok_or_else(ToolError::cancelled)?;
+        let mut watch = self.watch(id);
+        loop {
+            let rec = self
+                .store
+                .get(id)
+                .await
+                .map_err(|e| ToolError::new(e.to_string()))?
+                .ok_or_else(ToolError::cancelled)?;
+            if !rec.is_held_by(&self.worker, run.epoch) {
+                return Err(ToolError::cancelled());
+            }
+            if let Some(answer) = rec.input_responses.get(&key).cloned() {
+                self.unpark(id, run, &key)
+                    .await
+                    .map_err(|e| ToolError::new(e.to_string()))?;
+                if let Some(message) = answer.get(ANSWER_ERROR).and_then(Value::as_str) {
+                    return Err(ToolError::new(format!(
+                        "the client answered {method} with an error: {message}"
+                    )));
+                }
+                return Ok(answer);
+            }
+            tokio::select! {
+                () = watch.changed(rec.poll_interval) => {}
+                () = run.cancel.cancelled() => return Err(ToolError::cancelled()),
+            }
+        }
+    }
+
+    pub(super) async fn set_status_message(&self, id: &str, epoch: u64, message: String) {
+        let _ = self
+            .update(id, |rec| {
+                if !rec.is_held_by(&self.worker, epoch)
+                    || rec.status_message.as_deref() == Some(&message)
+                {
+                    return false;
+                }
+                rec.status_message = Some(message.clone());
+                true
+            })
+            .await;
+    }
+}

@@ -1,0 +1,335 @@
+//! The task engine: turns a tool call into a durable task, runs it under a lease, and
+//! settles it — correctly when several processes share one store.
+//!
+//! Every change to a task is a compare-and-set in the [`TaskStore`], checked against the one
+//! transition table ([`TaskStatus::can_move_to`]); a late change after a terminal status is a
+//! silent no-op. The process that runs a task holds its lease ([`TaskRecord::lease`]) and
+//! renews it while the tool runs; each of its writes is fenced by the lease epoch, so a
+//! process whose lease lapsed can never overwrite a task another process took over.
+//!
+//! What the engine learns of a task — its own writes, and through the store's change feed
+//! ([`ClaimStore::changes`]) the writes of other processes — it hands to whoever waits in
+//! this process: the tool waiting for an answer, `tasks/result`, subscriptions, and the
+//! `Delivery` a wire adapter attached to carry the task's questions and progress to its
+//! client. Queued tasks are records in the store, claimed by any process with a free slot.
+//! A task whose lease lapsed (its process died or froze) is settled by its tool's restart
+//! policy, by any live process. The engine knows nothing of wire formats or protocol eras.
+//!
+//! Its files: `config` (limits and timings), `dyn_store` (the store behind it), `run`
+//! (creating a task and running its tool under a lease to a settled end), `tasks` (what
+//! clients do with tasks: read, list, cancel, answer, watch), `input` (the questions a tool
+//! asks), `delivery` (the seam to a wire adapter, and waiters), and `background` (the change
+//! feed, claims, lapsed leases, expiry and shutdown).
+
+use crate::error::Error;
+use crate::model::JsonObject;
+use crate::quota::Quotas;
+use crate::store::{ClaimStore, TaskStore};
+use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus, random_id};
+use crate::tool::{Registry, Tool};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, SystemTime};
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+mod background;
+mod config;
+mod delivery;
+mod dyn_store;
+mod input;
+mod run;
+mod tasks;
+
+pub use background::Recovery;
+pub use config::EngineConfig;
+pub(crate) use delivery::{Delivery, TaskWatch};
+use dyn_store::DynStore;
+
+/// A run of a task's tool in this process.
+struct Run {
+    /// The lease epoch it runs under; every write it makes is fenced by it.
+    epoch: u64,
+    cancel: CancellationToken,
+    /// Set when the lease was lost to another process: the run stops and writes nothing.
+    lost: AtomicBool,
+}
+
+/// What this process keeps of a task it runs, watches or delivers.
+struct Live {
+    changed: watch::Sender<u64>,
+    /// The version and status last handed on, so each version is handed on once.
+    seen: Mutex<(u64, Option<TaskStatus>)>,
+    run: Mutex<Option<Arc<Run>>>,
+    delivery: Mutex<Option<Arc<dyn Delivery>>>,
+}
+
+impl Live {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            changed: watch::Sender::new(0),
+            seen: Mutex::new((0, None)),
+            run: Mutex::default(),
+            delivery: Mutex::default(),
+        })
+    }
+}
+
+/// Locks a mutex whose critical sections leave their data consistent even when they
+/// panic (they only insert, remove or replace): a poisoned lock is still safe to use.
+fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Running tasks of this process, over all tools and per tool.
+#[derive(Default)]
+struct Slots {
+    running: usize,
+    per_tool: HashMap<String, usize>,
+}
+
+const LIVE_SHARDS: usize = 32;
+
+/// A finished task counted as retained: when it expires, its id, its requestor.
+type Retained = (SystemTime, Arc<str>, Arc<str>);
+
+/// The task engine of one process.
+pub(crate) struct Engine {
+    store: Arc<dyn DynStore>,
+    config: EngineConfig,
+    registry: Registry,
+    /// This process's name in leases.
+    worker: String,
+    live: [Mutex<HashMap<String, Arc<Live>>>; LIVE_SHARDS],
+    slots: Mutex<Slots>,
+    tool_limits: HashMap<String, usize>,
+    /// Tasks this process created that wait for a slot (here or in another process).
+    queued_here: Mutex<HashSet<Arc<str>>>,
+    /// Wakes the claim loop: a slot freed, or a task may be waiting.
+    claim_wake: Arc<Notify>,
+    background: AtomicBool,
+    stopping: AtomicBool,
+    /// Per-requestor limits on the tasks this process creates.
+    quotas: Quotas,
+    /// The application state tools take.
+    state: crate::state::StateMap,
+    /// Unfinished tasks this process created, with the requestor whose live-task quota each
+    /// counts against until it ends.
+    /// The id is shared with `queued_here`, the requestor with the quota table.
+    counted: [Mutex<HashMap<Arc<str>, Arc<str>>>; LIVE_SHARDS],
+    /// Finished tasks counted as retained, by when they expire.
+    retained: Mutex<BTreeSet<Retained>>,
+    /// The client capabilities of recent tasks, shared by new records.
+    capabilities: crate::task::SharedValues,
+    this: Weak<Engine>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("worker", &self.worker)
+            .field("config", &self.config)
+            .field("running", &lock(&self.slots).running)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a new task needs.
+pub(crate) struct NewTask {
+    pub(crate) tool: Tool,
+    pub(crate) args: JsonObject,
+    pub(crate) owner: Option<String>,
+    pub(crate) settle: SettlePolicy,
+    pub(crate) requested_ttl: Option<Duration>,
+    pub(crate) client_capabilities: Value,
+    pub(crate) delivery: Option<Arc<dyn Delivery>>,
+}
+
+fn shard_of(id: &str) -> usize {
+    id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    }) as usize
+        % LIVE_SHARDS
+}
+
+/// The principal of an owner key, for the tool's context.
+fn principal_of(owner: Option<&str>) -> Option<Arc<str>> {
+    owner?.strip_prefix("principal:").map(Into::into)
+}
+
+/// The stored form of a client's error answer to a question, which the waiting tool turns
+/// back into an error.
+const ANSWER_ERROR: &str = "io.mcp-tasks/answerError";
+
+/// A client's error answer to a question, in the form [`Engine::answer`] stores.
+pub(crate) fn error_answer(message: &str) -> Value {
+    json!({ ANSWER_ERROR: message })
+}
+
+impl Engine {
+    pub(crate) fn new<S: TaskStore + ClaimStore>(
+        store: S,
+        config: EngineConfig,
+        registry: Registry,
+        quotas: Quotas,
+        state: crate::state::StateMap,
+    ) -> Arc<Self> {
+        let tool_limits = registry
+            .iter()
+            .filter_map(|t| Some((t.name.to_string(), t.max_concurrency?.max(1))))
+            .collect();
+        let worker = format!("{}-{}", std::process::id(), &random_id()[..8]);
+        Arc::new_cyclic(|this| Self {
+            store: Arc::new(store),
+            config,
+            registry,
+            worker,
+            live: std::array::from_fn(|_| Mutex::default()),
+            slots: Mutex::default(),
+            tool_limits,
+            queued_here: Mutex::default(),
+            claim_wake: Arc::new(Notify::new()),
+            background: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            quotas,
+            state,
+            counted: std::array::from_fn(|_| Mutex::default()),
+            retained: Mutex::default(),
+            capabilities: crate::task::SharedValues::new(),
+            this: this.clone(),
+        })
+    }
+
+    fn arc(&self) -> Arc<Engine> {
+        self.this
+            .upgrade()
+            .expect("the engine is alive while it is used")
+    }
+
+    /// This process's name in leases.
+    pub(crate) fn worker(&self) -> &str {
+        &self.worker
+    }
+
+    fn live(&self, id: &str) -> Option<Arc<Live>> {
+        lock(&self.live[shard_of(id)]).get(id).cloned()
+    }
+
+    fn live_entry(&self, id: &str) -> Arc<Live> {
+        Arc::clone(
+            lock(&self.live[shard_of(id)])
+                .entry(id.to_owned())
+                .or_insert_with(Live::new),
+        )
+    }
+
+    /// Forgets a task nobody here runs, watches or delivers any more.
+    fn release(&self, id: &str) {
+        let mut shard = lock(&self.live[shard_of(id)]);
+        let idle = shard.get(id).is_some_and(|live| {
+            live.changed.receiver_count() == 0
+                && lock(&live.run).is_none()
+                && lock(&live.delivery).is_none()
+        });
+        if idle {
+            shard.remove(id);
+        }
+    }
+
+    fn resolve_ttl(&self, tool: &Tool, requested: Option<Duration>) -> Option<Duration> {
+        let asked = requested.or(tool.ttl);
+        match self.config.max_ttl {
+            Some(max) => Some(asked.map_or(max, |t| t.min(max))),
+            None => asked,
+        }
+    }
+
+    /// Takes a running slot for `tool`, if one is free here.
+    fn reserve(&self, tool: &str) -> bool {
+        let mut slots = lock(&self.slots);
+        if slots.running >= self.config.max_running.max(1) {
+            return false;
+        }
+        if let Some(limit) = self.tool_limits.get(tool)
+            && slots.per_tool.get(tool).copied().unwrap_or(0) >= *limit
+        {
+            return false;
+        }
+        slots.running += 1;
+        *slots.per_tool.entry(tool.to_owned()).or_default() += 1;
+        true
+    }
+
+    fn unreserve(&self, tool: &str) {
+        {
+            let mut slots = lock(&self.slots);
+            slots.running = slots.running.saturating_sub(1);
+            if let Some(n) = slots.per_tool.get_mut(tool) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    slots.per_tool.remove(tool);
+                }
+            }
+        }
+        self.claim_wake.notify_one();
+    }
+
+    /// The tools at their limit here, which a claim must leave for other processes.
+    fn full_tools(&self) -> Vec<String> {
+        let slots = lock(&self.slots);
+        self.tool_limits
+            .iter()
+            .filter(|(tool, limit)| slots.per_tool.get(*tool).copied().unwrap_or(0) >= **limit)
+            .map(|(tool, _)| tool.clone())
+            .collect()
+    }
+
+    /// Refuses a new task when this process already has as many running and waiting as it
+    /// may.
+    fn admit(&self) -> Result<(), Error> {
+        let limit = self.config.max_running + self.config.max_queued;
+        let running = lock(&self.slots).running;
+        let queued = lock(&self.queued_here).len();
+        if running + queued >= limit {
+            return Err(Error::Busy(format!(
+                "too many tasks: {limit} are running or queued; try again later"
+            )));
+        }
+        Ok(())
+    }
+
+    fn new_record(&self, new: &NewTask, lease: Option<Lease>) -> TaskRecord {
+        let now = SystemTime::now();
+        TaskRecord {
+            id: random_id(),
+            owner: new.owner.clone(),
+            tool: new.tool.name.to_string(),
+            arguments: new.args.clone(),
+            settle: new.settle,
+            status: TaskStatus::Working,
+            status_message: None,
+            created_at: now,
+            updated_at: now,
+            ttl: self.resolve_ttl(&new.tool, new.requested_ttl),
+            poll_interval: new.tool.poll_interval,
+            outcome: None,
+            input_requests: BTreeMap::new(),
+            input_responses: BTreeMap::new(),
+            input_seq: 0,
+            client_capabilities: self.capabilities.share(&new.client_capabilities),
+            epoch: u64::from(lease.is_some()),
+            lease,
+            cancel_requested: None,
+            version: 0,
+        }
+    }
+
+    fn my_lease(&self) -> Lease {
+        Lease {
+            worker: self.worker.clone(),
+            until: SystemTime::now() + self.config.lease,
+        }
+    }
+}

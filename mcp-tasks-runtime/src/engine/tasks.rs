@@ -1,0 +1,316 @@
+//! What clients do with tasks: read, list, cancel, answer, watch.
+
+use super::run::keep_readable;
+use super::{Delivery, Engine, TaskWatch, lock, shard_of};
+use crate::error::Error;
+use crate::model::JsonObject;
+use crate::quota::Stage;
+use crate::store::{StoreError, TaskPage};
+use crate::task::{CancelRequest, TaskRecord, TaskStatus};
+use std::sync::Arc;
+use std::time::SystemTime;
+use tokio_util::sync::CancellationToken;
+
+impl Engine {
+    /// Reads, changes and writes a task until the compare-and-set wins. `change` returns
+    /// whether it changed anything; it may run more than once. Returns the record as stored
+    /// and whether this call wrote it; `None` when the task does not exist.
+    pub(crate) async fn update(
+        &self,
+        id: &str,
+        change: impl FnMut(&mut TaskRecord) -> bool,
+    ) -> Result<Option<(TaskRecord, bool)>, Error> {
+        self.update_from(id, None, change).await
+    }
+
+    /// [`Engine::update`] starting from a record the caller has just read, so the first
+    /// attempt costs no second read; a lost compare-and-set reads the store again.
+    pub(super) async fn update_from(
+        &self,
+        id: &str,
+        mut read: Option<TaskRecord>,
+        mut change: impl FnMut(&mut TaskRecord) -> bool,
+    ) -> Result<Option<(TaskRecord, bool)>, Error> {
+        loop {
+            let current = match read.take() {
+                Some(rec) => Some(rec),
+                None => self.store.get(id).await?,
+            };
+            let Some(mut rec) = current else {
+                return Ok(None);
+            };
+            let version = rec.version;
+            let before = rec.status;
+            if !change(&mut rec) {
+                return Ok(Some((rec, false)));
+            }
+            rec.updated_at = SystemTime::now().max(rec.updated_at);
+            if self.store.compare_and_set(rec.clone(), version).await? {
+                rec.version = version + 1;
+                if before != rec.status {
+                    tracing::debug!(task = %rec.id, tool = %rec.tool, from = %before, to = %rec.status, "task status changed");
+                }
+                self.observe(&rec);
+                return Ok(Some((rec, true)));
+            }
+        }
+    }
+
+    /// Hands a version of a task on to whatever waits on it here.
+    pub(super) fn observe(&self, rec: &TaskRecord) {
+        if rec.status.is_terminal() {
+            self.uncount(rec);
+        }
+        let Some(live) = self.live(&rec.id) else {
+            return;
+        };
+        let status_changed = {
+            let mut seen = lock(&live.seen);
+            if seen.1.is_some() && rec.version <= seen.0 {
+                return;
+            }
+            let changed = seen.1 != Some(rec.status);
+            *seen = (rec.version, Some(rec.status));
+            changed
+        };
+        live.changed.send_replace(rec.version);
+        let run = lock(&live.run).clone();
+        if let Some(run) = run {
+            if rec.status.is_terminal() {
+                run.cancel.cancel();
+            } else if !rec.is_held_by(&self.worker, run.epoch) {
+                self.lose(&rec.id, &run);
+            }
+        }
+        let delivery = lock(&live.delivery).clone();
+        if let Some(delivery) = delivery {
+            delivery.changed(&self.arc(), rec, status_changed);
+            if rec.status.is_terminal() {
+                *lock(&live.delivery) = None;
+            }
+        }
+        if rec.status.is_terminal() {
+            drop(live);
+            self.release(&rec.id);
+        }
+    }
+
+    /// A task this process created ended: it counts as retained until it expires.
+    pub(super) fn uncount(&self, rec: &TaskRecord) {
+        let Some((id, requestor)) =
+            lock(&self.counted[shard_of(&rec.id)]).remove_entry(rec.id.as_str())
+        else {
+            return;
+        };
+        self.quotas.finished(&requestor);
+        // A task kept until deleted stays counted as retained.
+        if let Some(at) = rec.expires_at() {
+            lock(&self.retained).insert((at, id, requestor));
+        }
+    }
+
+    /// Stops counting finished tasks whose time to be kept is over.
+    pub(super) fn uncount_expired(&self) {
+        let now = SystemTime::now();
+        let mut retained = lock(&self.retained);
+        while retained.first().is_some_and(|first| first.0 <= now) {
+            if let Some((_, _, requestor)) = retained.pop_first() {
+                self.quotas.gone(&requestor, Stage::Retained);
+            }
+        }
+    }
+
+    /// `rec` if it has not expired and `owner` may see it. A task owned by a principal is
+    /// visible only to that principal; a task owned by a session is a bearer handle unless
+    /// sessions are strictly bound; a task without an owner is a bearer handle.
+    pub(super) fn visible(&self, rec: TaskRecord, owner: Option<&str>) -> Option<TaskRecord> {
+        let bearer = rec.owner.is_none()
+            || (!self.config.strict_session_binding
+                && rec
+                    .owner
+                    .as_deref()
+                    .is_some_and(|o| o.starts_with("session:")));
+        if !bearer && rec.owner.as_deref() != owner {
+            return None;
+        }
+        if rec.expires_at().is_some_and(|at| at <= SystemTime::now()) {
+            return None;
+        }
+        Some(rec)
+    }
+
+    /// The task, if it exists, has not expired and `owner` may see it.
+    pub(crate) async fn get(
+        &self,
+        id: &str,
+        owner: Option<&str>,
+    ) -> Result<Option<TaskRecord>, Error> {
+        // A process that only reads must still hear of other processes' writes.
+        self.ensure_background();
+        let Some(rec) = self.store.get(id).await? else {
+            return Ok(None);
+        };
+        Ok(self.visible(rec, owner))
+    }
+
+    /// Cancels a task. Returns the task as it is afterwards and whether this call cancelled
+    /// it (`false`: it was already terminal). `None` for an unknown task. The process that
+    /// runs the tool learns of it from the store and stops the tool.
+    pub(crate) async fn cancel(
+        &self,
+        id: &str,
+        owner: Option<&str>,
+    ) -> Result<Option<(TaskRecord, bool)>, Error> {
+        let Some(visible) = self.get(id, owner).await? else {
+            return Ok(None);
+        };
+        let retention = self.config.min_retention;
+        let result = self
+            .update_from(id, Some(visible), |rec| {
+                if rec.status.is_terminal() {
+                    return false;
+                }
+                rec.status = TaskStatus::Cancelled;
+                rec.status_message = Some("The task was cancelled by request.".into());
+                rec.cancel_requested = Some(CancelRequest {
+                    at: SystemTime::now(),
+                    by: owner.map(str::to_owned),
+                });
+                rec.input_requests.clear();
+                rec.lease = None;
+                keep_readable(rec, retention);
+                true
+            })
+            .await?;
+        if let Some((rec, true)) = &result {
+            tracing::debug!(task = %id, tool = %rec.tool, "task cancelled");
+        }
+        Ok(result)
+    }
+
+    /// Hands the client's answers to a task waiting for input. Answers for keys that are
+    /// not outstanding are ignored. `None` for an unknown task.
+    pub(crate) async fn answer(
+        &self,
+        id: &str,
+        owner: Option<&str>,
+        responses: &JsonObject,
+    ) -> Result<Option<TaskRecord>, Error> {
+        let Some(visible) = self.get(id, owner).await? else {
+            return Ok(None);
+        };
+        let result = self
+            .update_from(id, Some(visible), |rec| {
+                if rec.status.is_terminal() {
+                    return false;
+                }
+                let mut changed = false;
+                for (key, value) in responses {
+                    if rec.input_requests.remove(key).is_some() {
+                        rec.input_responses.insert(key.clone(), value.clone());
+                        changed = true;
+                    }
+                }
+                if changed
+                    && rec.input_requests.is_empty()
+                    && rec.status == TaskStatus::InputRequired
+                {
+                    rec.status = TaskStatus::Working;
+                }
+                changed
+            })
+            .await?;
+        Ok(result.map(|(rec, _)| rec))
+    }
+
+    /// Wakes on every change of the task this process learns of, from its own writes and
+    /// (for shared stores) from other processes'.
+    pub(crate) fn watch(&self, id: &str) -> TaskWatch {
+        self.ensure_background();
+        let live = self.live_entry(id);
+        TaskWatch {
+            engine: self.arc(),
+            id: id.to_owned(),
+            rx: Some(live.changed.subscribe()),
+        }
+    }
+
+    /// The delivery attached to a task in this process.
+    pub(crate) fn delivery(&self, id: &str) -> Option<Arc<dyn Delivery>> {
+        self.live(id).and_then(|live| lock(&live.delivery).clone())
+    }
+
+    /// Attaches `delivery` to a task unless a delivery whose client is still there is
+    /// attached; returns the one attached afterwards. It is handed the task as it is now.
+    pub(crate) async fn attach(
+        &self,
+        id: &str,
+        delivery: Arc<dyn Delivery>,
+    ) -> Result<Arc<dyn Delivery>, Error> {
+        self.ensure_background();
+        let live = self.live_entry(id);
+        let attached = {
+            let mut slot = lock(&live.delivery);
+            match &*slot {
+                Some(current) if !current.is_closed() => return Ok(Arc::clone(current)),
+                _ => {
+                    *slot = Some(Arc::clone(&delivery));
+                    delivery
+                }
+            }
+        };
+        if let Some(rec) = self.store.get(id).await? {
+            attached.changed(&self.arc(), &rec, false);
+            if rec.status.is_terminal() {
+                *lock(&live.delivery) = None;
+            }
+        }
+        drop(live);
+        self.release(id);
+        Ok(attached)
+    }
+
+    /// Waits until the task is terminal and returns it (a blocking `tasks/result`).
+    pub(crate) async fn wait_terminal(
+        &self,
+        id: &str,
+        owner: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<Option<TaskRecord>, Error> {
+        let mut watch = self.watch(id);
+        loop {
+            let Some(rec) = self.get(id, owner).await? else {
+                return Ok(None);
+            };
+            if rec.status.is_terminal() {
+                return Ok(Some(rec));
+            }
+            tokio::select! {
+                () = watch.changed(rec.poll_interval) => {}
+                () = cancel.cancelled() => return Err(Error::Cancelled),
+            }
+        }
+    }
+
+    /// One page of the owner's tasks (`tasks/list`).
+    pub(crate) async fn list(
+        &self,
+        owner: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, Error> {
+        self.ensure_background();
+        match self.store.list(owner, cursor, limit).await {
+            Ok(mut page) => {
+                let now = SystemTime::now();
+                page.tasks
+                    .retain(|t| t.expires_at().is_none_or(|at| at > now));
+                Ok(page)
+            }
+            Err(StoreError::InvalidCursor(c)) => {
+                Err(Error::InvalidParams(format!("invalid cursor {c:?}")))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
