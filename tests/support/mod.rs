@@ -5,8 +5,10 @@
 
 use mcp_tasks_runtime::store::testing::{TestDatabase, TestRedis};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -416,4 +418,52 @@ pub fn result_text(r: &Value) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("no text result: {r}"))
         .to_owned()
+}
+
+/// Creates `durable_sleep` tasks on `server` until `stop` is set (and at least `min`),
+/// returning the `(task id, label)` of every create that was answered with a handle and
+/// every error answer.
+pub async fn burst(
+    mut server: Server,
+    name: &str,
+    min: usize,
+    stop: &AtomicBool,
+) -> (Server, Vec<(String, String)>, Vec<Value>) {
+    let (mut handles, mut errors) = (Vec::new(), Vec::new());
+    let mut n = 0;
+    while n < min || !stop.load(Ordering::Acquire) {
+        let label = format!("{name}-{n}");
+        let r = server
+            .request(
+                "tools/call",
+                json!({"name": "durable_sleep", "arguments": {"seconds": 0, "label": label}}),
+            )
+            .await;
+        match r["result"]["taskId"].as_str() {
+            Some(id) => handles.push((id.to_owned(), label)),
+            None => errors.push(r),
+        }
+        n += 1;
+    }
+    (server, handles, errors)
+}
+
+/// `(epoch, worker)` of every claim of each task, from the workers' logs.
+pub fn claims(workers: &[&Worker]) -> BTreeMap<String, Vec<(String, usize)>> {
+    let mut claims: BTreeMap<String, Vec<(String, usize)>> = BTreeMap::new();
+    for (n, worker) in workers.iter().enumerate() {
+        for line in worker.log.lines_with(&["claimed a task"]) {
+            let field = |name: &str| {
+                line.split_whitespace()
+                    .find_map(|word| word.strip_prefix(name))
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            claims
+                .entry(field("task="))
+                .or_default()
+                .push((field("epoch="), n));
+        }
+    }
+    claims
 }
