@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{Notify, oneshot};
 
@@ -187,6 +187,8 @@ struct Shared {
     scripts: Scripts,
     /// Woken when a signal arrives or the subscriber reconnected.
     changed: Notify,
+    /// How many times the subscriber has subscribed.
+    subscriptions: AtomicU64,
     /// Set when the store is dropped, so the subscriber ends.
     closed: AtomicBool,
     closing: Notify,
@@ -282,6 +284,7 @@ impl RedisTaskStore {
             durability,
             scripts: Scripts::new(),
             changed: Notify::new(),
+            subscriptions: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             closing: Notify::new(),
         });
@@ -572,6 +575,7 @@ async fn subscribe_once(
         .map_err(|()| timed_out(timeout))?
         .map_err(|e| problem(&e))?;
     let (mut sink, mut messages) = pubsub.split();
+    shared.subscriptions.fetch_add(1, Ordering::Relaxed);
     match ready.take() {
         Some(ready) => {
             let _ = ready.send(Ok(()));
@@ -595,7 +599,8 @@ async fn subscribe_once(
                 None => return Err("the connection closed".into()),
             },
             _ = tick.tick() => {
-                let pong: Result<Result<String, RedisError>, ()> =
+                // A subscribed connection answers a ping with `["pong", ""]`.
+                let pong: Result<Result<::redis::Value, RedisError>, ()> =
                     within(timeout, sink.ping()).await;
                 match pong {
                     Ok(Ok(_)) => {}
@@ -1084,6 +1089,25 @@ mod tests {
         let other = open(&redis, "other").await;
         assert_eq!(other.get("x").await.unwrap(), None);
         assert!(other.unfinished().await.unwrap().is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_subscriber_stays_connected_through_its_pings() {
+        let Some(redis) = TestRedis::create("pings") else {
+            return;
+        };
+        let store = open(&redis, "p").await;
+        // Past two pings.
+        tokio::time::sleep(Duration::from_millis(4500)).await;
+        assert_eq!(store.shared.subscriptions.load(Ordering::Relaxed), 1);
+        let wake = store.changed();
+        store
+            .create(sample_record("x", None, SystemTime::now()))
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), wake)
+            .await
+            .expect("the store's own write wakes it");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
