@@ -99,9 +99,12 @@ pub enum RedisDurability {
     /// `appendonly yes` with `appendfsync no`: a restart of Redis loses nothing, an
     /// operating-system crash or power loss whatever the kernel had not written yet.
     OsDecides,
-    /// `appendonly no`: a restart of Redis loses every write since the last RDB snapshot,
-    /// if snapshots are on at all.
-    NotDurable,
+    /// `appendonly no`: a restart of Redis loses every write since the last RDB snapshot;
+    /// `snapshots` says whether snapshots are on at all (`save` is not empty).
+    NotDurable {
+        /// Whether RDB snapshots are configured.
+        snapshots: bool,
+    },
     /// `CONFIG GET` was refused (managed services often do that), so nothing is known.
     Unknown,
 }
@@ -137,6 +140,9 @@ pub enum RedisDurability {
 /// | `appendonly no` (RDB snapshots only, or none) | only what the last snapshot held | the same |
 ///
 /// With replicas, a failover may also lose the writes the new primary had not received.
+/// Redis must also keep what it holds: with a `maxmemory` limit, `maxmemory-policy
+/// noeviction` makes a full Redis refuse writes (a clear error to the client) instead of
+/// evicting tasks, and the store warns at connect about any other policy.
 ///
 /// # Many processes
 ///
@@ -274,6 +280,7 @@ impl RedisTaskStore {
             .await
             .unwrap_or(RedisDurability::Unknown);
         report_durability(&label, &durability);
+        let _ = within(timeout, check_eviction(&mut conn, &label)).await;
 
         let shared = Arc::new(Shared {
             conn,
@@ -341,18 +348,21 @@ impl Shared {
         StoreError::Backend(format!("the Redis task store {}: {problem}", self.label))
     }
 
-    /// Runs one script within the timeout.
+    /// Runs one script that writes, within the timeout. When the answer is lost, the
+    /// error says the write may have been applied.
     async fn run<T: ::redis::FromRedisValue>(
         &self,
         what: &str,
         invocation: ::redis::ScriptInvocation<'_>,
     ) -> Result<T, StoreError> {
+        const MAYBE: &str = "; it may or may not have been applied";
         let mut conn = self.conn.clone();
         let timeout = self.options.timeout;
         match within(timeout, invocation.invoke_async(&mut conn)).await {
             Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) if lost(&e) => Err(self.error(format!("{what}: {}{MAYBE}", problem(&e)))),
             Ok(Err(e)) => Err(self.error(format!("{what}: {}", problem(&e)))),
-            Err(()) => Err(self.error(format!("{what}: {}", timed_out(timeout)))),
+            Err(()) => Err(self.error(format!("{what}: {}{MAYBE}", timed_out(timeout)))),
         }
     }
 
@@ -489,25 +499,40 @@ fn problem(error: &RedisError) -> String {
     format!("{hint}{text}")
 }
 
-/// Reads `appendonly` and `appendfsync`; `Unknown` when the command is refused.
-async fn read_durability(conn: &mut ConnectionManager) -> RedisDurability {
-    let config: Result<HashMap<String, String>, RedisError> = ::redis::cmd("CONFIG")
+/// One setting of the server (`CONFIG GET`), or `None` when the command is refused.
+async fn config_get(conn: &mut ConnectionManager, name: &str) -> Option<String> {
+    let got: Result<HashMap<String, String>, RedisError> = ::redis::cmd("CONFIG")
         .arg("GET")
-        .arg("append*")
+        .arg(name)
         .query_async(conn)
         .await;
-    let Ok(config) = config else {
-        return RedisDurability::Unknown;
-    };
-    match (
-        config.get("appendonly").map(String::as_str),
-        config.get("appendfsync").map(String::as_str),
-    ) {
-        (Some("no"), _) => RedisDurability::NotDurable,
+    got.ok()?.remove(name)
+}
+
+/// Reads `appendonly`, `appendfsync` and `save`; `Unknown` when `CONFIG` is refused.
+async fn read_durability(conn: &mut ConnectionManager) -> RedisDurability {
+    let appendonly = config_get(conn, "appendonly").await;
+    let appendfsync = config_get(conn, "appendfsync").await;
+    match (appendonly.as_deref(), appendfsync.as_deref()) {
+        (Some("no"), _) => RedisDurability::NotDurable {
+            snapshots: config_get(conn, "save")
+                .await
+                .is_none_or(|save| !save.trim().is_empty()),
+        },
         (Some("yes"), Some("always")) => RedisDurability::Always,
         (Some("yes"), Some("everysec")) => RedisDurability::EverySecond,
         (Some("yes"), Some("no")) => RedisDurability::OsDecides,
         _ => RedisDurability::Unknown,
+    }
+}
+
+/// Warns when the server may evict keys under memory pressure: an evicted task is lost.
+async fn check_eviction(conn: &mut ConnectionManager, label: &str) {
+    let Some(policy) = config_get(conn, "maxmemory-policy").await else {
+        return;
+    };
+    if policy != "noeviction" {
+        tracing::warn!(store = %label, policy = %policy, "Redis may evict tasks when it runs out of memory (maxmemory-policy is not noeviction); set maxmemory-policy noeviction so a full Redis refuses writes instead");
     }
 }
 
@@ -522,8 +547,11 @@ fn report_durability(label: &str, durability: &RedisDurability) {
         RedisDurability::OsDecides => {
             tracing::warn!(store = %label, "acknowledged tasks survive a Redis restart, but a power loss or OS crash may lose many seconds of them (appendonly yes, appendfsync no); set appendfsync everysec or always");
         }
-        RedisDurability::NotDurable => {
-            tracing::warn!(store = %label, "acknowledged tasks will NOT survive a Redis restart: the append-only file is off (appendonly no), so a restart loses every task written since the last snapshot; set appendonly yes (and appendfsync always or everysec) on the Redis server");
+        RedisDurability::NotDurable { snapshots: true } => {
+            tracing::warn!(store = %label, "acknowledged tasks will NOT survive a Redis restart: the append-only file is off (appendonly no), so a restart loses every task written since the last RDB snapshot; set appendonly yes (and appendfsync always or everysec) on the Redis server");
+        }
+        RedisDurability::NotDurable { snapshots: false } => {
+            tracing::warn!(store = %label, "acknowledged tasks will NOT survive a Redis restart: the append-only file is off (appendonly no) and so are snapshots (save \"\"), so a restart loses every task; set appendonly yes (and appendfsync always or everysec) on the Redis server");
         }
         RedisDurability::Unknown => {
             tracing::warn!(store = %label, "cannot read the Redis persistence settings (CONFIG GET was refused): whether acknowledged tasks survive a Redis restart is unknown; make sure the server runs with appendonly yes");
@@ -749,10 +777,9 @@ fn decode(flat: Vec<String>) -> (TaskRecord, u64) {
             by: cancel_by,
         }),
         version: uint(take("version")),
-        id: String::new(),
+        id,
     };
-    let seq = uint(take("seq"));
-    (TaskRecord { id, ..record }, seq)
+    (record, uint(take("seq")))
 }
 
 fn parse_cursor(cursor: &str) -> Option<u64> {
@@ -1259,7 +1286,7 @@ mod tests {
             .unwrap();
         let want_durable = config.get("appendonly").is_some_and(|v| v == "yes");
         assert_eq!(
-            *store.durability() != RedisDurability::NotDurable,
+            !matches!(store.durability(), RedisDurability::NotDurable { .. }),
             want_durable,
             "{:?} with {config:?}",
             store.durability()
