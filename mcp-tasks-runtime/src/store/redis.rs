@@ -20,9 +20,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{Notify, oneshot};
 
-/// The most entries the change feed keeps; older ones are trimmed as new ones arrive.
-const MAX_FEED: usize = 1 << 17;
-
 /// The longest key prefix accepted.
 const MAX_PREFIX_LEN: usize = 100;
 
@@ -47,6 +44,11 @@ pub struct RedisOptions {
     /// The largest outcome (result or error, as JSON) the store accepts; a write of a
     /// bigger one fails with [`StoreError::Backend`] and changes nothing. Default 16 MiB.
     pub max_outcome_bytes: usize,
+    /// The most entries the change feed keeps: each write trims the oldest past this. A
+    /// process that reads the feed less often than this many writes happen misses some
+    /// (it says so in the log) and learns of them through its scans. Default 131,072; at
+    /// least 1.
+    pub feed_len: usize,
 }
 
 impl Default for RedisOptions {
@@ -56,6 +58,7 @@ impl Default for RedisOptions {
             timeout: Duration::from_secs(5),
             expiry_grace: Duration::from_secs(60),
             max_outcome_bytes: 16 * 1024 * 1024,
+            feed_len: 1 << 17,
         }
     }
 }
@@ -82,6 +85,12 @@ impl RedisOptions {
     /// These options with a different [`max_outcome_bytes`](Self::max_outcome_bytes).
     pub fn max_outcome_bytes(mut self, bytes: usize) -> Self {
         self.max_outcome_bytes = bytes;
+        self
+    }
+
+    /// These options with a different [`feed_len`](Self::feed_len).
+    pub fn feed_len(mut self, entries: usize) -> Self {
+        self.feed_len = entries;
         self
     }
 }
@@ -151,7 +160,7 @@ pub enum RedisDurability {
 /// queued tasks oldest first and leases them in one step, so concurrent claimers in any
 /// number of processes never take the same task. Each write also appends the task's id to
 /// a change feed kept in Redis (a sorted set by change number, trimmed to its newest
-/// 131,072 entries) and publishes the change number on the channel `PREFIX:signal`. The
+/// [`RedisOptions::feed_len`] entries) and publishes the change number on the channel `PREFIX:signal`. The
 /// store's subscriber wakes [`ClaimStore::changed`] when a signal arrives; the engine then
 /// reads [`ClaimStore::changes`] from its cursor, which is a range read of the feed. A
 /// signal lost while the subscriber reconnects only delays the news to the engine's next
@@ -801,7 +810,7 @@ impl TaskStore for RedisTaskStore {
         call.arg(&shared.prefix)
             .arg(&row.id)
             .arg(shared.grace_ms())
-            .arg(MAX_FEED)
+            .arg(shared.options.feed_len.max(1))
             .arg(&pairs);
         let created: i64 = shared.run("cannot create the task", call).await?;
         if created == 1 {
@@ -857,7 +866,7 @@ impl TaskStore for RedisTaskStore {
             .arg(&row.id)
             .arg(expected_version)
             .arg(shared.grace_ms())
-            .arg(MAX_FEED)
+            .arg(shared.options.feed_len.max(1))
             .arg(&pairs);
         let changed: i64 = shared.run("cannot write a task", call).await?;
         Ok(changed == 1)
@@ -954,7 +963,7 @@ impl ClaimStore for RedisTaskStore {
             .arg(worker)
             .arg(millis(until))
             .arg(limit.min(1 << 20))
-            .arg(MAX_FEED)
+            .arg(shared.options.feed_len.max(1))
             .arg(skip);
         let got: Vec<Vec<String>> = shared.run("cannot claim tasks", call).await?;
         Ok(got.into_iter().map(|flat| decode(flat).0).collect())
@@ -1135,6 +1144,84 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), wake)
             .await
             .expect("the store's own write wakes it");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_change_feed_is_trimmed_to_its_length() {
+        let Some(redis) = TestRedis::create("feed") else {
+            return;
+        };
+        let store = RedisTaskStore::connect_with(
+            &redis.url(),
+            RedisOptions::default()
+                .key_prefix(redis.prefix())
+                .feed_len(10),
+        )
+        .await
+        .unwrap();
+        let start = store.changes(None, 100).await.unwrap().cursor;
+        let now = SystemTime::now();
+        for n in 0..30 {
+            store
+                .create(sample_record(&format!("t{n:02}"), None, now))
+                .await
+                .unwrap();
+        }
+        let got = store.changes(Some(start), 100).await.unwrap();
+        let want: Vec<String> = (20..30).map(|n| format!("t{n}")).collect();
+        assert_eq!(got.ids, want, "only the newest entries are kept");
+        assert_eq!(got.cursor, start + 30);
+        let client = ::redis::Client::open(redis.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let kept: usize = conn
+            .zcard(format!("{}:changes", redis.prefix()))
+            .await
+            .unwrap();
+        assert_eq!(kept, 10);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_user_without_config_access_connects_with_the_durability_unknown() {
+        let Some(redis) = TestRedis::create("acl") else {
+            return;
+        };
+        let client = ::redis::Client::open(redis.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let user = format!("mcp-tasks-test-{}", &crate::task::random_id()[..8]);
+        let _: () = ::redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(&user)
+            .arg("on")
+            .arg(">secret")
+            .arg("~*")
+            .arg("&*")
+            .arg("+@all")
+            .arg("-config")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let server = redis.url();
+        let server = server.replacen("redis://", &format!("redis://{user}:secret@"), 1);
+        let checked = async {
+            let store = RedisTaskStore::connect_with(
+                &server,
+                RedisOptions::default().key_prefix(redis.prefix()),
+            )
+            .await?;
+            store
+                .create(sample_record("x", None, SystemTime::now()))
+                .await?;
+            Ok::<_, StoreError>(store.durability().clone())
+        }
+        .await;
+        // Deleting the user also ends its connections.
+        let _: i64 = ::redis::cmd("ACL")
+            .arg("DELUSER")
+            .arg(&user)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(checked, Ok(RedisDurability::Unknown));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
