@@ -5,18 +5,57 @@
 //! `cargo bench --bench cluster` (release fixture: `cargo build --release --example
 //! conformance-server` first, or the debug one is used). `MCP_BENCH_TASKS` sets how many
 //! tasks each throughput row creates (default 4000); `MCP_BENCH_ROUNDS` how many takeovers
-//! and signal round trips are timed (default 10).
+//! and signal round trips are timed (default 10). `MCP_BENCH_STORE` picks the shared store:
+//! `sqlite` (the default, a fresh file per row), `postgres` (a fresh database on the server
+//! of `MCP_TASKS_TEST_POSTGRES`) or `redis` (a fresh key prefix on the Redis of
+//! `MCP_TASKS_TEST_REDIS`).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use mcp_tasks::prelude::*;
-use mcp_tasks::store::SqliteTaskStore;
+use mcp_tasks::store::{PostgresTaskStore, RedisTaskStore, SqliteTaskStore};
 use serde_json::{Value, json};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{Server as Fixture, temp_db};
+use support::{Server as Fixture, Store};
+
+/// The kind of store the rows are measured on (`MCP_BENCH_STORE`).
+#[derive(Clone, Copy)]
+enum Kind {
+    Sqlite,
+    Postgres,
+    Redis,
+}
+
+impl Kind {
+    fn from_env() -> Self {
+        match std::env::var("MCP_BENCH_STORE").as_deref() {
+            Err(_) | Ok("sqlite") => Self::Sqlite,
+            Ok("postgres") => Self::Postgres,
+            Ok("redis") => Self::Redis,
+            Ok(other) => panic!("MCP_BENCH_STORE is sqlite, postgres or redis, not {other:?}"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Sqlite => "SQLite",
+            Self::Postgres => "PostgreSQL",
+            Self::Redis => "Redis",
+        }
+    }
+
+    /// A fresh store for one row.
+    fn fresh(self, name: &str) -> Store {
+        match self {
+            Self::Sqlite => Some(Store::sqlite(name)),
+            Self::Postgres => Store::postgres(name),
+            Self::Redis => Store::redis(name),
+        }
+        .expect("the bench needs its store: unset MCP_TASKS_TEST_POSTGRES/REDIS=skip")
+    }
+}
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -60,9 +99,9 @@ fn create(i: usize) -> (&'static str, Value) {
     )
 }
 
-async fn throughput(db: &Path, processes: usize, tasks: usize) {
+async fn throughput(kind: Kind, store: &Store, processes: usize, tasks: usize) {
     let mut fixtures: Vec<Fixture> = (0..processes)
-        .map(|_| Fixture::start_with(db, &["--no-quotas"]))
+        .map(|_| Fixture::on_with(store, &["--no-quotas"]))
         .collect();
     let per = tasks / processes;
     let started = Instant::now();
@@ -89,7 +128,8 @@ async fn throughput(db: &Path, processes: usize, tasks: usize) {
     futures_join(runs).await;
     let got = started.elapsed();
     println!(
-        "| SQLite, {processes} process{} | {:.0} | {:.0} |",
+        "| {}, {processes} process{} | {:.0} | {:.0} |",
+        kind.name(),
         if processes == 1 { "" } else { "es" },
         (per * processes) as f64 / created.as_secs_f64(),
         (per * processes) as f64 / got.as_secs_f64()
@@ -129,11 +169,11 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 /// From `kill -9` of the process running a `rerun` task to another process running it.
-async fn takeover(db: &Path, rounds: usize) {
+async fn takeover(store: &Store, rounds: usize) {
     let mut times = Vec::new();
-    let mut b = Fixture::start(db);
+    let mut b = Fixture::on(store);
     for _ in 0..rounds {
-        let mut a = Fixture::start(db);
+        let mut a = Fixture::on(store);
         let id = a
             .start_task("durable_sleep", json!({"seconds": 600, "label": "x"}))
             .await;
@@ -170,9 +210,9 @@ async fn takeover(db: &Path, rounds: usize) {
 }
 
 /// From `tasks/update` on B to the tool on A having its answer (seen as its result on A).
-async fn answer_delay(db: &Path, rounds: usize) {
-    let mut a = Fixture::start(db);
-    let mut b = Fixture::start(db);
+async fn answer_delay(store: &Store, rounds: usize) {
+    let mut a = Fixture::on(store);
+    let mut b = Fixture::on(store);
     let mut times = Vec::new();
     for _ in 0..rounds {
         let id = a
@@ -208,29 +248,37 @@ async fn answer_delay(db: &Path, rounds: usize) {
 }
 
 /// From `tasks/cancel` through one server to the cancellation token firing in the tool that
-/// another server on the same file runs (two engines in this process, each with its own
+/// another server on the same store runs (two engines in this process, each with its own
 /// store connections, as two processes would have).
-async fn cancel_delay(db: &Path, rounds: usize) {
+async fn cancel_delay(store: &Store, rounds: usize) {
     let fired: Arc<Mutex<Option<Instant>>> = Arc::default();
-    let make = |fired: Arc<Mutex<Option<Instant>>>| {
-        Server::builder()
-            .tool(
-                Tool::new("wait", move |cx, _| {
-                    let fired = Arc::clone(&fired);
-                    async move {
-                        cx.cancellation().cancelled().await;
-                        *fired.lock().unwrap() = Some(Instant::now());
-                        Err(ToolError::cancelled())
-                    }
-                })
-                .task_support(TaskSupport::Optional),
-            )
-            .store(SqliteTaskStore::open(db).expect("open"))
-            .build()
-            .expect("server")
+    let make = async |fired: Arc<Mutex<Option<Instant>>>| {
+        let builder = Server::builder().tool(
+            Tool::new("wait", move |cx, _| {
+                let fired = Arc::clone(&fired);
+                async move {
+                    cx.cancellation().cancelled().await;
+                    *fired.lock().unwrap() = Some(Instant::now());
+                    Err(ToolError::cancelled())
+                }
+            })
+            .task_support(TaskSupport::Optional),
+        );
+        let builder = match store {
+            Store::Sqlite(path) => builder.store(SqliteTaskStore::open(path).expect("open")),
+            Store::Postgres(db) => {
+                builder.store(PostgresTaskStore::connect(&db.url()).await.expect("open"))
+            }
+            Store::Redis(redis) => builder.store(
+                RedisTaskStore::connect(&redis.store_url())
+                    .await
+                    .expect("open"),
+            ),
+        };
+        builder.build().expect("server")
     };
-    let runner = make(Arc::clone(&fired));
-    let other = make(Arc::default());
+    let runner = make(Arc::clone(&fired)).await;
+    let other = make(Arc::default()).await;
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}});
     let (on_runner, _r) = runner.session();
@@ -265,6 +313,7 @@ async fn cancel_delay(db: &Path, rounds: usize) {
 fn main() {
     let tasks = env_or("MCP_BENCH_TASKS", 4000);
     let rounds = env_or("MCP_BENCH_ROUNDS", 10);
+    let kind = Kind::from_env();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -272,12 +321,15 @@ fn main() {
     runtime.block_on(async {
         println!("| store, processes | creates/s | tasks/get/s |\n| --- | ---: | ---: |");
         for processes in [1, 2] {
-            let db = temp_db(&format!("bench-throughput-{processes}"));
-            throughput(&db, processes, tasks).await;
+            let store = kind.fresh(&format!("bench-throughput-{processes}"));
+            throughput(kind, &store, processes, tasks).await;
         }
-        println!("\n| cross-process | time |\n| --- | --- |");
-        takeover(&temp_db("bench-takeover"), rounds).await;
-        answer_delay(&temp_db("bench-answer"), rounds).await;
-        cancel_delay(&temp_db("bench-cancel"), rounds).await;
+        println!(
+            "\n| cross-process ({}) | time |\n| --- | --- |",
+            kind.name()
+        );
+        takeover(&kind.fresh("bench-takeover"), rounds).await;
+        answer_delay(&kind.fresh("bench-answer"), rounds).await;
+        cancel_delay(&kind.fresh("bench-cancel"), rounds).await;
     });
 }

@@ -1,8 +1,9 @@
-//! Several fixture processes on one store — a SQLite file, and a PostgreSQL database —
-//! : a task created by one is served, answered and cancelled through another; a process
-//! killed or frozen past its lease loses its tasks to the others, settled by each tool's
-//! restart policy, and a frozen process that wakes up writes nothing over them. Each
-//! scenario runs on both stores (`sqlite::NAME`, `postgres::NAME`).
+//! Several fixture processes on one store — a SQLite file, a PostgreSQL database, and a
+//! key prefix in Redis —: a task created by one is served, answered and cancelled through
+//! another; a process killed or frozen past its lease loses its tasks to the others, settled
+//! by each tool's restart policy, and a frozen process that wakes up writes nothing over
+//! them. Each
+//! scenario runs on every shared store (`sqlite::NAME`, `postgres::NAME`, `redis::NAME`).
 //!
 //! Every wait is bounded; nothing here asserts how fast anything is.
 
@@ -13,7 +14,7 @@ use serde_json::json;
 use std::time::Duration;
 use support::{LEASE_MS, Server, Store, TERMINAL, Worker, result_text};
 
-on_both_stores!(
+on_every_store!(
     two_stdio_servers_on_one_store_serve_each_other_s_tasks,
     a_killed_process_s_tasks_are_settled_by_their_restart_policy,
     a_process_frozen_past_its_lease_writes_nothing_over_the_takeover,

@@ -7,42 +7,14 @@
 
 mod support;
 
-use serde_json::{Value, json};
-use std::collections::{BTreeMap, BTreeSet};
+use serde_json::json;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use support::{Server, Store, TERMINAL, Worker, result_text};
+use support::{Server, Store, TERMINAL, Worker, burst, claims, result_text};
 
 /// A bound on any cross-process wait.
 const WITHIN: Duration = Duration::from_secs(30);
-
-/// Creates `durable_sleep` tasks on `server` until `stop` is set (and at least `min`),
-/// returning the `(task id, label)` of every create that was answered with a handle and
-/// every error answer.
-async fn burst(
-    mut server: Server,
-    name: &str,
-    min: usize,
-    stop: &AtomicBool,
-) -> (Server, Vec<(String, String)>, Vec<Value>) {
-    let (mut handles, mut errors) = (Vec::new(), Vec::new());
-    let mut n = 0;
-    while n < min || !stop.load(Ordering::Acquire) {
-        let label = format!("{name}-{n}");
-        let r = server
-            .request(
-                "tools/call",
-                json!({"name": "durable_sleep", "arguments": {"seconds": 0, "label": label}}),
-            )
-            .await;
-        match r["result"]["taskId"].as_str() {
-            Some(id) => handles.push((id.to_owned(), label)),
-            None => errors.push(r),
-        }
-        n += 1;
-    }
-    (server, handles, errors)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creates_survive_every_connection_being_killed_during_a_burst() {
@@ -94,26 +66,6 @@ async fn creates_survive_every_connection_being_killed_during_a_burst() {
     }
     a.kill().await;
     b.kill().await;
-}
-
-/// `(epoch, worker)` of every claim of each task, from the workers' logs.
-fn claims(workers: &[&Worker]) -> BTreeMap<String, Vec<(String, usize)>> {
-    let mut claims: BTreeMap<String, Vec<(String, usize)>> = BTreeMap::new();
-    for (n, worker) in workers.iter().enumerate() {
-        for line in worker.log.lines_with(&["claimed a task"]) {
-            let field = |name: &str| {
-                line.split_whitespace()
-                    .find_map(|word| word.strip_prefix(name))
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            claims
-                .entry(field("task="))
-                .or_default()
-                .push((field("epoch="), n));
-        }
-    }
-    claims
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

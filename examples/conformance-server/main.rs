@@ -5,6 +5,7 @@
 //! cargo run --example conformance-server -- --stdio   # tasks in data/conformance.db
 //! cargo run --example conformance-server -- --stdio --store memory
 //! cargo run --example conformance-server -- --stdio --store postgres://postgres@127.0.0.1:5432/tasks
+//! cargo run --example conformance-server -- --stdio --store redis://127.0.0.1:6379/0
 //! cargo run --example conformance-server -- --http 127.0.0.1:3000
 //! cargo run --example conformance-server -- --worker            # runs tasks, serves nobody
 //! ```
@@ -273,7 +274,8 @@ async fn test_tool_with_task(cx: TaskContext) -> Result<String, ToolError> {
 /// The one place the options are described (`--help` prints it, a bad argument shows it).
 const USAGE: &str = "\
 usage: conformance-server [--stdio | --http ADDR | --worker]
-                          [--store memory | --store sqlite:PATH | --store postgres://USER@HOST:PORT/DB]
+                          [--store memory | --store sqlite:PATH | --store postgres://USER@HOST:PORT/DB
+                           | --store redis://HOST:PORT/DB]
                           [--no-execute] [--lease-ms N] [--no-quotas]
 
 The fixture server of the official MCP conformance suite.
@@ -287,6 +289,9 @@ options:
                         several processes may share one file
   --store postgres://USER@HOST:PORT/DB
                         keep tasks in PostgreSQL, shared by servers and workers on any host
+  --store redis://[USER:PASSWORD@]HOST:PORT/DB[?prefix=NAME]
+                        keep tasks in Redis or Valkey, shared by servers and workers on any
+                        host, under the key prefix NAME (default mcp-tasks)
   --no-execute          serve, but run no tools (a worker sharing the store runs them)
   --lease-ms N          how long a lease on a running task lasts unless renewed (default 30000)
   --no-quotas           lift the per-requestor task quotas (for load tests from one client)
@@ -357,6 +362,17 @@ async fn main() -> anyhow::Result<()> {
             eprintln!("tasks are kept in PostgreSQL: {}", store.database());
             server = server.store(store);
         }
+        url if url.starts_with("redis://") => {
+            let store = match mcp_tasks::store::RedisTaskStore::connect(url).await {
+                Ok(store) => store,
+                Err(e) => {
+                    eprintln!("{e}");
+                    std::process::exit(1);
+                }
+            };
+            eprintln!("tasks are kept in Redis: {}", store.redis());
+            server = server.store(store);
+        }
         other => match other.strip_prefix("sqlite:") {
             Some(path) => {
                 if let Some(dir) = std::path::Path::new(path)
@@ -370,7 +386,7 @@ async fn main() -> anyhow::Result<()> {
             }
             None => {
                 eprintln!(
-                    "--store takes `memory`, `sqlite:PATH` or a postgres:// URL, not {other:?}\n\n{USAGE}"
+                    "--store takes `memory`, `sqlite:PATH`, a postgres:// or a redis:// URL, not {other:?}\n\n{USAGE}"
                 );
                 std::process::exit(2);
             }

@@ -1,12 +1,14 @@
 //! Task store throughput: creates and gets per second for the memory and SQLite stores at 1
-//! and 64 concurrent callers (and for PostgreSQL at 16 and 64), and the time to reopen a
-//! large SQLite database.
+//! and 64 concurrent callers (and for PostgreSQL and Redis at 16 and 64), and the time to
+//! reopen a large SQLite database.
 //!
 //! ```text
 //! cargo bench -p mcp-tasks-runtime --features sqlite --bench store
 //! cargo bench -p mcp-tasks-runtime --features sqlite --bench store -- --secs 5 --reopen-tasks 200000
 //! cargo bench -p mcp-tasks-runtime --features sqlite,postgres --bench store -- \
 //!     --postgres postgres://postgres@127.0.0.1:5432/bench
+//! cargo bench -p mcp-tasks-runtime --features sqlite,redis --bench store -- \
+//!     --redis redis://127.0.0.1:6379/0
 //! ```
 //!
 //! Knobs (flags, or the environment variables in brackets):
@@ -17,6 +19,8 @@
 //! - `--dir PATH` [`BENCH_DIR`]: where the databases go (default the system temp directory).
 //! - `--postgres URL` [`BENCH_POSTGRES`]: also measure the PostgreSQL store (feature
 //!   `postgres`) in this database, in a schema of its own that is dropped afterwards.
+//! - `--redis URL` [`BENCH_REDIS`]: also measure the Redis store (feature `redis`) in this
+//!   Redis database, under a key prefix of its own that is deleted afterwards.
 //!
 //! Without `--bench` (as under `cargo test --benches`) it runs a short smoke version.
 
@@ -37,6 +41,7 @@ struct Config {
     reopen_tasks: u64,
     dir: PathBuf,
     postgres: Option<String>,
+    redis: Option<String>,
 }
 
 impl Config {
@@ -64,6 +69,7 @@ impl Config {
             reopen_tasks,
             dir,
             postgres: flag("--postgres", "BENCH_POSTGRES"),
+            redis: flag("--redis", "BENCH_REDIS"),
         }
     }
 }
@@ -333,6 +339,37 @@ async fn postgres(_url: &str, _secs: f64, _rows: &mut Vec<Row>) {
     panic!("--postgres needs the `postgres` feature: cargo bench --features sqlite,postgres");
 }
 
+/// Measures the Redis store under a fresh key prefix at `url`, then deletes its keys.
+#[cfg(feature = "redis")]
+async fn redis(url: &str, secs: f64, rows: &mut Vec<Row>) {
+    use mcp_tasks_runtime::store::{RedisOptions, RedisTaskStore};
+    let prefix = format!("mcp-tasks-bench-{}", std::process::id());
+    let options = RedisOptions::default().key_prefix(&prefix);
+    let store = RedisTaskStore::connect_with(url, options)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    measure("redis", store, &[16, 64], secs, rows).await;
+    let client = ::redis::Client::open(url).expect("a Redis URL");
+    let mut conn = client
+        .get_connection()
+        .expect("connect to delete the bench keys");
+    let keys: Vec<String> = ::redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query(&mut conn)
+        .expect("list the bench keys");
+    for chunk in keys.chunks(1000) {
+        ::redis::cmd("DEL")
+            .arg(chunk)
+            .query::<()>(&mut conn)
+            .expect("delete the bench keys");
+    }
+}
+
+#[cfg(not(feature = "redis"))]
+async fn redis(_url: &str, _secs: f64, _rows: &mut Vec<Row>) {
+    panic!("--redis needs the `redis` feature: cargo bench --features sqlite,redis");
+}
+
 fn main() {
     let config = Config::from_args();
     std::fs::create_dir_all(&config.dir).expect("create the bench directory");
@@ -375,6 +412,9 @@ fn main() {
         }
         if let Some(url) = &config.postgres {
             postgres(url, config.secs, &mut rows).await;
+        }
+        if let Some(url) = &config.redis {
+            redis(url, config.secs, &mut rows).await;
         }
         println!("\n| store | callers | creates/s | gets/s | tasks in store |");
         println!("| --- | ---: | ---: | ---: | ---: |");

@@ -1,24 +1,28 @@
 //! Drives the conformance fixture as a real process over stdio, on the 2026-07-28 wire,
-//! on a SQLite file or a PostgreSQL database.
+//! on a SQLite file, a PostgreSQL database or a key prefix in Redis.
 
 #![allow(dead_code)]
 
-use mcp_tasks_runtime::store::testing::TestDatabase;
+use mcp_tasks_runtime::store::testing::{TestDatabase, TestRedis};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-/// Where fixture processes keep their tasks: a fresh SQLite file or a fresh PostgreSQL
-/// database, removed when this is dropped.
+/// Where fixture processes keep their tasks: a fresh SQLite file, a fresh PostgreSQL
+/// database or a fresh Redis key prefix, removed when this is dropped.
 pub enum Store {
     /// A SQLite file in a temporary directory.
     Sqlite(PathBuf),
     /// A PostgreSQL database made for the test.
     Postgres(TestDatabase),
+    /// A key prefix in Redis made for the test.
+    Redis(TestRedis),
 }
 
 impl Store {
@@ -32,19 +36,39 @@ impl Store {
         TestDatabase::create(name).map(Self::Postgres)
     }
 
+    /// A fresh key prefix in database 0 of the test Redis, or `None` when
+    /// `MCP_TASKS_TEST_REDIS=skip`.
+    pub fn redis(name: &str) -> Option<Self> {
+        TestRedis::create(name).map(Self::Redis)
+    }
+
+    /// [`Store::redis`] in database `db`, for a test that kills every connection of it.
+    pub fn redis_in(name: &str, db: u32) -> Option<Self> {
+        TestRedis::create_in(name, db).map(Self::Redis)
+    }
+
     /// The fixture's `--store` argument.
     pub fn arg(&self) -> String {
         match self {
             Self::Sqlite(path) => format!("sqlite:{}", path.display()),
             Self::Postgres(db) => db.url(),
+            Self::Redis(redis) => redis.store_url(),
         }
     }
 
     /// The test database, on PostgreSQL.
     pub fn database(&self) -> Option<&TestDatabase> {
         match self {
-            Self::Sqlite(_) => None,
             Self::Postgres(db) => Some(db),
+            Self::Sqlite(_) | Self::Redis(_) => None,
+        }
+    }
+
+    /// The test's key prefix, on Redis.
+    pub fn redis_prefix(&self) -> Option<&TestRedis> {
+        match self {
+            Self::Redis(redis) => Some(redis),
+            Self::Sqlite(_) | Self::Postgres(_) => None,
         }
     }
 }
@@ -60,9 +84,9 @@ impl Drop for Store {
 }
 
 /// Generates, for each named `async fn NAME(store: &Store)`, a test on SQLite
-/// (`sqlite::NAME`) and one on PostgreSQL (`postgres::NAME`).
+/// (`sqlite::NAME`), one on PostgreSQL (`postgres::NAME`) and one on Redis (`redis::NAME`).
 #[macro_export]
-macro_rules! on_both_stores {
+macro_rules! on_every_store {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
             $(
@@ -77,6 +101,17 @@ macro_rules! on_both_stores {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     let Some(store) = $crate::support::Store::postgres(stringify!($name)) else {
+                        return;
+                    };
+                    super::$name(&store).await;
+                }
+            )*
+        }
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(store) = $crate::support::Store::redis(stringify!($name)) else {
                         return;
                     };
                     super::$name(&store).await;
@@ -383,4 +418,52 @@ pub fn result_text(r: &Value) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("no text result: {r}"))
         .to_owned()
+}
+
+/// Creates `durable_sleep` tasks on `server` until `stop` is set (and at least `min`),
+/// returning the `(task id, label)` of every create that was answered with a handle and
+/// every error answer.
+pub async fn burst(
+    mut server: Server,
+    name: &str,
+    min: usize,
+    stop: &AtomicBool,
+) -> (Server, Vec<(String, String)>, Vec<Value>) {
+    let (mut handles, mut errors) = (Vec::new(), Vec::new());
+    let mut n = 0;
+    while n < min || !stop.load(Ordering::Acquire) {
+        let label = format!("{name}-{n}");
+        let r = server
+            .request(
+                "tools/call",
+                json!({"name": "durable_sleep", "arguments": {"seconds": 0, "label": label}}),
+            )
+            .await;
+        match r["result"]["taskId"].as_str() {
+            Some(id) => handles.push((id.to_owned(), label)),
+            None => errors.push(r),
+        }
+        n += 1;
+    }
+    (server, handles, errors)
+}
+
+/// `(epoch, worker)` of every claim of each task, from the workers' logs.
+pub fn claims(workers: &[&Worker]) -> BTreeMap<String, Vec<(String, usize)>> {
+    let mut claims: BTreeMap<String, Vec<(String, usize)>> = BTreeMap::new();
+    for (n, worker) in workers.iter().enumerate() {
+        for line in worker.log.lines_with(&["claimed a task"]) {
+            let field = |name: &str| {
+                line.split_whitespace()
+                    .find_map(|word| word.strip_prefix(name))
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            claims
+                .entry(field("task="))
+                .or_default()
+                .push((field("epoch="), n));
+        }
+    }
+    claims
 }

@@ -4,7 +4,8 @@
 //! 2. The pinned suite from npm into `target/conformance/node`.
 //! 3. `cargo build --example conformance-server`, started with `--http` on a free loopback
 //!    port, its tasks in a fresh SQLite file or, with `--store postgres://…`, in that
-//!    PostgreSQL database (which should be fresh: CI makes one per run).
+//!    PostgreSQL database (which should be fresh: CI makes one per run), or with
+//!    `--store redis://…`, in that Redis (under a fresh `?prefix=`: CI makes one per run).
 //! 4. The whole suite (`--suite all`) for 2025-11-25 and for 2026-07-28, and every `tasks-*`
 //!    scenario (extension scenarios are off the version timeline, so each is named), with
 //!    results under `target/conformance/results`.
@@ -40,11 +41,13 @@ const TASKS_SCENARIOS: [&str; 10] = [
 ];
 
 const USAGE: &str = "\
-cargo xtask conformance [--scenario NAME]... [--store postgres://USER@HOST:PORT/DB]
+cargo xtask conformance [--scenario NAME]... [--store postgres://USER@HOST:PORT/DB
+                                              | --store redis://HOST:PORT/DB[?prefix=NAME]]
 
   --scenario NAME   run only these scenarios (for every spec version they apply to)
-  --store URL       keep the fixture's tasks in this PostgreSQL database instead of a
-                    fresh SQLite file; results go to target/conformance/results-postgres
+  --store URL       keep the fixture's tasks in this PostgreSQL database or Redis instead
+                    of a fresh SQLite file; results go to target/conformance/results-postgres
+                    or results-redis
 ";
 
 pub(crate) fn run(args: Vec<String>) -> Result<()> {
@@ -55,9 +58,14 @@ pub(crate) fn run(args: Vec<String>) -> Result<()> {
         match arg.as_str() {
             "--scenario" => only.push(args.next().context("--scenario needs a name")?),
             "--store" => {
-                let url = args.next().context("--store needs a postgres:// URL")?;
-                if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-                    bail!("--store takes a postgres:// URL, not `{url}`\n{USAGE}");
+                let url = args
+                    .next()
+                    .context("--store needs a postgres:// or redis:// URL")?;
+                if !(url.starts_with("postgres://")
+                    || url.starts_with("postgresql://")
+                    || url.starts_with("redis://"))
+                {
+                    bail!("--store takes a postgres:// or redis:// URL, not `{url}`\n{USAGE}");
                 }
                 store = Some(url);
             }
@@ -82,11 +90,12 @@ pub(crate) fn run(args: Vec<String>) -> Result<()> {
     let suite = install_suite(&work, &node)?;
     let server_bin = build_server(&root, &target)?;
 
-    let results = work.join(if store.is_some() {
-        "results-postgres"
-    } else {
-        "results"
-    });
+    let backend = match store.as_deref() {
+        None => "",
+        Some(url) if url.starts_with("redis://") => "-redis",
+        Some(_) => "-postgres",
+    };
+    let results = work.join(format!("results{backend}"));
     if results.exists() {
         fs::remove_dir_all(&results)?;
     }
@@ -94,11 +103,7 @@ pub(crate) fn run(args: Vec<String>) -> Result<()> {
 
     let port = free_port()?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let log = work.join(if store.is_some() {
-        "server-postgres.log"
-    } else {
-        "server.log"
-    });
+    let log = work.join(format!("server{backend}.log"));
     let mut server = Server::start_on(&server_bin, addr, &log, store.as_deref())?;
     let url = format!("http://localhost:{port}/mcp");
     eprintln!(
@@ -317,7 +322,8 @@ impl Server {
         Self::start_on(bin, addr, log, None)
     }
 
-    /// [`Server::start`], its tasks in the PostgreSQL database at `store` when given.
+    /// [`Server::start`], its tasks in the PostgreSQL database or Redis at `store` when
+    /// given.
     pub(crate) fn start_on(
         bin: &Path,
         addr: SocketAddr,

@@ -11,16 +11,20 @@ use crate::task::TaskRecord;
 use std::future::Future;
 use std::time::SystemTime;
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 mod codec;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisDurability, RedisOptions, RedisTaskStore};
 pub use memory::MemoryTaskStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresTaskStore};

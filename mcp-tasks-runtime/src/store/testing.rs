@@ -1630,3 +1630,167 @@ fn on_own_runtime(url: String, sql: String) -> Result<(), String> {
     .join()
     .unwrap_or_else(|_| Err("the thread panicked".into()))
 }
+
+/// A key prefix on a Redis server, made for one test; every key under it is deleted when
+/// this is dropped.
+///
+/// The server is the one `MCP_TASKS_TEST_REDIS` names (a `redis://HOST:PORT` URL; default
+/// `redis://127.0.0.1:6379`). Set it to `skip` to skip the tests that need Redis:
+/// [`TestRedis::create`] then returns `None` and says so loudly. An unreachable server
+/// fails the test.
+#[cfg(feature = "redis")]
+#[derive(Debug)]
+pub struct TestRedis {
+    server: String,
+    db: u32,
+    prefix: String,
+}
+
+#[cfg(feature = "redis")]
+impl TestRedis {
+    /// The environment variable that names the test server, or `skip`.
+    pub const ENV: &'static str = "MCP_TASKS_TEST_REDIS";
+
+    /// A fresh key prefix in database 0, `mcp-tasks-test:LABEL:PID:RANDOM`.
+    /// Works inside or outside an async runtime.
+    pub fn create(label: &str) -> Option<Self> {
+        Self::create_in(label, 0)
+    }
+
+    /// [`TestRedis::create`] in database `db`: a test that kills every connection of a
+    /// database uses one that no other test of its binary uses.
+    pub fn create_in(label: &str, db: u32) -> Option<Self> {
+        let server = std::env::var(Self::ENV).unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+        if server.trim() == "skip" {
+            eprintln!(
+                "\n!!! SKIPPED: {label}: this test needs Redis and {}=skip\n",
+                Self::ENV
+            );
+            return None;
+        }
+        let server = server.trim().trim_end_matches('/').to_owned();
+        let label: String = label
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .take(40)
+            .collect();
+        let suffix = crate::task::random_id();
+        let redis = Self {
+            prefix: format!(
+                "mcp-tasks-test:{label}:{}:{}",
+                std::process::id(),
+                &suffix[..8]
+            ),
+            server,
+            db,
+        };
+        if let Err(e) = redis.command(|conn| ::redis::cmd("PING").query::<String>(conn)) {
+            panic!(
+                "cannot reach the Redis server of {} ({}): {e}\n\
+                 Start Redis, point {} at one, or set {}=skip to skip these tests",
+                Self::ENV,
+                redis.server,
+                Self::ENV,
+                Self::ENV
+            );
+        }
+        Some(redis)
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The URL of the test's database, without the prefix.
+    pub fn url(&self) -> String {
+        format!("{}/{}", self.server, self.db)
+    }
+
+    /// The URL of the test's database with its prefix (`?prefix=…`), as
+    /// `RedisTaskStore::connect` and the fixture's `--store` take it.
+    pub fn store_url(&self) -> String {
+        format!("{}?prefix={}", self.url(), self.prefix)
+    }
+
+    /// How many keys are under the prefix.
+    pub fn key_count(&self) -> usize {
+        self.keys().len()
+    }
+
+    /// Ends every client connection to the test's database (`CLIENT KILL ID`), as a restart
+    /// of Redis or a network cut would. Returns how many were ended.
+    pub fn kill_clients(&self) -> usize {
+        let db = format!("db={}", self.db);
+        self.command(|conn| {
+            let own: i64 = ::redis::cmd("CLIENT").arg("ID").query(conn)?;
+            let list: String = ::redis::cmd("CLIENT").arg("LIST").query(conn)?;
+            let mut killed = 0;
+            for line in list.lines() {
+                let mut fields = line.split_whitespace();
+                let id = fields
+                    .clone()
+                    .find_map(|f| f.strip_prefix("id="))
+                    .and_then(|id| id.parse::<i64>().ok());
+                let in_db = fields.any(|f| f == db);
+                if let Some(id) = id.filter(|id| in_db && *id != own) {
+                    let n: i64 = ::redis::cmd("CLIENT")
+                        .arg("KILL")
+                        .arg("ID")
+                        .arg(id)
+                        .query(conn)?;
+                    killed += usize::try_from(n).unwrap_or(0);
+                }
+            }
+            Ok(killed)
+        })
+        .unwrap_or_else(|e| panic!("cannot kill the test's Redis clients: {e}"))
+    }
+
+    fn keys(&self) -> Vec<String> {
+        let pattern = format!("{}:*", self.prefix);
+        self.command(|conn| {
+            let mut keys = Vec::new();
+            let mut cursor: u64 = 0;
+            loop {
+                let (next, batch): (u64, Vec<String>) = ::redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query(conn)?;
+                keys.extend(batch);
+                if next == 0 {
+                    return Ok(keys);
+                }
+                cursor = next;
+            }
+        })
+        .unwrap_or_default()
+    }
+
+    /// Runs `f` on a fresh blocking connection to the test's database.
+    fn command<T>(
+        &self,
+        f: impl FnOnce(&mut ::redis::Connection) -> ::redis::RedisResult<T>,
+    ) -> ::redis::RedisResult<T> {
+        let client = ::redis::Client::open(self.url())?;
+        let mut conn = client.get_connection_with_timeout(Duration::from_secs(10))?;
+        conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+        f(&mut conn)
+    }
+}
+
+#[cfg(feature = "redis")]
+impl Drop for TestRedis {
+    fn drop(&mut self) {
+        let keys = self.keys();
+        for chunk in keys.chunks(500) {
+            if let Err(e) = self.command(|conn| ::redis::cmd("DEL").arg(chunk).query::<i64>(conn)) {
+                eprintln!("cannot delete the test keys under {}: {e}", self.prefix);
+                return;
+            }
+        }
+    }
+}

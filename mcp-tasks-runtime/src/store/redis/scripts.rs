@@ -1,0 +1,311 @@
+//! The Lua scripts behind every write and every multi-key read. Each runs atomically in
+//! Redis; `ARGV[1]` is always the key prefix with its trailing `:`.
+//!
+//! Keys, under the prefix `P:`:
+//! - `P:task:ID`: a hash per task, one field per stored column plus `seq`, its creation
+//!   number;
+//! - `P:seq`, `P:cseq`: the creation and change counters;
+//! - `P:own:OWNER` and `P:unowned`: sorted sets of ids by creation number (listing);
+//! - `P:queued`: unfinished tasks without a lease, by creation number (claims);
+//! - `P:leases`: unfinished tasks with a lease, by lease end in milliseconds (lapsed scan);
+//! - `P:expiry`: terminal tasks with a TTL, by expiry in milliseconds; each member is
+//!   `LEN:ID` followed by `=OWNER` when the task has an owner, so the expiry scan can clean
+//!   the listing even after Redis removed the record itself;
+//! - `P:changes`: the change feed, ids by change number; `P:changes:floor` is the highest
+//!   change number trimmed from it;
+//! - the channel `P:signal`, where every write publishes its change number.
+
+/// Helpers every script starts with.
+const COMMON: &str = r#"
+local P = ARGV[1]
+local function unfinished(status)
+  return status == 'working' or status == 'input_required'
+end
+local function owner_key(owner)
+  if owner then return P .. 'own:' .. owner end
+  return P .. 'unowned'
+end
+local function expiry_member(id, owner)
+  local m = string.len(id) .. ':' .. id
+  if owner then m = m .. '=' .. owner end
+  return m
+end
+local function parse_member(m)
+  local colon = string.find(m, ':', 1, true)
+  local n = tonumber(string.sub(m, 1, colon - 1))
+  local id = string.sub(m, colon + 1, colon + n)
+  local rest = string.sub(m, colon + n + 1)
+  local owner = nil
+  if rest ~= '' then owner = string.sub(rest, 2) end
+  return id, owner
+end
+-- Removes a task from the claim, lease and expiry indexes (not from its owner's listing).
+local function unindex(id, status, owner, leased, expires)
+  if unfinished(status) then
+    if leased then
+      redis.call('ZREM', P .. 'leases', id)
+    else
+      redis.call('ZREM', P .. 'queued', id)
+    end
+  end
+  if expires then
+    redis.call('ZREM', P .. 'expiry', expiry_member(id, owner))
+  end
+end
+-- Adds a task to the indexes its fields call for, and sets Redis' own expiry of the record.
+local function index(id, key, h, seq, grace)
+  if unfinished(h.status) then
+    if h.lease_worker then
+      redis.call('ZADD', P .. 'leases', h.lease_until, id)
+    else
+      redis.call('ZADD', P .. 'queued', seq, id)
+    end
+  end
+  if h.expires then
+    redis.call('ZADD', P .. 'expiry', h.expires, expiry_member(id, h.owner))
+    redis.call('PEXPIREAT', key, string.format('%d', tonumber(h.expires) + grace))
+  end
+end
+-- Records a change in the feed, trimming its oldest entries past `max`.
+local function changed(id, max)
+  local c = string.format('%d', redis.call('INCR', P .. 'cseq'))
+  redis.call('ZADD', P .. 'changes', c, id)
+  local n = redis.call('ZCARD', P .. 'changes')
+  if n > max then
+    local popped = redis.call('ZPOPMIN', P .. 'changes', n - max)
+    redis.call('SET', P .. 'changes:floor', popped[#popped])
+  end
+  return c
+end
+local function fields(from)
+  local h = {}
+  for i = from, #ARGV, 2 do h[ARGV[i]] = ARGV[i + 1] end
+  return h
+end
+"#;
+
+/// `create`: ARGV = prefix, id, expiry grace ms, feed size, then field/value pairs.
+/// Returns 1, or 0 when the id exists.
+const CREATE: &str = r#"
+local id = ARGV[2]
+local key = P .. 'task:' .. id
+if redis.call('EXISTS', key) == 1 then return 0 end
+local h = fields(5)
+local seq = string.format('%d', redis.call('INCR', P .. 'seq'))
+redis.call('HSET', key, 'seq', seq, unpack(ARGV, 5))
+redis.call('ZADD', owner_key(h.owner), seq, id)
+index(id, key, h, seq, tonumber(ARGV[3]))
+redis.call('PUBLISH', P .. 'signal', changed(id, tonumber(ARGV[4])))
+return 1
+"#;
+
+/// `compare_and_set`: ARGV = prefix, id, expected version, expiry grace ms, feed size, then
+/// field/value pairs (with the new version). Returns 1, or 0 when the version differs or the
+/// task is gone.
+const UPDATE: &str = r#"
+local id = ARGV[2]
+local key = P .. 'task:' .. id
+local old = redis.call('HMGET', key, 'version', 'status', 'owner', 'lease_worker', 'expires', 'seq')
+if not old[1] or old[1] ~= ARGV[3] then return 0 end
+local h = fields(6)
+local seq = old[6]
+unindex(id, old[2], old[3] or nil, old[4], old[5])
+local old_owner = old[3] or nil
+if old_owner ~= h.owner then
+  redis.call('ZREM', owner_key(old_owner), id)
+  redis.call('ZADD', owner_key(h.owner), seq, id)
+end
+redis.call('DEL', key)
+redis.call('HSET', key, 'seq', seq, unpack(ARGV, 6))
+index(id, key, h, seq, tonumber(ARGV[4]))
+redis.call('PUBLISH', P .. 'signal', changed(id, tonumber(ARGV[5])))
+return 1
+"#;
+
+/// `delete`: ARGV = prefix, id. Returns 1 when the task existed.
+const DELETE: &str = r#"
+local id = ARGV[2]
+local key = P .. 'task:' .. id
+local old = redis.call('HMGET', key, 'status', 'owner', 'lease_worker', 'expires')
+if not old[1] then return 0 end
+unindex(id, old[1], old[2] or nil, old[3], old[4])
+redis.call('ZREM', owner_key(old[2] or nil), id)
+redis.call('DEL', key)
+return 1
+"#;
+
+/// `list`: ARGV = prefix, "1" with an owner or "0", owner, cursor (a creation number),
+/// limit. Returns `{{more}}` followed by the tasks' fields (`HGETALL`), oldest first.
+/// Entries whose record is gone or belongs to another task are dropped on the way.
+const LIST: &str = r#"
+local owner = nil
+if ARGV[2] == '1' then owner = ARGV[3] end
+local index_key = owner_key(owner)
+local after = ARGV[4]
+local limit = tonumber(ARGV[5])
+local out = {{'0'}}
+local found = 0
+while true do
+  local batch = redis.call('ZRANGEBYSCORE', index_key, '(' .. after, '+inf', 'WITHSCORES', 'LIMIT', 0, limit + 1)
+  if #batch == 0 then break end
+  for i = 1, #batch, 2 do
+    local id, score = batch[i], batch[i + 1]
+    after = score
+    local key = P .. 'task:' .. id
+    local got = redis.call('HMGET', key, 'owner', 'seq')
+    if got[2] and got[2] == score and (got[1] or nil) == owner then
+      if found == limit then
+        out[1] = {'1'}
+        return out
+      end
+      found = found + 1
+      out[#out + 1] = redis.call('HGETALL', key)
+    else
+      redis.call('ZREM', index_key, id)
+    end
+  end
+end
+return out
+"#;
+
+/// `expire`: ARGV = prefix, now ms, limit. Deletes up to `limit` tasks that expired and
+/// returns their ids.
+const EXPIRE: &str = r#"
+local now = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local out, seen = {}, {}
+while #out < limit do
+  local due = redis.call('ZRANGEBYSCORE', P .. 'expiry', '-inf', now, 'LIMIT', 0, limit - #out)
+  if #due == 0 then break end
+  for _, m in ipairs(due) do
+    redis.call('ZREM', P .. 'expiry', m)
+    local id, owner = parse_member(m)
+    local key = P .. 'task:' .. id
+    local old = redis.call('HMGET', key, 'status', 'owner', 'lease_worker', 'expires')
+    if not old[1] then
+      -- Redis removed the record at its own expiry; clean its listing entry.
+      redis.call('ZREM', owner_key(owner), id)
+      if not seen[id] then
+        seen[id] = true
+        out[#out + 1] = id
+      end
+    elseif (old[2] or nil) == owner and old[4] and tonumber(old[4]) <= now then
+      unindex(id, old[1], old[2] or nil, old[3], old[4])
+      redis.call('ZREM', owner_key(old[2] or nil), id)
+      redis.call('DEL', key)
+      if not seen[id] then
+        seen[id] = true
+        out[#out + 1] = id
+      end
+    end
+    -- Anything else is an entry left by an earlier task of the same id: dropped above.
+  end
+end
+return out
+"#;
+
+/// `claim`: ARGV = prefix, worker, lease end ms, limit, feed size, then the tools to skip.
+/// Returns the claimed tasks' fields, oldest first.
+const CLAIM: &str = r#"
+local worker, lease_end, limit, max = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local skip = {}
+for i = 6, #ARGV do skip[ARGV[i]] = true end
+local picked, stale = {}, {}
+local offset = 0
+while #picked < limit do
+  local batch = redis.call('ZRANGE', P .. 'queued', offset, offset + 255)
+  if #batch == 0 then break end
+  offset = offset + #batch
+  for _, id in ipairs(batch) do
+    local got = redis.call('HMGET', P .. 'task:' .. id, 'tool', 'status', 'lease_worker')
+    if not got[1] or not unfinished(got[2]) or got[3] then
+      stale[#stale + 1] = id
+    elseif not skip[got[1]] then
+      picked[#picked + 1] = id
+      if #picked == limit then break end
+    end
+  end
+end
+for _, id in ipairs(stale) do redis.call('ZREM', P .. 'queued', id) end
+local out = {}
+for _, id in ipairs(picked) do
+  local key = P .. 'task:' .. id
+  redis.call('ZREM', P .. 'queued', id)
+  redis.call('HINCRBY', key, 'epoch', 1)
+  redis.call('HINCRBY', key, 'version', 1)
+  redis.call('HSET', key, 'lease_worker', worker, 'lease_until', lease_end)
+  redis.call('ZADD', P .. 'leases', lease_end, id)
+  changed(id, max)
+  out[#out + 1] = redis.call('HGETALL', key)
+end
+if #out > 0 then
+  redis.call('PUBLISH', P .. 'signal', redis.call('GET', P .. 'cseq'))
+end
+return out
+"#;
+
+/// `lapsed`: ARGV = prefix, now ms, limit. The fields of unfinished tasks whose lease
+/// ended, earliest end first.
+const LAPSED: &str = r#"
+local ids = redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local out = {}
+for _, id in ipairs(ids) do
+  local got = redis.call('HGETALL', P .. 'task:' .. id)
+  if #got > 0 then out[#out + 1] = got end
+end
+return out
+"#;
+
+/// `unfinished`: ARGV = prefix. The fields of every task that is not terminal.
+const UNFINISHED: &str = r#"
+local out = {}
+for _, set in ipairs({'queued', 'leases'}) do
+  for _, id in ipairs(redis.call('ZRANGE', P .. set, 0, -1)) do
+    local got = redis.call('HGETALL', P .. 'task:' .. id)
+    if #got > 0 then out[#out + 1] = got end
+  end
+end
+return out
+"#;
+
+/// `changes`: ARGV = prefix, cursor, limit. Returns the change counter, the trimmed floor,
+/// then up to `limit` ids written after the cursor, each followed by its change number:
+/// `{counter, floor, id1, n1, id2, n2, ...}`.
+const CHANGES: &str = r#"
+local out = {redis.call('GET', P .. 'cseq') or '0', redis.call('GET', P .. 'changes:floor') or '0'}
+if tonumber(ARGV[3]) > 0 then
+  local got = redis.call('ZRANGEBYSCORE', P .. 'changes', '(' .. ARGV[2], '+inf', 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
+  for _, v in ipairs(got) do out[#out + 1] = v end
+end
+return out
+"#;
+
+/// Every script, compiled once per store.
+pub(super) struct Scripts {
+    pub(super) create: ::redis::Script,
+    pub(super) update: ::redis::Script,
+    pub(super) delete: ::redis::Script,
+    pub(super) list: ::redis::Script,
+    pub(super) expire: ::redis::Script,
+    pub(super) claim: ::redis::Script,
+    pub(super) lapsed: ::redis::Script,
+    pub(super) unfinished: ::redis::Script,
+    pub(super) changes: ::redis::Script,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Self {
+        let script = |body: &str| ::redis::Script::new(&format!("{COMMON}{body}"));
+        Self {
+            create: script(CREATE),
+            update: script(UPDATE),
+            delete: script(DELETE),
+            list: script(LIST),
+            expire: script(EXPIRE),
+            claim: script(CLAIM),
+            lapsed: script(LAPSED),
+            unfinished: script(UNFINISHED),
+            changes: script(CHANGES),
+        }
+    }
+}

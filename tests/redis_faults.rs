@@ -1,0 +1,229 @@
+//! Fixture processes on one Redis, under faults: a worker killed mid-task, every client
+//! connection killed during a burst of creates, two servers and two workers under load, and
+//! bad settings at startup. Each test uses a key prefix of its own, deleted afterwards; with
+//! `MCP_TASKS_TEST_REDIS=skip` they are skipped (loudly).
+//!
+//! Every wait is bounded; nothing here asserts how fast anything is.
+
+mod support;
+
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use support::{Server, Store, TERMINAL, Worker, burst, claims, result_text};
+
+/// A bound on any cross-process wait.
+const WITHIN: Duration = Duration::from_secs(30);
+
+/// The database the connection-killing test has to itself: it ends every connection of it.
+const KILLED_DB: u32 = 14;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_task_is_settled_by_its_policy_by_another_process() {
+    let Some(store) = Store::redis("worker_kill") else {
+        return;
+    };
+    let mut server = Server::on_with(&store, &["--no-execute"]);
+    let first = Worker::start(&store, &[]);
+    let fails = server
+        .start_task("slow_compute", json!({"seconds": 600, "label": "lost"}))
+        .await;
+    let reruns = server
+        .start_task("durable_sleep", json!({"seconds": 2, "label": "again"}))
+        .await;
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    while !(first.claimed(&fails) && first.claimed(&reruns)) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the worker did not claim both tasks"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let second = Worker::start(&store, &[]);
+    first.kill().await;
+    // `fail`: failed with an internal error; `rerun`: run again by the second worker, to
+    // its own result.
+    let r = server.wait_for(&fails, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "failed", "{r}");
+    assert_eq!(r["result"]["error"]["code"], -32603, "{r}");
+    let r = server.wait_for(&reruns, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "completed", "{r}");
+    assert_eq!(result_text(&r), "slept 2s: again");
+    assert!(second.claimed(&reruns), "the second worker ran the rerun");
+    second.kill().await;
+    server.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_survive_every_client_being_killed_during_a_burst() {
+    let Some(store) = Store::redis_in("burst_kill", KILLED_DB) else {
+        return;
+    };
+    let redis = store.redis_prefix().expect("a Redis store");
+    let a = Server::on(&store);
+    let b = Server::on(&store);
+    let stop = AtomicBool::new(false);
+    let killer = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut killed = 0;
+        for _ in 0..5 {
+            killed += redis.kill_clients();
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop.store(true, Ordering::Release);
+        killed
+    };
+    let ((mut a, handles_a, errors_a), (mut b, handles_b, errors_b), killed) =
+        tokio::join!(burst(a, "a", 20, &stop), burst(b, "b", 20, &stop), killer);
+    eprintln!(
+        "connections killed: {killed}; creates answered with a handle: {}, with an error: {}",
+        handles_a.len() + handles_b.len(),
+        errors_a.len() + errors_b.len()
+    );
+    assert!(killed >= 4, "the servers' connections were killed");
+
+    // A create that failed failed clearly, as an internal error naming the store.
+    for error in errors_a.iter().chain(&errors_b) {
+        assert_eq!(error["error"]["code"], -32603, "{error}");
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("Redis task store"), "{error}");
+    }
+    // Every create that got a handle is there, and runs to its own result, seen from
+    // either server.
+    for (id, label) in handles_a.iter().chain(&handles_b) {
+        let r = a.wait_for(id, TERMINAL, WITHIN).await;
+        assert_eq!(r["result"]["status"], "completed", "{r}");
+        assert_eq!(result_text(&r), format!("slept 0s: {label}"));
+        assert_eq!(b.get(id).await["result"], r["result"]);
+    }
+    // Both servers carry on without a restart.
+    for s in [&mut a, &mut b] {
+        let id = s
+            .start_task("durable_sleep", json!({"seconds": 0, "label": "after"}))
+            .await;
+        let r = s.wait_for(&id, TERMINAL, WITHIN).await;
+        assert_eq!(result_text(&r), "slept 0s: after");
+    }
+    a.kill().await;
+    b.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_and_two_workers_settle_every_task_once_with_its_own_result() {
+    const TASKS: usize = 80;
+    let Some(store) = Store::redis("load") else {
+        return;
+    };
+    // A lease long enough that a busy machine does not lapse it.
+    let lease = ["--no-execute", "--lease-ms", "5000"];
+    let mut servers = [
+        Server::on_with(&store, &lease),
+        Server::on_with(&store, &lease),
+    ];
+    let workers = [
+        Worker::start(&store, &lease[1..]),
+        Worker::start(&store, &lease[1..]),
+    ];
+    let mut tasks = Vec::new();
+    for n in 0..TASKS {
+        let label = format!("job-{n}");
+        let seconds = n % 2;
+        let id = servers[n % 2]
+            .start_task("durable_sleep", json!({"seconds": seconds, "label": label}))
+            .await;
+        tasks.push((id, format!("slept {seconds}s: {label}")));
+    }
+    let mut settled = Vec::new();
+    for (n, (id, want)) in tasks.iter().enumerate() {
+        let r = servers[(n + 1) % 2].wait_for(id, TERMINAL, WITHIN).await;
+        assert_eq!(r["result"]["status"], "completed", "{r}");
+        assert_eq!(
+            &result_text(&r),
+            want,
+            "task {id} has another task's result"
+        );
+        settled.push(r["result"].clone());
+    }
+    // Terminal means final: the tasks read the same from the other server afterwards.
+    for (n, (id, _)) in tasks.iter().enumerate() {
+        assert_eq!(servers[n % 2].get(id).await["result"], settled[n]);
+    }
+    // Each claim of a task holds a lease of its own epoch.
+    let claims = claims(&[&workers[0], &workers[1]]);
+    for (id, _) in &tasks {
+        let of_task = claims.get(id).cloned().unwrap_or_default();
+        assert!(!of_task.is_empty(), "task {id} was never claimed");
+        let epochs: BTreeSet<&String> = of_task.iter().map(|(epoch, _)| epoch).collect();
+        assert_eq!(
+            epochs.len(),
+            of_task.len(),
+            "task {id} was claimed twice under one epoch: {of_task:?}"
+        );
+    }
+    assert!(
+        claims.values().flatten().any(|(_, w)| *w == 0)
+            && claims.values().flatten().any(|(_, w)| *w == 1),
+        "one worker ran every task"
+    );
+    let [a, b] = servers;
+    a.kill().await;
+    b.kill().await;
+    let [w0, w1] = workers;
+    w0.kill().await;
+    w1.kill().await;
+}
+
+/// Starts the fixture on `url` and returns what it wrote to stderr once it exited, which it
+/// must do, with a failure, within a bound.
+async fn refused(url: &str) -> String {
+    let child = tokio::process::Command::new(support::example("conformance-server"))
+        .args(["--stdio", "--store", url])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the conformance server");
+    let out = tokio::time::timeout(WITHIN, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("the server on {url} neither started nor failed"))
+        .unwrap();
+    assert!(!out.status.success(), "the server on {url} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_store_settings_fail_at_startup_naming_the_problem() {
+    let Some(store) = Store::redis("startup") else {
+        return;
+    };
+    let redis = store.redis_prefix().expect("a Redis store");
+    let url = redis.url();
+    let server = url.rsplit_once('/').map_or(url.as_str(), |(s, _)| s);
+    let stderr = refused("redis://127.0.0.1:1/0").await;
+    assert!(stderr.contains("unreachable"), "{stderr}");
+    let stderr = refused(&format!("{server}/4000")).await;
+    assert!(stderr.contains("database number"), "{stderr}");
+    let stderr = refused(&server.replacen("redis://", "redis://nobody:wrong@", 1)).await;
+    assert!(stderr.contains("credentials"), "{stderr}");
+    // The server starts on the real one, and says what a Redis restart would keep.
+    let mut server = Server::on(&store);
+    let r = server
+        .request(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "redis"}}),
+        )
+        .await;
+    assert_eq!(r["result"]["content"][0]["text"], "Hello, redis!", "{r}");
+    assert!(
+        !server
+            .log
+            .lines_with(&["tasks are kept in Redis"])
+            .is_empty(),
+        "{:?}",
+        server.log.summary(10)
+    );
+    server.kill().await;
+}
