@@ -754,7 +754,11 @@ fn decode(flat: Vec<String>) -> (TaskRecord, u64) {
             .ok()
             .map(Into::into)
     });
-    let client_capabilities = json(take("client"), "client capabilities", &corrupt);
+    let client_capabilities = super::codec::CLIENT_CAPABILITIES.share_owned(json(
+        take("client"),
+        "client capabilities",
+        &corrupt,
+    ));
     let lease_worker = take("lease_worker");
     let lease_until = int(take("lease_until"));
     let cancel_at = int(take("cancel_at"));
