@@ -1,6 +1,6 @@
 //! Fixture processes on one Redis, under faults: a worker killed mid-task, every client
-//! connection killed during a burst of creates, two servers and two workers under load, and
-//! bad settings at startup. Each test uses a key prefix of its own, deleted afterwards; with
+//! connection killed during a burst of creates and while a question is answered, two
+//! servers and two workers under load, and bad settings at startup. Each test uses a key prefix of its own, deleted afterwards; with
 //! `MCP_TASKS_TEST_REDIS=skip` they are skipped (loudly).
 //!
 //! Every wait is bounded; nothing here asserts how fast anything is.
@@ -16,8 +16,10 @@ use support::{Server, Store, TERMINAL, Worker, burst, claims, result_text};
 /// A bound on any cross-process wait.
 const WITHIN: Duration = Duration::from_secs(30);
 
-/// The database the connection-killing test has to itself: it ends every connection of it.
+/// The databases the connection-killing tests have to themselves: each ends every
+/// connection of its own.
 const KILLED_DB: u32 = 14;
+const LOST_SIGNAL_DB: u32 = 15;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_task_is_settled_by_its_policy_by_another_process() {
@@ -106,6 +108,56 @@ async fn creates_survive_every_client_being_killed_during_a_burst() {
         let r = s.wait_for(&id, TERMINAL, WITHIN).await;
         assert_eq!(result_text(&r), "slept 0s: after");
     }
+    a.kill().await;
+    b.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_sent_while_the_subscribers_reconnect_still_reaches_the_tool() {
+    let Some(store) = Store::redis_in("lost_signal", LOST_SIGNAL_DB) else {
+        return;
+    };
+    let redis = store.redis_prefix().expect("a Redis store");
+    let mut a = Server::on(&store);
+    let mut b = Server::on(&store);
+    let asking = a
+        .start_task("confirm_delete", json!({"filename": "notes.txt"}))
+        .await;
+    let r = b.wait_for(&asking, &["input_required"], WITHIN).await;
+    let key = r["result"]["inputRequests"]
+        .as_object()
+        .and_then(|o| o.keys().next().cloned())
+        .unwrap_or_else(|| panic!("no input request: {r}"));
+    // Every connection goes, the subscribers' too: the signal of the answer may be lost.
+    assert!(
+        redis.kill_clients() >= 4,
+        "the servers' connections were killed"
+    );
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    loop {
+        let r = b
+            .request(
+                "tasks/update",
+                json!({"taskId": asking, "inputResponses": {
+                    key.clone(): {"action": "accept", "content": {"confirm": true}}
+                }}),
+            )
+            .await;
+        if r.get("error").is_none() {
+            break;
+        }
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("Redis task store"), "{r}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "B never recovered: {r}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The tool on A gets the answer all the same and finishes with it.
+    let r = a.wait_for(&asking, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "completed", "{r}");
+    assert_eq!(result_text(&r), "deleted notes.txt");
     a.kill().await;
     b.kill().await;
 }

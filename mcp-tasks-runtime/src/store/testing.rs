@@ -1715,7 +1715,9 @@ impl TestRedis {
 
     /// How many keys are under the prefix.
     pub fn key_count(&self) -> usize {
-        self.keys().len()
+        self.keys()
+            .unwrap_or_else(|e| panic!("cannot list the test keys: {e}"))
+            .len()
     }
 
     /// Ends every client connection to the test's database (`CLIENT KILL ID`), as a restart
@@ -1747,7 +1749,7 @@ impl TestRedis {
         .unwrap_or_else(|e| panic!("cannot kill the test's Redis clients: {e}"))
     }
 
-    fn keys(&self) -> Vec<String> {
+    fn keys(&self) -> ::redis::RedisResult<Vec<String>> {
         let pattern = format!("{}:*", self.prefix);
         self.command(|conn| {
             let mut keys = Vec::new();
@@ -1767,7 +1769,6 @@ impl TestRedis {
                 cursor = next;
             }
         })
-        .unwrap_or_default()
     }
 
     /// Runs `f` on a fresh blocking connection to the test's database.
@@ -1785,12 +1786,30 @@ impl TestRedis {
 #[cfg(feature = "redis")]
 impl Drop for TestRedis {
     fn drop(&mut self) {
-        let keys = self.keys();
-        for chunk in keys.chunks(500) {
-            if let Err(e) = self.command(|conn| ::redis::cmd("DEL").arg(chunk).query::<i64>(conn)) {
-                eprintln!("cannot delete the test keys under {}: {e}", self.prefix);
-                return;
+        let mut last = None;
+        for _ in 0..3 {
+            let cleaned = self.keys().and_then(|keys| {
+                for chunk in keys.chunks(500) {
+                    self.command(|conn| ::redis::cmd("DEL").arg(chunk).query::<i64>(conn))?;
+                }
+                Ok(keys.is_empty())
+            });
+            match cleaned {
+                Ok(true) => return,
+                // Deleted; look again for keys written meanwhile by a process still exiting.
+                Ok(false) => std::thread::sleep(Duration::from_millis(100)),
+                Err(e) => {
+                    last = Some(e);
+                    std::thread::sleep(Duration::from_millis(200));
+                }
             }
+        }
+        match last {
+            Some(e) => eprintln!("cannot delete the test keys under {}: {e}", self.prefix),
+            None => eprintln!(
+                "keys under {} keep being written; some may be left",
+                self.prefix
+            ),
         }
     }
 }
