@@ -6,7 +6,7 @@ use crate::model::LogLevel;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -25,11 +25,9 @@ impl Sink {
     }
 }
 
-/// The protocol era of a connection.
+/// The protocol era of a connection, once a message decided it.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Era {
-    /// No message has decided it yet.
-    Undecided,
     /// 2025-11-25 (or an older stateful revision), fixed at `initialize`.
     Stateful(StatefulState),
     /// 2026-07-28: every request carries its own version and capabilities.
@@ -49,7 +47,8 @@ pub(crate) struct Connection {
     pub(crate) id: String,
     /// The authenticated principal of every request on this connection, if any.
     pub(crate) principal: Option<Arc<str>>,
-    pub(crate) era: Mutex<Era>,
+    /// Written once, by the message that decides it; read lock-free by every later one.
+    era: OnceLock<Era>,
     pub(crate) sink: Sink,
     log_level: AtomicU8,
     next_out_id: AtomicU64,
@@ -71,11 +70,13 @@ fn level_code(level: LogLevel) -> u8 {
 }
 
 impl Connection {
-    pub(crate) fn new(sink: Sink, principal: Option<Arc<str>>) -> Arc<Self> {
+    /// A connection whose era the first message decides (`era` `None`), or one the
+    /// transport already decided.
+    pub(crate) fn new(sink: Sink, principal: Option<Arc<str>>, era: Option<Era>) -> Arc<Self> {
         Arc::new(Self {
             id: crate::task::random_id(),
             principal,
-            era: Mutex::new(Era::Undecided),
+            era: era.map_or_else(OnceLock::new, OnceLock::from),
             sink,
             log_level: AtomicU8::new(level_code(LogLevel::Info)),
             next_out_id: AtomicU64::new(1),
@@ -121,8 +122,14 @@ impl Connection {
         }
     }
 
-    pub(crate) fn era(&self) -> Era {
-        self.era.lock().expect("era lock").clone()
+    /// The connection's era; `None` until a message decides it.
+    pub(crate) fn era(&self) -> Option<&Era> {
+        self.era.get()
+    }
+
+    /// Fixes the connection's era; `false` when a message already did.
+    pub(crate) fn decide(&self, era: Era) -> bool {
+        self.era.set(era).is_ok()
     }
 
     pub(crate) fn set_log_level(&self, level: LogLevel) {

@@ -67,10 +67,10 @@ mod sse;
 
 use crate::error::Error;
 use crate::jsonrpc::{self, ErrorObject, Message, Request, RequestId, Response};
-use crate::router::{META_PROTOCOL_VERSION, Session};
+use crate::router::Session;
 use crate::server::Server;
 use crate::transport::TransportError;
-use crate::wire::v2025_11_25;
+use crate::wire::classify::{self, Facts, Kind, is_stateful_version};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -95,8 +95,6 @@ const LAST_EVENT_ID: &str = "last-event-id";
 const FINISHED_STREAMS_KEPT: usize = 32;
 /// The `Retry-After` of a busy answer that gives no delay of its own.
 const BUSY_RETRY_AFTER_MS: u64 = 1000;
-/// Stateful protocol versions that are not supported but still recognised as stateful.
-const OLD_STATEFUL: [&str; 1] = ["2024-11-05"];
 
 /// Decides who makes a request, from its headers (a bearer token, say).
 ///
@@ -782,27 +780,6 @@ fn sse_response(body: Body) -> HttpResponse {
     response
 }
 
-fn is_stateful_version(v: &str) -> bool {
-    v2025_11_25::SUPPORTED.contains(&v) || OLD_STATEFUL.contains(&v)
-}
-
-/// `true` for a request of the stateless era: the 2026 `_meta`, or a version header that no
-/// stateful revision has.
-fn is_stateless(request: &Request, version: Option<&str>) -> bool {
-    let has_meta = request
-        .params
-        .as_ref()
-        .and_then(|p| p.get("_meta"))
-        .and_then(Value::as_object)
-        .is_some_and(|m| {
-            m.contains_key(META_PROTOCOL_VERSION)
-                || m.keys().any(|k| k.starts_with("io.modelcontextprotocol/"))
-        });
-    has_meta
-        || version.is_some_and(|v| !is_stateful_version(v))
-        || request.method == "server/discover"
-}
-
 async fn post(State(app): State<Arc<App>>, request: axum::extract::Request) -> HttpResponse {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
@@ -853,7 +830,8 @@ async fn post(State(app): State<Arc<App>>, request: axum::extract::Request) -> H
     match message {
         Message::Request(request) => {
             tracing::debug!(method = %request.method, id = %request.id, "HTTP request");
-            if is_stateless(&request, version.as_deref()) {
+            let facts = Facts::of(&request).with_version_header(version.as_deref());
+            if classify::classify(&facts) == Kind::Stateless {
                 return stateless(&app, &headers, principal, request).await;
             }
             let Some(session_id) = session_id else {
@@ -988,13 +966,8 @@ async fn stateless(
         tracing::debug!(error = %e, "header mismatch");
         return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
     }
-    if request.method == "initialize" {
-        // The stateless era has no handshake; the router would read it as a 2025 one.
-        let error = Error::MethodNotFound("initialize".into());
-        return error_response(StatusCode::NOT_FOUND, Some(request.id), error);
-    }
     let listen = request.method == "subscriptions/listen";
-    let (session, _outbound) = app.server.session_for(principal);
+    let (session, _outbound) = app.server.open_session(principal, Some(Kind::Stateless));
     let mut guard = CancelOnDrop::new(session.clone(), request.id.clone());
     let mut out = spawn_request(session, request);
     match out.recv().await {
@@ -1353,26 +1326,5 @@ mod tests {
         );
         let other = answer(Error::Internal("x".into()));
         assert_eq!(stateless_status(&other), (StatusCode::OK, None));
-    }
-
-    #[test]
-    fn stateless_is_decided_by_meta_or_version_header() {
-        let request = |params: Value| Request {
-            id: 1.into(),
-            method: "tools/list".into(),
-            params: Some(params),
-        };
-        let meta = serde_json::json!({"_meta": {META_PROTOCOL_VERSION: "2026-07-28"}});
-        assert!(is_stateless(&request(meta), None));
-        assert!(is_stateless(
-            &request(serde_json::json!({})),
-            Some("2026-07-28")
-        ));
-        assert!(is_stateless(&request(serde_json::json!({})), Some("v999")));
-        assert!(!is_stateless(
-            &request(serde_json::json!({})),
-            Some("2025-11-25")
-        ));
-        assert!(!is_stateless(&request(serde_json::json!({})), None));
     }
 }

@@ -54,15 +54,12 @@ pub(crate) fn initialize(
             return Err(Error::InvalidParams("`capabilities` must be an object".into()).into());
         }
     };
-    {
-        let mut era = conn.era.lock().expect("era lock");
-        if *era != Era::Undecided {
-            return Err(Error::InvalidRequest("the session is already initialized".into()).into());
-        }
-        *era = Era::Stateful(StatefulState {
-            version,
-            client_capabilities,
-        });
+    let decided = conn.decide(Era::Stateful(StatefulState {
+        version,
+        client_capabilities,
+    }));
+    if !decided {
+        return Err(Error::InvalidRequest("the session is already initialized".into()).into());
     }
     let inner = &server.inner;
     let mut result = json!({
@@ -98,7 +95,7 @@ pub(crate) fn initialize(
 pub(crate) async fn dispatch(
     server: &Server,
     conn: &Arc<Connection>,
-    state: StatefulState,
+    state: &StatefulState,
     request: Request,
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
@@ -107,19 +104,19 @@ pub(crate) async fn dispatch(
             Err(Error::InvalidRequest("the session is already initialized".into()).into())
         }
         "ping" => Ok(json!({})),
-        "tools/list" => tools_list(server, &state, &request),
+        "tools/list" => tools_list(server, state, &request),
         "logging/setLevel" => set_level(conn, &request),
-        "tools/call" => return tools_call(server, conn, &state, request, sink).await,
+        "tools/call" => return tools_call(server, conn, state, request, sink).await,
         "prompts/list" => prompts_list(server, &request),
         "completion/complete" => params_object(&request)
             .and_then(|p| crate::server::complete(&server.inner, &p))
             .map_err(Into::into),
-        "prompts/get" => return prompts_get(server, conn, &state, request, sink).await,
+        "prompts/get" => return prompts_get(server, conn, state, request, sink).await,
         "resources/list" => resources_list(server, &request, crate::server::resources_list),
         "resources/templates/list" => {
             resources_list(server, &request, crate::server::resource_templates_list)
         }
-        "resources/read" => return resources_read(server, conn, &state, request, sink).await,
+        "resources/read" => return resources_read(server, conn, state, request, sink).await,
         "resources/subscribe" | "resources/unsubscribe" => subscribe(conn, &request),
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" if state.version == LATEST => {
             return tasks(server, conn, request, sink).await;

@@ -14,7 +14,7 @@ use crate::error::{CallOutcome, Error};
 use crate::jsonrpc::{self, ErrorObject, Request};
 use crate::model::{InputRequest, JsonObject, LogLevel, TaskSupport};
 use crate::mrtr::{self, Resuming, Taken};
-use crate::router::{META_PROTOCOL_VERSION, name_param, params_object};
+use crate::router::{name_param, params_object};
 use crate::server::{Server, tools_page};
 use crate::session::{Connection, Sink};
 use crate::task::{SettlePolicy, TaskRecord, TaskStatus, rfc3339};
@@ -28,6 +28,8 @@ pub const VERSION: &str = "2026-07-28";
 /// Every stateless revision the server accepts.
 pub const SUPPORTED: [&str; 1] = [VERSION];
 
+/// The `_meta` key naming a request's protocol version.
+pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
