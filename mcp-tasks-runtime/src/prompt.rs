@@ -212,12 +212,8 @@ impl Prompt {
     }
 
     /// Checks `prompts/get` arguments: an object of strings with every required one present.
-    pub(crate) fn check_arguments(&self, params: &JsonObject) -> Result<JsonObject, Error> {
-        let args = match params.get("arguments") {
-            None | Some(Value::Null) => JsonObject::new(),
-            Some(Value::Object(a)) => a.clone(),
-            Some(_) => return Err(Error::InvalidParams("`arguments` must be an object".into())),
-        };
+    pub(crate) fn check_arguments(&self, args: Option<JsonObject>) -> Result<JsonObject, Error> {
+        let args = args.unwrap_or_default();
         if let Some((k, _)) = args.iter().find(|(_, v)| !v.is_string()) {
             return Err(Error::InvalidParams(format!(
                 "prompt argument {k:?} must be a string"

@@ -331,15 +331,6 @@ pub(crate) fn find<'a>(server: &'a crate::server::ServerInner, uri: &str) -> Opt
     })
 }
 
-/// Reads the `uri` param of a `resources/*` request.
-pub(crate) fn uri_param(params: &JsonObject) -> Result<String, Error> {
-    params
-        .get("uri")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .ok_or_else(|| Error::InvalidParams("`uri` must be a string".into()))
-}
-
 /// Runs a resource's handler; `Err` when it panicked.
 pub(crate) async fn run(
     target: &Target<'_>,

@@ -197,7 +197,7 @@ pub(crate) async fn dispatch(
             }
             Kind::Stateful => {
                 return Some(match request.method.as_str() {
-                    "initialize" => v2025_11_25::initialize(server, conn, &request),
+                    "initialize" => v2025_11_25::initialize(server, conn, request),
                     "ping" => Ok(Value::Object(Default::default())),
                     _ => Err(Error::NotInitialized.into()),
                 });
@@ -208,21 +208,4 @@ pub(crate) async fn dispatch(
         Era::Stateful(state) => v2025_11_25::dispatch(server, conn, state, request, sink).await,
         Era::Stateless => v2026_07_28::dispatch(server, conn, request, sink).await,
     }
-}
-
-/// Reads a request's params as an object (absent params are an empty object).
-pub(crate) fn params_object(request: &Request) -> Result<crate::model::JsonObject, Error> {
-    match &request.params {
-        None => Ok(Default::default()),
-        Some(Value::Object(o)) => Ok(o.clone()),
-        Some(_) => Err(Error::InvalidParams("params must be an object".into())),
-    }
-}
-
-/// Reads the `name` param of `tools/call` and `prompts/get`.
-pub(crate) fn name_param(params: &crate::model::JsonObject) -> Result<&str, Error> {
-    params
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::InvalidParams("`name` must be a string".into()))
 }

@@ -1,10 +1,10 @@
 //! The server: its identity, its tools and its settings, shared by every connection.
 
 use crate::engine::{Engine, EngineConfig, Recovery};
-use crate::model::JsonObject;
 use crate::resource::{Resource, ResourceTemplate};
 use crate::store::{ClaimStore, MemoryTaskStore};
 use crate::tool::{Registry, Tool, ToolDefError};
+use crate::wire::params::{CompleteParams, CompleteReference, ListParams};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -447,7 +447,7 @@ pub(crate) fn decode_cursor(cursor: &str) -> Option<usize> {
 /// The `tools/list` page starting at `cursor`, plus the next cursor.
 pub(crate) fn tools_page<'a>(
     server: &'a ServerInner,
-    params: &JsonObject,
+    params: &ListParams,
 ) -> Result<(Vec<&'a Tool>, Option<String>), crate::Error> {
     page_of(
         server.registry.iter(),
@@ -461,7 +461,7 @@ pub(crate) fn tools_page<'a>(
 /// the cache hints the 2026-07-28 adapter adds).
 pub(crate) fn prompts_list(
     server: &ServerInner,
-    params: &JsonObject,
+    params: &ListParams,
 ) -> Result<Value, crate::Error> {
     let (page, next) = page_of(
         server.prompts.values(),
@@ -480,7 +480,7 @@ pub(crate) fn prompts_list(
 /// adapter adds the cache hints).
 pub(crate) fn resources_list(
     server: &ServerInner,
-    params: &JsonObject,
+    params: &ListParams,
 ) -> Result<Value, crate::Error> {
     let (page, next) = page_of(
         server.resources.values(),
@@ -498,7 +498,7 @@ pub(crate) fn resources_list(
 /// The `resources/templates/list` result for the page starting at `cursor`.
 pub(crate) fn resource_templates_list(
     server: &ServerInner,
-    params: &JsonObject,
+    params: &ListParams,
 ) -> Result<Value, crate::Error> {
     let (page, next) = page_of(
         server.resource_templates.values(),
@@ -528,50 +528,17 @@ pub(crate) fn completes(server: &ServerInner) -> bool {
 }
 
 /// Answers `completion/complete` (the same in both eras but for `resultType`).
-pub(crate) fn complete(server: &ServerInner, params: &JsonObject) -> Result<Value, crate::Error> {
-    let invalid = |m: &str| crate::Error::InvalidParams(m.to_owned());
-    let reference = params
-        .get("ref")
-        .and_then(Value::as_object)
-        .ok_or_else(|| invalid("`ref` must be an object"))?;
-    let argument = params
-        .get("argument")
-        .and_then(Value::as_object)
-        .ok_or_else(|| invalid("`argument` must be an object with `name` and `value`"))?;
-    let (Some(name), Some(typed)) = (
-        argument.get("name").and_then(Value::as_str),
-        argument.get("value").and_then(Value::as_str),
-    ) else {
-        return Err(invalid(
-            "`argument` must be an object with `name` and `value`",
-        ));
-    };
-    let values = match reference.get("type").and_then(Value::as_str) {
-        Some("ref/prompt") => {
-            let prompt_name = reference
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| invalid("`ref.name` must be a string"))?;
-            server
-                .prompts
-                .get(prompt_name)
-                .ok_or_else(|| {
-                    crate::Error::InvalidParams(format!("unknown prompt: {prompt_name}"))
-                })?
-                .suggestions(name, typed)
-        }
-        Some("ref/resource") => {
-            reference
-                .get("uri")
-                .and_then(Value::as_str)
-                .ok_or_else(|| invalid("`ref.uri` must be a string"))?;
-            Vec::new()
-        }
-        _ => {
-            return Err(invalid(
-                "`ref.type` must be \"ref/prompt\" or \"ref/resource\"",
-            ));
-        }
+pub(crate) fn complete(
+    server: &ServerInner,
+    params: &CompleteParams,
+) -> Result<Value, crate::Error> {
+    let values = match &params.reference {
+        CompleteReference::Prompt { name } => server
+            .prompts
+            .get(name.as_str())
+            .ok_or_else(|| crate::Error::InvalidParams(format!("unknown prompt: {name}")))?
+            .suggestions(&params.argument.name, &params.argument.value),
+        CompleteReference::Resource { .. } => Vec::new(),
     };
     let total = values.len();
     let shown: Vec<String> = values.into_iter().take(MAX_COMPLETIONS).collect();
@@ -584,18 +551,13 @@ fn page_of<'a, T>(
     items: impl Iterator<Item = &'a T>,
     len: usize,
     page_size: usize,
-    params: &JsonObject,
+    params: &ListParams,
 ) -> Result<(Vec<&'a T>, Option<String>), crate::Error> {
-    let start = match params.get("cursor") {
-        None | Some(Value::Null) => 0,
-        Some(Value::String(c)) => decode_cursor(c)
+    let start = match &params.cursor {
+        None => 0,
+        Some(c) => decode_cursor(c)
             .filter(|o| *o <= len)
             .ok_or_else(|| crate::Error::InvalidParams(format!("invalid cursor {c:?}")))?,
-        Some(_) => {
-            return Err(crate::Error::InvalidParams(
-                "`cursor` must be a string".into(),
-            ));
-        }
     };
     let page: Vec<_> = items.skip(start).take(page_size).collect();
     let end = start + page.len();

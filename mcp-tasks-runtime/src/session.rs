@@ -142,18 +142,19 @@ impl Connection {
         min != LOG_OFF && level_code(level) >= min
     }
 
-    /// Registers an in-flight request so `notifications/cancelled` can reach it.
-    pub(crate) fn track(&self, id: &RequestId) -> CancellationToken {
+    /// Registers an in-flight request so `notifications/cancelled` can reach it, until the
+    /// returned guard is dropped.
+    pub(crate) fn track(&self, id: &RequestId) -> Tracked<'_> {
         let token = self.closed.child_token();
         self.inflight
             .lock()
             .expect("inflight lock")
             .insert(id.clone(), token.clone());
-        token
-    }
-
-    pub(crate) fn untrack(&self, id: &RequestId) {
-        self.inflight.lock().expect("inflight lock").remove(id);
+        Tracked {
+            conn: self,
+            id: id.clone(),
+            token,
+        }
     }
 
     /// Cancels an in-flight request; unknown ids are ignored, as the spec allows.
@@ -230,6 +231,32 @@ impl Connection {
             }
             None => tracing::debug!(%id, "response to an unknown or finished request ignored"),
         }
+    }
+}
+
+/// An in-flight request: its cancellation token, registered on its connection for as long as
+/// the guard lives.
+pub(crate) struct Tracked<'a> {
+    conn: &'a Connection,
+    id: RequestId,
+    token: CancellationToken,
+}
+
+impl std::ops::Deref for Tracked<'_> {
+    type Target = CancellationToken;
+
+    fn deref(&self) -> &CancellationToken {
+        &self.token
+    }
+}
+
+impl Drop for Tracked<'_> {
+    fn drop(&mut self) {
+        self.conn
+            .inflight
+            .lock()
+            .expect("inflight lock")
+            .remove(&self.id);
     }
 }
 

@@ -2,5 +2,6 @@
 //! names and error rules.
 
 pub(crate) mod classify;
+pub(crate) mod params;
 pub mod v2025_11_25;
 pub mod v2026_07_28;

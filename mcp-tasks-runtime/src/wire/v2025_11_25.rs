@@ -7,13 +7,16 @@ use crate::call::{DirectBackend, LogGate, Notifier, outcome_of, run_tool};
 use crate::context::TaskContext;
 use crate::engine::{Delivery, Engine, NewTask, error_answer};
 use crate::error::{CallOutcome, Error};
-use crate::jsonrpc::{ErrorObject, Request};
+use crate::jsonrpc::{self, ErrorObject, Request};
 use crate::model::{JsonObject, LogLevel, TaskSupport};
-use crate::router::{name_param, params_object};
 use crate::server::{Server, tools_page};
 use crate::session::RequestAborted;
 use crate::session::{Connection, Era, Sink, StatefulState};
 use crate::task::{SettlePolicy, TaskRecord, TaskStatus, rfc3339};
+use crate::wire::params::{
+    self, GetPromptParams, ListParams, SetLevelParams, TaskIdParams, UriParams, decode,
+};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -31,29 +34,107 @@ pub const LATEST: &str = "2025-11-25";
 /// Every stateful revision the server accepts, newest first.
 pub const SUPPORTED: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 
+/// The params of `initialize`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InitializeParams {
+    /// The newest revision the client speaks.
+    protocol_version: String,
+    /// What the client can do; absent is nothing optional.
+    capabilities: Option<JsonObject>,
+}
+
+/// The params of `tools/call` in this era.
+#[derive(Debug, Deserialize)]
+struct CallToolParams {
+    name: String,
+    arguments: Option<JsonObject>,
+    /// Task augmentation; read only on 2025-11-25 (see [`TaskMetadata`]).
+    task: Option<Value>,
+    #[serde(rename = "_meta")]
+    meta: Option<Value>,
+}
+
+/// The `task` of a task-augmented `tools/call`.
+#[derive(Debug, Deserialize)]
+struct TaskMetadata {
+    /// The lifetime the client asks for, in milliseconds.
+    ttl: Option<u64>,
+}
+
+/// A task as this era shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Task<'a> {
+    task_id: &'a str,
+    status: &'static str,
+    created_at: String,
+    last_updated_at: String,
+    /// Always present: `null` for a task kept until it is deleted.
+    ttl: Option<u64>,
+    poll_interval: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_message: Option<&'a str>,
+}
+
+impl<'a> Task<'a> {
+    fn of(rec: &'a TaskRecord) -> Self {
+        Self {
+            task_id: &rec.id,
+            status: rec.status.as_str(),
+            created_at: rfc3339(rec.created_at),
+            last_updated_at: rfc3339(rec.updated_at),
+            ttl: rec.ttl.map(|t| t.as_millis() as u64),
+            poll_interval: rec.poll_interval.as_millis() as u64,
+            status_message: rec.status_message.as_deref(),
+        }
+    }
+}
+
+/// The answer to a task-augmented call: the task, nested.
+#[derive(Debug, Serialize)]
+struct CreateTaskResult<'a> {
+    task: Task<'a>,
+}
+
+/// A page of `tasks/list`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListTasksResult<'a> {
+    tasks: Vec<Task<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+}
+
+/// This era's JSON-RPC error for a server error: the neutral one, but for the conventional
+/// `-32002` of an unknown resource.
+fn wire_error(error: Error) -> ErrorObject {
+    let unknown_resource = matches!(error, Error::ResourceNotFound(_));
+    let mut object = ErrorObject::from(error);
+    if unknown_resource {
+        object.code = jsonrpc::RESOURCE_NOT_FOUND;
+    }
+    object
+}
+
+/// Serialises a result; these types always serialise.
+fn to_value(result: impl Serialize) -> Value {
+    serde_json::to_value(result).unwrap_or_default()
+}
+
 /// Answers `initialize` and fixes the connection's era.
 pub(crate) fn initialize(
     server: &Server,
     conn: &Arc<Connection>,
-    request: &Request,
+    mut request: Request,
 ) -> Result<Value, ErrorObject> {
-    let params = params_object(request)?;
-    let requested = params
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::InvalidParams("`protocolVersion` must be a string".into()))?;
+    let params: InitializeParams = decode(&mut request)?;
     let version = SUPPORTED
         .iter()
         .copied()
-        .find(|v| *v == requested)
+        .find(|v| *v == params.protocol_version)
         .unwrap_or(LATEST);
-    let client_capabilities = match params.get("capabilities") {
-        Some(Value::Object(c)) => Value::Object(c.clone()),
-        None => json!({}),
-        Some(_) => {
-            return Err(Error::InvalidParams("`capabilities` must be an object".into()).into());
-        }
-    };
+    let client_capabilities = Value::Object(params.capabilities.unwrap_or_default());
     let decided = conn.decide(Era::Stateful(StatefulState {
         version,
         client_capabilities,
@@ -99,25 +180,26 @@ pub(crate) async fn dispatch(
     request: Request,
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
+    let mut request = request;
     let result = match request.method.as_str() {
         "initialize" => {
             Err(Error::InvalidRequest("the session is already initialized".into()).into())
         }
         "ping" => Ok(json!({})),
-        "tools/list" => tools_list(server, state, &request),
-        "logging/setLevel" => set_level(conn, &request),
+        "tools/list" => tools_list(server, state, &mut request),
+        "logging/setLevel" => set_level(conn, &mut request),
         "tools/call" => return tools_call(server, conn, state, request, sink).await,
-        "prompts/list" => prompts_list(server, &request),
-        "completion/complete" => params_object(&request)
+        "prompts/list" => prompts_list(server, &mut request),
+        "completion/complete" => decode(&mut request)
             .and_then(|p| crate::server::complete(&server.inner, &p))
             .map_err(Into::into),
         "prompts/get" => return prompts_get(server, conn, state, request, sink).await,
-        "resources/list" => resources_list(server, &request, crate::server::resources_list),
+        "resources/list" => resources_list(server, &mut request, crate::server::resources_list),
         "resources/templates/list" => {
-            resources_list(server, &request, crate::server::resource_templates_list)
+            resources_list(server, &mut request, crate::server::resource_templates_list)
         }
         "resources/read" => return resources_read(server, conn, state, request, sink).await,
-        "resources/subscribe" | "resources/unsubscribe" => subscribe(conn, &request),
+        "resources/subscribe" | "resources/unsubscribe" => subscribe(conn, &mut request),
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" if state.version == LATEST => {
             return tasks(server, conn, request, sink).await;
         }
@@ -133,82 +215,59 @@ fn owner(conn: &Connection) -> String {
 
 /// A task as this era shows it.
 pub(crate) fn task_json(rec: &TaskRecord) -> Value {
-    let mut task = json!({
-        "taskId": rec.id,
-        "status": rec.status.as_str(),
-        "createdAt": rfc3339(rec.created_at),
-        "lastUpdatedAt": rfc3339(rec.updated_at),
-        "ttl": rec.ttl.map(|t| t.as_millis() as u64),
-        "pollInterval": rec.poll_interval.as_millis() as u64,
-    });
-    if let Some(message) = &rec.status_message {
-        task["statusMessage"] = message.clone().into();
-    }
-    task
+    to_value(Task::of(rec))
 }
 
-fn task_id(request: &Request) -> Result<String, Error> {
-    params_object(request)?
-        .get("taskId")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .ok_or_else(|| Error::InvalidParams("`taskId` must be a string".into()))
+fn task_id(request: &mut Request) -> Result<String, Error> {
+    Ok(decode::<TaskIdParams>(request)?.task_id)
 }
 
 async fn tasks(
     server: &Server,
     conn: &Arc<Connection>,
-    request: Request,
+    mut request: Request,
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
     let engine = &server.inner.engine;
     let owner = owner(conn);
     let owner = Some(owner.as_str());
-    let result = async {
-        match request.method.as_str() {
-            "tasks/get" => {
-                let id = task_id(&request)?;
-                let rec = engine.get(&id, owner).await?.ok_or(Error::TaskNotFound)?;
-                Ok(task_json(&rec))
-            }
-            "tasks/cancel" => {
-                let id = task_id(&request)?;
-                let (rec, cancelled) = engine
-                    .cancel(&id, owner)
-                    .await?
-                    .ok_or(Error::TaskNotFound)?;
-                if !cancelled {
-                    return Err(Error::TaskTerminal(rec.status.to_string()).into());
-                }
-                Ok(task_json(&rec))
-            }
-            "tasks/list" => {
-                let params = params_object(&request)?;
-                let cursor = match params.get("cursor") {
-                    None | Some(Value::Null) => None,
-                    Some(Value::String(c)) => Some(c.clone()),
-                    Some(_) => {
-                        return Err(Error::InvalidParams("`cursor` must be a string".into()).into());
-                    }
-                };
-                let page = engine.list(owner, cursor.as_deref(), TASK_PAGE).await?;
-                let mut result =
-                    json!({ "tasks": page.tasks.iter().map(task_json).collect::<Vec<_>>() });
-                if let Some(next) = page.next_cursor {
-                    result["nextCursor"] = next.into();
-                }
-                Ok(result)
-            }
-            _ => Err(ErrorObject::from(Error::MethodNotFound(
-                request.method.clone(),
-            ))),
-        }
-    };
     if request.method != "tasks/result" {
+        let method = std::mem::take(&mut request.method);
+        let result = async {
+            match method.as_str() {
+                "tasks/get" => {
+                    let id = task_id(&mut request)?;
+                    let rec = engine.get(&id, owner).await?.ok_or(Error::TaskNotFound)?;
+                    Ok(task_json(&rec))
+                }
+                "tasks/cancel" => {
+                    let id = task_id(&mut request)?;
+                    let (rec, cancelled) = engine
+                        .cancel(&id, owner)
+                        .await?
+                        .ok_or(Error::TaskNotFound)?;
+                    if !cancelled {
+                        return Err(Error::TaskTerminal(rec.status.to_string()).into());
+                    }
+                    Ok(task_json(&rec))
+                }
+                "tasks/list" => {
+                    let params: ListParams = decode(&mut request)?;
+                    let page = engine
+                        .list(owner, params.cursor.as_deref(), TASK_PAGE)
+                        .await?;
+                    Ok(to_value(ListTasksResult {
+                        tasks: page.tasks.iter().map(Task::of).collect(),
+                        next_cursor: page.next_cursor,
+                    }))
+                }
+                _ => Err(ErrorObject::from(Error::MethodNotFound(method.clone()))),
+            }
+        };
         return Some(result.await);
     }
     // `tasks/result` blocks until the task ends; `notifications/cancelled` may end the wait.
-    let id = match task_id(&request) {
+    let id = match task_id(&mut request) {
         Ok(id) => id,
         Err(e) => return Some(Err(e.into())),
     };
@@ -224,7 +283,6 @@ async fn tasks(
                     .ok()
                     .map(|a| a.offer_stream(conn, &sink, &request.id)),
                 Err(e) => {
-                    conn.untrack(&request.id);
                     return Some(Err(e.into()));
                 }
             }
@@ -235,7 +293,6 @@ async fn tasks(
     if let Some(stream) = asker {
         stream.withdraw();
     }
-    conn.untrack(&request.id);
     if cancel.is_cancelled() {
         return None;
     }
@@ -262,10 +319,10 @@ fn task_payload(rec: &TaskRecord) -> Result<Value, ErrorObject> {
     }
 }
 
-fn prompts_list(server: &Server, request: &Request) -> Result<Value, ErrorObject> {
+fn prompts_list(server: &Server, request: &mut Request) -> Result<Value, ErrorObject> {
     Ok(crate::server::prompts_list(
         &server.inner,
-        &params_object(request)?,
+        &decode(request)?,
     )?)
 }
 
@@ -273,18 +330,18 @@ async fn prompts_get(
     server: &Server,
     conn: &Arc<Connection>,
     state: &StatefulState,
-    request: Request,
+    mut request: Request,
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
     let parsed = (|| {
-        let params = params_object(&request)?;
-        let name = name_param(&params)?;
+        let params: GetPromptParams = decode(&mut request)?;
+        let name = params.name.as_str();
         let prompt = server
             .inner
             .prompts
             .get(name)
             .ok_or_else(|| Error::InvalidParams(format!("unknown prompt: {name}")))?;
-        let args = prompt.check_arguments(&params)?;
+        let args = prompt.check_arguments(params.arguments)?;
         Ok::<_, Error>((prompt, args))
     })();
     let (prompt, args) = match parsed {
@@ -304,11 +361,9 @@ async fn prompts_get(
     let result = tokio::select! {
         r = crate::prompt::run(prompt, cx, args) => r,
         () = cancel.cancelled() => {
-            conn.untrack(&request.id);
             return None;
         }
     };
-    conn.untrack(&request.id);
     Some(match result {
         Err(e) => Err(e),
         Ok(Ok(r)) => Ok(serde_json::to_value(r).unwrap_or_default()),
@@ -319,15 +374,15 @@ async fn prompts_get(
 /// `resources/list` or `resources/templates/list`, by the listing function given.
 fn resources_list(
     server: &Server,
-    request: &Request,
-    list: fn(&crate::server::ServerInner, &JsonObject) -> Result<Value, Error>,
+    request: &mut Request,
+    list: fn(&crate::server::ServerInner, &ListParams) -> Result<Value, Error>,
 ) -> Result<Value, ErrorObject> {
-    Ok(list(&server.inner, &params_object(request)?)?)
+    Ok(list(&server.inner, &decode(request)?)?)
 }
 
 /// `resources/subscribe` and `resources/unsubscribe`: remembered per connection.
-fn subscribe(conn: &Connection, request: &Request) -> Result<Value, ErrorObject> {
-    let uri = crate::resource::uri_param(&params_object(request)?)?;
+fn subscribe(conn: &Connection, request: &mut Request) -> Result<Value, ErrorObject> {
+    let uri = decode::<UriParams>(request)?.uri;
     let mut subscriptions = conn.subscriptions.lock().expect("subscriptions lock");
     if request.method == "resources/subscribe" {
         subscriptions.insert(uri);
@@ -341,18 +396,18 @@ async fn resources_read(
     server: &Server,
     conn: &Arc<Connection>,
     state: &StatefulState,
-    request: Request,
+    mut request: Request,
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
     let parsed = (|| {
-        let uri = crate::resource::uri_param(&params_object(&request)?)?;
+        let uri = decode::<UriParams>(&mut request)?.uri;
         let target = crate::resource::find(&server.inner, &uri)
-            .ok_or_else(|| Error::ResourceNotFoundStateful(uri.clone()))?;
+            .ok_or_else(|| Error::ResourceNotFound(uri.clone()))?;
         Ok::<_, Error>((uri, target))
     })();
     let (uri, target) = match parsed {
         Ok(p) => p,
-        Err(e) => return Some(Err(ErrorObject::from(e))),
+        Err(e) => return Some(Err(wire_error(e))),
     };
     let cancel = conn.track(&request.id);
     let cx = direct_context(
@@ -367,11 +422,9 @@ async fn resources_read(
     let result = tokio::select! {
         r = crate::resource::run(&target, cx, &uri) => r,
         () = cancel.cancelled() => {
-            conn.untrack(&request.id);
             return None;
         }
     };
-    conn.untrack(&request.id);
     Some(match result {
         Err(e) => Err(e),
         Ok(Ok(contents)) => Ok(json!({ "contents": contents })),
@@ -382,9 +435,9 @@ async fn resources_read(
 fn tools_list(
     server: &Server,
     state: &StatefulState,
-    request: &Request,
+    request: &mut Request,
 ) -> Result<Value, ErrorObject> {
-    let params = params_object(request)?;
+    let params: ListParams = decode(request)?;
     let (page, next) = tools_page(&server.inner, &params)?;
     let tools: Vec<Value> = page
         .into_iter()
@@ -406,19 +459,9 @@ fn tools_list(
     Ok(result)
 }
 
-fn set_level(conn: &Connection, request: &Request) -> Result<Value, ErrorObject> {
-    let params = params_object(request)?;
-    let level: LogLevel = params
-        .get("level")
-        .cloned()
-        .and_then(|l| serde_json::from_value(l).ok())
-        .ok_or_else(|| {
-            Error::InvalidParams(
-                "`level` must be one of debug, info, notice, warning, error, critical, alert, emergency"
-                    .into(),
-            )
-        })?;
-    conn.set_log_level(level);
+fn set_level(conn: &Connection, request: &mut Request) -> Result<Value, ErrorObject> {
+    let params: SetLevelParams = decode(request)?;
+    conn.set_log_level(params.level);
     Ok(json!({}))
 }
 
@@ -426,37 +469,25 @@ async fn tools_call(
     server: &Server,
     conn: &Arc<Connection>,
     state: &StatefulState,
-    request: Request,
+    mut request: Request,
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
     let parsed = (|| {
-        let params = params_object(&request)?;
-        let name = name_param(&params)?;
+        let params: CallToolParams = decode(&mut request)?;
+        let name = params.name.as_str();
         let tool = server
             .inner
             .registry
             .get(name)
             .ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
-        let args = match params.get("arguments") {
-            None | Some(Value::Null) => Default::default(),
-            Some(Value::Object(a)) => a.clone(),
-            Some(_) => return Err(Error::InvalidParams("`arguments` must be an object".into())),
-        };
-        let token = params
-            .get("_meta")
-            .and_then(|m| m.get("progressToken"))
-            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
-            .cloned();
-        let task = match params.get("task") {
-            _ if state.version != LATEST => None,
-            None | Some(Value::Null) => None,
-            Some(Value::Object(t)) => Some(match t.get("ttl") {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(Duration::from_millis(v.as_u64().ok_or_else(|| {
-                    Error::InvalidParams("`task.ttl` must be a non-negative integer".into())
-                })?)),
-            }),
-            Some(_) => return Err(Error::InvalidParams("`task` must be an object".into())),
+        let args = params.arguments.unwrap_or_default();
+        let token = params::progress_token(params.meta.as_ref());
+        let task = match params.task {
+            Some(task) if state.version == LATEST => {
+                let task: TaskMetadata = params::field(task, "task")?;
+                Some(task.ttl.map(Duration::from_millis))
+            }
+            _ => None,
         };
         // The tool-level rules of the Tasks utility (2025-11-25 only).
         if state.version == LATEST {
@@ -505,7 +536,6 @@ async fn tools_call(
         &cancel,
     );
     let end = run_tool(tool, cx, args, &cancel).await;
-    conn.untrack(&request.id);
     if cancel.is_cancelled() {
         return None;
     }
@@ -540,7 +570,9 @@ async fn start_task(
             delivery: Some(Arc::clone(&asker) as Arc<dyn Delivery>),
         })
         .await?;
-    Ok(json!({ "task": task_json(&rec) }))
+    Ok(to_value(CreateTaskResult {
+        task: Task::of(&rec),
+    }))
 }
 
 /// The context of a plain call (or prompt, or resource read) in this era: questions go to
