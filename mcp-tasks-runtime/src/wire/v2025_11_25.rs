@@ -7,9 +7,10 @@ use crate::call::{DirectBackend, LogGate, Notifier, outcome_of, run_tool};
 use crate::context::TaskContext;
 use crate::engine::{Delivery, Engine, NewTask, error_answer};
 use crate::error::{CallOutcome, Error};
-use crate::jsonrpc::{self, ErrorObject, Request};
+use crate::jsonrpc::{self, ErrorObject, Request, RequestId};
 use crate::model::{JsonObject, LogLevel, TaskSupport};
-use crate::server::{Server, tools_page};
+use crate::ops;
+use crate::server::Server;
 use crate::session::RequestAborted;
 use crate::session::{Connection, Era, Sink, StatefulState};
 use crate::task::{SettlePolicy, TaskRecord, TaskStatus, rfc3339};
@@ -143,6 +144,7 @@ pub(crate) fn initialize(
         return Err(Error::InvalidRequest("the session is already initialized".into()).into());
     }
     let inner = &server.inner;
+    let offers = ops::offers(server);
     let mut result = json!({
         "protocolVersion": version,
         "capabilities": {
@@ -151,13 +153,13 @@ pub(crate) fn initialize(
         },
         "serverInfo": inner.info_value,
     });
-    if !inner.prompts.is_empty() {
+    if offers.prompts {
         result["capabilities"]["prompts"] = json!({ "listChanged": false });
     }
-    if crate::server::completes(inner) {
+    if offers.completions {
         result["capabilities"]["completions"] = json!({});
     }
-    if crate::server::has_resources(inner) {
+    if offers.resources {
         result["capabilities"]["resources"] = json!({ "subscribe": true, "listChanged": false });
     }
     if version == LATEST {
@@ -181,6 +183,13 @@ pub(crate) async fn dispatch(
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
     let mut request = request;
+    let direct_call = |id, sink| DirectCall {
+        server,
+        conn,
+        state,
+        id,
+        sink,
+    };
     let result = match request.method.as_str() {
         "initialize" => {
             Err(Error::InvalidRequest("the session is already initialized".into()).into())
@@ -188,17 +197,19 @@ pub(crate) async fn dispatch(
         "ping" => Ok(json!({})),
         "tools/list" => tools_list(server, state, &mut request),
         "logging/setLevel" => set_level(conn, &mut request),
-        "tools/call" => return tools_call(server, conn, state, request, sink).await,
+        "tools/call" => return tools_call(direct_call(request.id.clone(), sink), request).await,
         "prompts/list" => prompts_list(server, &mut request),
         "completion/complete" => decode(&mut request)
-            .and_then(|p| crate::server::complete(&server.inner, &p))
+            .and_then(|p| ops::complete(server, &p))
             .map_err(Into::into),
-        "prompts/get" => return prompts_get(server, conn, state, request, sink).await,
-        "resources/list" => resources_list(server, &mut request, crate::server::resources_list),
+        "prompts/get" => return prompts_get(direct_call(request.id.clone(), sink), request).await,
+        "resources/list" => resources_list(server, &mut request, ops::list_resources),
         "resources/templates/list" => {
-            resources_list(server, &mut request, crate::server::resource_templates_list)
+            resources_list(server, &mut request, ops::list_resource_templates)
         }
-        "resources/read" => return resources_read(server, conn, state, request, sink).await,
+        "resources/read" => {
+            return resources_read(direct_call(request.id.clone(), sink), request).await;
+        }
         "resources/subscribe" | "resources/unsubscribe" => subscribe(conn, &mut request),
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" if state.version == LATEST => {
             return tasks(server, conn, request, sink).await;
@@ -237,15 +248,11 @@ async fn tasks(
             match method.as_str() {
                 "tasks/get" => {
                     let id = task_id(&mut request)?;
-                    let rec = engine.get(&id, owner).await?.ok_or(Error::TaskNotFound)?;
-                    Ok(task_json(&rec))
+                    Ok(task_json(&ops::get_task(server, &id, owner).await?))
                 }
                 "tasks/cancel" => {
                     let id = task_id(&mut request)?;
-                    let (rec, cancelled) = engine
-                        .cancel(&id, owner)
-                        .await?
-                        .ok_or(Error::TaskNotFound)?;
+                    let (rec, cancelled) = ops::cancel_task(server, &id, owner).await?;
                     if !cancelled {
                         return Err(Error::TaskTerminal(rec.status.to_string()).into());
                     }
@@ -253,9 +260,7 @@ async fn tasks(
                 }
                 "tasks/list" => {
                     let params: ListParams = decode(&mut request)?;
-                    let page = engine
-                        .list(owner, params.cursor.as_deref(), TASK_PAGE)
-                        .await?;
+                    let page = ops::list_tasks(server, owner, &params, TASK_PAGE).await?;
                     Ok(to_value(ListTasksResult {
                         tasks: page.tasks.iter().map(Task::of).collect(),
                         next_cursor: page.next_cursor,
@@ -320,50 +325,31 @@ fn task_payload(rec: &TaskRecord) -> Result<Value, ErrorObject> {
 }
 
 fn prompts_list(server: &Server, request: &mut Request) -> Result<Value, ErrorObject> {
-    Ok(crate::server::prompts_list(
-        &server.inner,
-        &decode(request)?,
-    )?)
+    Ok(ops::list_prompts(server, &decode(request)?)?)
 }
 
 async fn prompts_get(
-    server: &Server,
-    conn: &Arc<Connection>,
-    state: &StatefulState,
+    call: DirectCall<'_>,
     mut request: Request,
-    sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
-    let parsed = (|| {
-        let params: GetPromptParams = decode(&mut request)?;
-        let name = params.name.as_str();
-        let prompt = server
-            .inner
-            .prompts
-            .get(name)
-            .ok_or_else(|| Error::InvalidParams(format!("unknown prompt: {name}")))?;
-        let args = prompt.check_arguments(params.arguments)?;
-        Ok::<_, Error>((prompt, args))
-    })();
-    let (prompt, args) = match parsed {
+    let found = decode::<GetPromptParams>(&mut request)
+        .and_then(|p| ops::prompt(call.server, &p.name, p.arguments));
+    let (prompt, args) = match found {
         Ok(p) => p,
-        Err(e) => return Some(Err(ErrorObject::from(e))),
+        Err(e) => return Some(Err(wire_error(e))),
     };
-    let cancel = conn.track(&request.id);
-    let cx = direct_context(
-        server,
-        conn,
-        state,
+    let result = direct(
+        call,
         Arc::clone(&prompt.name),
-        sink,
         None,
-        &cancel,
-    );
-    let result = tokio::select! {
-        r = crate::prompt::run(prompt, cx, args) => r,
-        () = cancel.cancelled() => {
-            return None;
-        }
-    };
+        |cx, cancel| async move {
+            tokio::select! {
+                r = crate::prompt::run(prompt, cx, args) => r,
+                () = cancel.cancelled() => Err(Error::Cancelled.into()),
+            }
+        },
+    )
+    .await?;
     Some(match result {
         Err(e) => Err(e),
         Ok(Ok(r)) => Ok(serde_json::to_value(r).unwrap_or_default()),
@@ -375,9 +361,9 @@ async fn prompts_get(
 fn resources_list(
     server: &Server,
     request: &mut Request,
-    list: fn(&crate::server::ServerInner, &ListParams) -> Result<Value, Error>,
+    list: fn(&Server, &ListParams) -> Result<Value, Error>,
 ) -> Result<Value, ErrorObject> {
-    Ok(list(&server.inner, &decode(request)?)?)
+    Ok(list(server, &decode(request)?)?)
 }
 
 /// `resources/subscribe` and `resources/unsubscribe`: remembered per connection.
@@ -393,38 +379,25 @@ fn subscribe(conn: &Connection, request: &mut Request) -> Result<Value, ErrorObj
 }
 
 async fn resources_read(
-    server: &Server,
-    conn: &Arc<Connection>,
-    state: &StatefulState,
+    call: DirectCall<'_>,
     mut request: Request,
-    sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
-    let parsed = (|| {
-        let uri = decode::<UriParams>(&mut request)?.uri;
-        let target = crate::resource::find(&server.inner, &uri)
-            .ok_or_else(|| Error::ResourceNotFound(uri.clone()))?;
-        Ok::<_, Error>((uri, target))
-    })();
-    let (uri, target) = match parsed {
-        Ok(p) => p,
+    let found = decode::<UriParams>(&mut request).and_then(|p| {
+        let target = ops::resource(call.server, &p.uri)?;
+        Ok((p.uri, target))
+    });
+    let (uri, target) = match found {
+        Ok(f) => f,
         Err(e) => return Some(Err(wire_error(e))),
     };
-    let cancel = conn.track(&request.id);
-    let cx = direct_context(
-        server,
-        conn,
-        state,
-        Arc::from(uri.as_str()),
-        sink,
-        None,
-        &cancel,
-    );
-    let result = tokio::select! {
-        r = crate::resource::run(&target, cx, &uri) => r,
-        () = cancel.cancelled() => {
-            return None;
+    let name = Arc::from(uri.as_str());
+    let result = direct(call, name, None, |cx, cancel| async move {
+        tokio::select! {
+            r = crate::resource::run(&target, cx, &uri) => r,
+            () = cancel.cancelled() => Err(Error::Cancelled.into()),
         }
-    };
+    })
+    .await?;
     Some(match result {
         Err(e) => Err(e),
         Ok(Ok(contents)) => Ok(json!({ "contents": contents })),
@@ -438,7 +411,7 @@ fn tools_list(
     request: &mut Request,
 ) -> Result<Value, ErrorObject> {
     let params: ListParams = decode(request)?;
-    let (page, next) = tools_page(&server.inner, &params)?;
+    let (page, next) = ops::list_tools(server, &params)?;
     let tools: Vec<Value> = page
         .into_iter()
         .map(|t| {
@@ -466,20 +439,14 @@ fn set_level(conn: &Connection, request: &mut Request) -> Result<Value, ErrorObj
 }
 
 async fn tools_call(
-    server: &Server,
-    conn: &Arc<Connection>,
-    state: &StatefulState,
+    call: DirectCall<'_>,
     mut request: Request,
-    sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
+    let (server, state) = (call.server, call.state);
     let parsed = (|| {
         let params: CallToolParams = decode(&mut request)?;
         let name = params.name.as_str();
-        let tool = server
-            .inner
-            .registry
-            .get(name)
-            .ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
+        let tool = ops::tool(server, name)?;
         let args = params.arguments.unwrap_or_default();
         let token = params::progress_token(params.meta.as_ref());
         let task = match params.task {
@@ -509,13 +476,13 @@ async fn tools_call(
     })();
     let (tool, args, progress_token, task) = match parsed {
         Ok(p) => p,
-        Err(e) => return Some(Err(e.into())),
+        Err(e) => return Some(Err(wire_error(e))),
     };
     if let Some(requested_ttl) = task {
         return Some(
             start_task(
                 server,
-                conn,
+                call.conn,
                 state,
                 tool,
                 args,
@@ -525,20 +492,11 @@ async fn tools_call(
             .await,
         );
     }
-    let cancel = conn.track(&request.id);
-    let cx = direct_context(
-        server,
-        conn,
-        state,
-        Arc::clone(&tool.name),
-        sink,
-        progress_token,
-        &cancel,
-    );
-    let end = run_tool(tool, cx, args, &cancel).await;
-    if cancel.is_cancelled() {
-        return None;
-    }
+    let name = Arc::clone(&tool.name);
+    let end = direct(call, name, progress_token, |cx, cancel| async move {
+        run_tool(tool, cx, args, &cancel).await
+    })
+    .await?;
     match outcome_of(tool, end)? {
         CallOutcome::Result(r) => Some(Ok(serde_json::to_value(r).unwrap_or_default())),
         CallOutcome::Error(e) => Some(Err(e)),
@@ -573,6 +531,39 @@ async fn start_task(
     Ok(to_value(CreateTaskResult {
         task: Task::of(&rec),
     }))
+}
+
+/// The request a plain call (a tool call, a prompt, a resource read) of this era answers.
+struct DirectCall<'a> {
+    server: &'a Server,
+    conn: &'a Arc<Connection>,
+    state: &'a StatefulState,
+    id: RequestId,
+    sink: Sink,
+}
+
+/// Runs a plain call: tracked so that `notifications/cancelled` reaches it, with a context
+/// whose questions go to the client as server-to-client requests. `work` gets the context
+/// and the request's cancellation token; `None` when the request was cancelled and must not
+/// be answered.
+async fn direct<Fut: std::future::Future>(
+    call: DirectCall<'_>,
+    name: Arc<str>,
+    progress_token: Option<Value>,
+    work: impl FnOnce(TaskContext, CancellationToken) -> Fut,
+) -> Option<Fut::Output> {
+    let cancel = call.conn.track(&call.id);
+    let cx = direct_context(
+        call.server,
+        call.conn,
+        call.state,
+        name,
+        call.sink,
+        progress_token,
+        &cancel,
+    );
+    let output = work(cx, CancellationToken::clone(&cancel)).await;
+    (!cancel.is_cancelled()).then_some(output)
 }
 
 /// The context of a plain call (or prompt, or resource read) in this era: questions go to

@@ -14,7 +14,8 @@ use crate::error::{CallOutcome, Error};
 use crate::jsonrpc::{self, ErrorObject, Request};
 use crate::model::{InputRequest, JsonObject, LogLevel, TaskSupport};
 use crate::mrtr::{self, Resuming, Taken};
-use crate::server::{Server, tools_page};
+use crate::ops;
+use crate::server::Server;
 use crate::session::{Connection, Sink};
 use crate::task::{SettlePolicy, TaskRecord, TaskStatus, rfc3339};
 use crate::tool::{ResumePolicy, Tool};
@@ -250,16 +251,16 @@ pub(crate) async fn dispatch(
             .and_then(|p| prompts_list(server, &p))
             .map(|v| complete(server, v, "complete")),
         "completion/complete" => from_object(params)
-            .and_then(|p| crate::server::complete(&server.inner, &p))
+            .and_then(|p| ops::complete(server, &p))
             .map(|v| complete(server, v, "complete"))
             .map_err(Into::into),
         "prompts/get" => return prompts_get(server, conn, &request, params, meta, sink).await,
         "resources/list" => from_object(params)
-            .and_then(|p| crate::server::resources_list(&server.inner, &p))
+            .and_then(|p| ops::list_resources(server, &p))
             .map(|v| complete(server, cacheable(server, v), "complete"))
             .map_err(Into::into),
         "resources/templates/list" => from_object(params)
-            .and_then(|p| crate::server::resource_templates_list(&server.inner, &p))
+            .and_then(|p| ops::list_resource_templates(server, &p))
             .map(|v| complete(server, cacheable(server, v), "complete"))
             .map_err(Into::into),
         "resources/read" => {
@@ -333,29 +334,21 @@ async fn tasks(
     if !declares_tasks(meta) {
         return Err(missing_tasks_capability().into());
     }
-    let engine = &server.inner.engine;
     let owner = conn.task_owner(false);
     let owner = owner.as_deref();
     match request.method.as_str() {
         "tasks/get" => {
             let id = from_object::<TaskIdParams>(params)?.task_id;
-            let rec = engine.get(&id, owner).await?.ok_or(Error::TaskNotFound)?;
-            Ok(detailed_task(&rec))
+            Ok(detailed_task(&ops::get_task(server, &id, owner).await?))
         }
         "tasks/update" => {
             let params: UpdateTaskParams = from_object(params)?;
-            engine
-                .answer(&params.task_id, owner, &params.input_responses)
-                .await?
-                .ok_or(Error::TaskNotFound)?;
+            ops::answer_task(server, &params.task_id, owner, &params.input_responses).await?;
             Ok(json!({}))
         }
         _ => {
             let id = from_object::<TaskIdParams>(params)?.task_id;
-            engine
-                .cancel(&id, owner)
-                .await?
-                .ok_or(Error::TaskNotFound)?;
+            ops::cancel_task(server, &id, owner).await?;
             Ok(json!({}))
         }
     }
@@ -452,10 +445,7 @@ async fn listen(
 }
 
 fn prompts_list(server: &Server, params: &ListParams) -> Result<Value, ErrorObject> {
-    Ok(cacheable(
-        server,
-        crate::server::prompts_list(&server.inner, params)?,
-    ))
+    Ok(cacheable(server, ops::list_prompts(server, params)?))
 }
 
 /// Adds the cache hints (`ttlMs`, `cacheScope`) a `CacheableResult` requires.
@@ -476,8 +466,7 @@ async fn resources_read(
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
     let found = from_object::<ReadResourceParams>(params).and_then(|p| {
-        let target = crate::resource::find(&server.inner, &p.uri)
-            .ok_or_else(|| Error::ResourceNotFound(p.uri.clone()))?;
+        let target = ops::resource(server, &p.uri)?;
         let rounds = Rounds {
             request_state: p.request_state,
             input_responses: p.input_responses,
@@ -530,17 +519,12 @@ async fn prompts_get(
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
     let found = from_object::<GetPromptParams>(params).and_then(|p| {
-        let name = p.name.as_str();
-        let prompt = server
-            .inner
-            .prompts
-            .get(name)
-            .ok_or_else(|| Error::InvalidParams(format!("unknown prompt: {name}")))?;
+        let (prompt, args) = ops::prompt(server, &p.name, p.arguments)?;
         let rounds = Rounds {
             request_state: p.request_state,
             input_responses: p.input_responses,
         };
-        Ok((prompt, prompt.check_arguments(p.arguments)?, rounds))
+        Ok((prompt, args, rounds))
     });
     let (prompt, args, rounds) = match found {
         Ok(f) => f,
@@ -589,13 +573,14 @@ fn discover(server: &Server) -> Value {
         "ttlMs": inner.list_ttl.as_millis() as u64,
         "cacheScope": "public",
     });
-    if !inner.prompts.is_empty() {
+    let offers = ops::offers(server);
+    if offers.prompts {
         result["capabilities"]["prompts"] = json!({ "listChanged": false });
     }
-    if crate::server::completes(inner) {
+    if offers.completions {
         result["capabilities"]["completions"] = json!({});
     }
-    if crate::server::has_resources(inner) {
+    if offers.resources {
         result["capabilities"]["resources"] = json!({ "listChanged": false });
     }
     if let Some(instructions) = &inner.instructions {
@@ -605,7 +590,7 @@ fn discover(server: &Server) -> Value {
 }
 
 fn tools_list(server: &Server, params: &ListParams) -> Result<Value, ErrorObject> {
-    let (page, next) = tools_page(&server.inner, params)?;
+    let (page, next) = ops::list_tools(server, params)?;
     let tools: Vec<Value> = page
         .into_iter()
         .map(|t| Value::Object(t.describe()))
@@ -632,11 +617,7 @@ async fn tools_call(
     let parsed = (|| {
         let params: CallToolParams = from_object(params)?;
         let name = params.name.as_str();
-        let tool = server
-            .inner
-            .registry
-            .get(name)
-            .ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
+        let tool = ops::tool(server, name)?;
         let rounds = Rounds {
             request_state: params.request_state,
             input_responses: params.input_responses,
