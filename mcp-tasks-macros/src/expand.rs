@@ -7,8 +7,8 @@
 
 use crate::args::{self, Mode, TaskToolArgs};
 use crate::ast::{self, Doc, ParamKind, TaskFn};
+use crate::errors::Errors;
 use crate::fallback;
-use crate::valid::Errors;
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;

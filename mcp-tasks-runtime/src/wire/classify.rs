@@ -45,6 +45,7 @@ impl<'a> Facts<'a> {
     }
 
     /// Adds the protocol version a transport header named.
+    #[cfg(feature = "http")]
     pub(crate) fn with_version_header(mut self, version: Option<&'a str>) -> Self {
         self.version_header = version;
         self
@@ -171,7 +172,10 @@ mod tests {
             method: "tools/list".into(),
             params: None,
         };
-        let facts = Facts::of(&none).with_version_header(Some("2026-07-28"));
+        let facts = Facts {
+            version_header: Some("2026-07-28"),
+            ..Facts::of(&none)
+        };
         assert_eq!(classify(&facts), Kind::Stateless);
     }
 }
