@@ -26,6 +26,7 @@ pub mod server;
 mod session;
 mod state;
 pub mod store;
+mod sync;
 pub mod task;
 pub mod tool;
 pub mod transport;

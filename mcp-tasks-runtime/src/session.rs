@@ -3,6 +3,7 @@
 
 use crate::jsonrpc::{ErrorObject, Notification, Request, RequestId, Response};
 use crate::model::LogLevel;
+use crate::sync::LockExt;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
@@ -44,7 +45,9 @@ pub(crate) struct StatefulState {
 /// A client connection.
 #[derive(Debug)]
 pub(crate) struct Connection {
-    pub(crate) id: String,
+    /// The connection's id, which owns its tasks when it has no principal (stateful era);
+    /// drawn when first needed, so a stateless request never pays for it.
+    id: OnceLock<String>,
     /// The authenticated principal of every request on this connection, if any.
     pub(crate) principal: Option<Arc<str>>,
     /// Written once, by the message that decides it; read lock-free by every later one.
@@ -74,7 +77,7 @@ impl Connection {
     /// transport already decided.
     pub(crate) fn new(sink: Sink, principal: Option<Arc<str>>, era: Option<Era>) -> Arc<Self> {
         Arc::new(Self {
-            id: crate::task::random_id(),
+            id: OnceLock::new(),
             principal,
             era: era.map_or_else(OnceLock::new, OnceLock::from),
             sink,
@@ -117,7 +120,10 @@ impl Connection {
     pub(crate) fn task_owner(&self, stateful: bool) -> Option<String> {
         match (&self.principal, stateful) {
             (Some(p), _) => Some(format!("principal:{p}")),
-            (None, true) => Some(format!("session:{}", self.id)),
+            (None, true) => Some(format!(
+                "session:{}",
+                self.id.get_or_init(crate::task::random_id)
+            )),
             (None, false) => None,
         }
     }
@@ -146,10 +152,7 @@ impl Connection {
     /// returned guard is dropped.
     pub(crate) fn track(&self, id: &RequestId) -> Tracked<'_> {
         let token = self.closed.child_token();
-        self.inflight
-            .lock()
-            .expect("inflight lock")
-            .insert(id.clone(), token.clone());
+        self.inflight.locked().insert(id.clone(), token.clone());
         Tracked {
             conn: self,
             id: id.clone(),
@@ -159,7 +162,7 @@ impl Connection {
 
     /// Cancels an in-flight request; unknown ids are ignored, as the spec allows.
     pub(crate) fn cancel(&self, id: &RequestId) {
-        if let Some(token) = self.inflight.lock().expect("inflight lock").get(id) {
+        if let Some(token) = self.inflight.locked().get(id) {
             token.cancel();
         }
     }
@@ -167,7 +170,7 @@ impl Connection {
     /// Cancels every in-flight request (the connection is closing).
     pub(crate) fn cancel_all(&self) {
         self.closed.cancel();
-        self.pending.lock().expect("pending lock").clear();
+        self.pending.locked().clear();
     }
 
     /// Sends a server-to-client request on `sink` and waits for the client's response.
@@ -196,10 +199,7 @@ impl Connection {
             self.next_out_id.fetch_add(1, Ordering::Relaxed)
         ));
         let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .expect("pending lock")
-            .insert(id.clone(), tx);
+        self.pending.locked().insert(id.clone(), tx);
         let message = Request {
             id: id.clone(),
             method: method.into(),
@@ -211,7 +211,7 @@ impl Connection {
         tokio::select! {
             answer = rx => answer.map_err(|_| RequestAborted::Closed),
             () = cancel.cancelled() => {
-                self.pending.lock().expect("pending lock").remove(&id);
+                self.pending.locked().remove(&id);
                 sink.notify(
                     "notifications/cancelled",
                     serde_json::json!({ "requestId": id, "reason": "the tool call was cancelled" }),
@@ -224,7 +224,7 @@ impl Connection {
     /// Routes a response from the client to the request that waits for it.
     pub(crate) fn resolve(&self, response: Response) {
         let Some(id) = response.id else { return };
-        let waiter = self.pending.lock().expect("pending lock").remove(&id);
+        let waiter = self.pending.locked().remove(&id);
         match waiter {
             Some(tx) => {
                 let _ = tx.send(response.outcome);
@@ -252,11 +252,7 @@ impl std::ops::Deref for Tracked<'_> {
 
 impl Drop for Tracked<'_> {
     fn drop(&mut self) {
-        self.conn
-            .inflight
-            .lock()
-            .expect("inflight lock")
-            .remove(&self.id);
+        self.conn.inflight.locked().remove(&self.id);
     }
 }
 

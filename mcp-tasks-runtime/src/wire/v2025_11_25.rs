@@ -13,6 +13,7 @@ use crate::ops;
 use crate::server::Server;
 use crate::session::RequestAborted;
 use crate::session::{Connection, Era, Sink, StatefulState};
+use crate::sync::LockExt;
 use crate::task::{SettlePolicy, TaskRecord, TaskStatus, rfc3339};
 use crate::wire::params::{
     self, GetPromptParams, ListParams, SetLevelParams, TaskIdParams, UriParams, decode,
@@ -20,7 +21,7 @@ use crate::wire::params::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -369,7 +370,7 @@ fn resources_list(
 /// `resources/subscribe` and `resources/unsubscribe`: remembered per connection.
 fn subscribe(conn: &Connection, request: &mut Request) -> Result<Value, ErrorObject> {
     let uri = decode::<UriParams>(request)?.uri;
-    let mut subscriptions = conn.subscriptions.lock().expect("subscriptions lock");
+    let mut subscriptions = conn.subscriptions.locked();
     if request.method == "resources/subscribe" {
         subscriptions.insert(uri);
     } else {
@@ -663,7 +664,7 @@ impl Asker {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, AskState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.locked()
     }
 
     /// Offers the stream of a waiting `tasks/result` for the task's questions.

@@ -5,6 +5,7 @@ use super::sessions::Owner;
 use super::sse::EventLog;
 use super::{App, sessions};
 use crate::router::Session;
+use crate::sync::LockExt;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -96,8 +97,7 @@ impl App {
         used: bool,
     ) -> Option<Arc<HttpSession>> {
         self.sessions
-            .lock()
-            .expect("sessions lock")
+            .locked()
             .get(id, principal, used, Instant::now())
     }
 
@@ -109,16 +109,13 @@ impl App {
         peer: Option<std::net::IpAddr>,
     ) -> Result<String, sessions::Full> {
         let owner = Owner::of(principal.as_deref(), peer);
-        self.sessions.lock().expect("sessions lock").insert(
-            session,
-            principal,
-            owner,
-            Instant::now(),
-        )
+        self.sessions
+            .locked()
+            .insert(session, principal, owner, Instant::now())
     }
 
     pub(super) fn remove(&self, id: &str) -> Option<Arc<HttpSession>> {
-        self.sessions.lock().expect("sessions lock").remove(id)
+        self.sessions.locked().remove(id)
     }
 }
 
@@ -129,17 +126,12 @@ impl HttpSession {
     }
 
     pub(super) fn log(&self, id: u64) -> Option<Arc<EventLog>> {
-        self.streams
-            .lock()
-            .expect("streams lock")
-            .logs
-            .get(&id)
-            .cloned()
+        self.streams.locked().logs.get(&id).cloned()
     }
 
     /// Opens the log of a new POST stream.
     pub(super) fn new_stream(&self, capacity: usize) -> Arc<EventLog> {
-        let mut streams = self.streams.lock().expect("streams lock");
+        let mut streams = self.streams.locked();
         let id = streams.next;
         streams.next += 1;
         let log = Arc::new(EventLog::new(id, capacity));
@@ -149,7 +141,7 @@ impl HttpSession {
 
     /// Keeps a finished POST stream for resumption, dropping the oldest finished ones.
     pub(super) fn stream_finished(&self, id: u64) {
-        let mut streams = self.streams.lock().expect("streams lock");
+        let mut streams = self.streams.locked();
         streams.finished.push_back(id);
         while streams.finished.len() > FINISHED_STREAMS_KEPT {
             if let Some(old) = streams.finished.pop_front() {
