@@ -164,9 +164,9 @@ pub(crate) struct RequestMeta {
     pub(crate) progress_token: Option<Value>,
 }
 
-/// Reads and checks the per-request `_meta`.
-pub(crate) fn request_meta(params: &JsonObject) -> Result<RequestMeta, Error> {
-    let meta = match params.get("_meta") {
+/// Reads and checks the per-request `_meta`, taking it out of the params.
+pub(crate) fn request_meta(params: &mut JsonObject) -> Result<RequestMeta, Error> {
+    let mut meta = match params.remove("_meta") {
         Some(Value::Object(m)) => m,
         _ => {
             return Err(Error::InvalidParams(format!(
@@ -188,8 +188,8 @@ pub(crate) fn request_meta(params: &JsonObject) -> Result<RequestMeta, Error> {
             supported: SUPPORTED.iter().map(|v| (*v).to_owned()).collect(),
         });
     }
-    let client_capabilities = match meta.get(META_CLIENT_CAPABILITIES) {
-        Some(Value::Object(c)) => Value::Object(c.clone()),
+    let client_capabilities = match meta.remove(META_CLIENT_CAPABILITIES) {
+        Some(c @ Value::Object(_)) => c,
         _ => {
             return Err(Error::InvalidParams(format!(
                 "`_meta[\"{META_CLIENT_CAPABILITIES}\"]` must be an object"
@@ -198,11 +198,10 @@ pub(crate) fn request_meta(params: &JsonObject) -> Result<RequestMeta, Error> {
     };
     let log_level = meta
         .get(META_LOG_LEVEL)
-        .and_then(|l| serde_json::from_value(l.clone()).ok());
+        .and_then(|l| LogLevel::deserialize(l).ok());
     let progress_token = meta
-        .get("progressToken")
-        .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
-        .cloned();
+        .remove("progressToken")
+        .filter(|t| t.is_string() || t.is_i64() || t.is_u64());
     Ok(RequestMeta {
         client_capabilities,
         log_level,
@@ -234,7 +233,7 @@ pub(crate) async fn dispatch(
         return Some(Err(Error::MethodNotFound(request.method.clone()).into()));
     }
     let mut request = request;
-    let checked = take_object(&mut request).and_then(|p| request_meta(&p).map(|m| (p, m)));
+    let checked = take_object(&mut request).and_then(|mut p| request_meta(&mut p).map(|m| (p, m)));
     let (params, meta) = match checked {
         Ok(c) => c,
         Err(e) => return Some(Err(e.into())),
