@@ -2,7 +2,7 @@
 //! Checks that involve two arguments, or the function, live in `valid.rs`.
 
 use crate::duration::{self, DurationError};
-use crate::valid::Errors;
+use crate::errors::Errors;
 use proc_macro2::TokenStream;
 use syn::parse::Parser;
 use syn::{Expr, Lit, LitStr, Path};

@@ -4,7 +4,7 @@
 //! Building this view never fails; everything it notices but cannot accept is reported by
 //! `valid.rs`, so that one compile run lists every problem.
 
-use crate::valid::Errors;
+use crate::errors::Errors;
 use syn::{Attribute, Expr, FnArg, Ident, ItemFn, Lit, LitStr, Meta, Pat, ReturnType, Type};
 
 /// The helper attributes a parameter may carry; all of them are removed before the function

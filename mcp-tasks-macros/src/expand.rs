@@ -7,18 +7,13 @@
 
 use crate::args::{self, Mode, TaskToolArgs};
 use crate::ast::{self, Doc, ParamKind, TaskFn};
+use crate::errors::Errors;
 use crate::fallback;
-use crate::valid::Errors;
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{ItemFn, LitStr, Path};
-
-/// The default interval clients are asked to poll at, in milliseconds.
-const DEFAULT_POLL_INTERVAL_MS: u64 = 1_000;
-/// The default time a task is kept, in milliseconds.
-const DEFAULT_TTL_MS: u64 = 60 * 60 * 1_000;
 
 /// `#[task_tool(args)] item`, from tokens to tokens.
 pub(crate) fn task_tool(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -202,10 +197,15 @@ fn registration(
         }
     };
     let mode = format_ident!("{}", args.mode.unwrap_or(Mode::Optional).variant());
-    let poll_interval = args.poll_interval_ms.unwrap_or(DEFAULT_POLL_INTERVAL_MS);
-    let ttl = match args.ttl_ms.unwrap_or(Some(DEFAULT_TTL_MS)) {
-        Some(ms) => quote!(#p::Option::Some(#ms)),
-        None => quote!(#p::Option::None),
+    // The defaults are the runtime's, named rather than copied.
+    let poll_interval = match args.poll_interval_ms {
+        Some(ms) => quote!(#ms),
+        None => quote!(#p::DEFAULT_POLL_INTERVAL_MS),
+    };
+    let ttl = match args.ttl_ms {
+        Some(Some(ms)) => quote!(#p::Option::Some(#ms)),
+        Some(None) => quote!(#p::Option::None),
+        None => quote!(#p::Option::Some(#p::DEFAULT_TTL_MS)),
     };
     let flag = |value: Option<bool>| match value {
         Some(value) => quote!(#p::Option::Some(#value)),
@@ -636,10 +636,13 @@ mod tests {
             field(&reg, "task_support"),
             ":: mcp_tasks :: __private :: TaskSupport :: Optional"
         );
-        assert_eq!(field(&reg, "poll_interval_ms"), "1000u64");
+        assert_eq!(
+            field(&reg, "poll_interval_ms"),
+            ":: mcp_tasks :: __private :: DEFAULT_POLL_INTERVAL_MS"
+        );
         assert_eq!(
             field(&reg, "ttl_ms"),
-            ":: mcp_tasks :: __private :: Option :: Some (3600000u64)"
+            ":: mcp_tasks :: __private :: Option :: Some (:: mcp_tasks :: __private :: DEFAULT_TTL_MS)"
         );
         assert_eq!(field(&reg, "rerun_on_restart"), "false");
         assert_eq!(field(&reg, "rerun_unresumable"), "false");

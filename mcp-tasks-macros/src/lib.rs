@@ -8,6 +8,7 @@
 mod args;
 mod ast;
 mod duration;
+mod errors;
 mod expand;
 mod fallback;
 mod valid;

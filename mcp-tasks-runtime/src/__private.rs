@@ -13,6 +13,14 @@ pub use crate::schema::{input_schema, output_schema};
 pub use crate::state::StateRequirement;
 pub use crate::tool::{InputField, IntoToolResult, ToolFuture, ToolInput, ToolRegistration};
 
+/// The poll interval of a `#[task_tool]` that names none, in milliseconds
+/// ([`DEFAULT_POLL_INTERVAL`](crate::tool::DEFAULT_POLL_INTERVAL)).
+pub const DEFAULT_POLL_INTERVAL_MS: u64 = crate::tool::DEFAULT_POLL_INTERVAL.as_millis() as u64;
+
+/// How long the tasks of a `#[task_tool]` that names no `ttl` are kept, in milliseconds
+/// ([`DEFAULT_TTL`](crate::tool::DEFAULT_TTL)).
+pub const DEFAULT_TTL_MS: u64 = crate::tool::DEFAULT_TTL.as_millis() as u64;
+
 /// `Box`, for generated code in crates that shadow the name.
 pub type Box<T> = ::std::boxed::Box<T>;
 

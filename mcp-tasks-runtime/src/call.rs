@@ -7,6 +7,7 @@ use crate::error::{CallOutcome, Error, ToolError};
 use crate::model::{CallToolResult, InputRequest, JsonObject, LogLevel, ResourceContents};
 use crate::prompt::GetPromptResult;
 use crate::session::{Connection, RequestAborted, Sink};
+use crate::sync::LockExt;
 use crate::tool::Tool;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -181,12 +182,12 @@ impl MrtrBackend {
     }
 
     fn questions(&self) -> std::sync::MutexGuard<'_, Questions> {
-        self.questions.lock().expect("questions lock")
+        self.questions.locked()
     }
 
     /// Sends this round's progress and logs to this round's request.
     pub(crate) fn set_notifier(&self, notifier: Notifier) {
-        *self.notifier.lock().expect("notifier lock") = notifier;
+        *self.notifier.locked() = notifier;
     }
 
     /// Hands the retry's answers to the questions waiting for them; answers to keys that are
@@ -265,17 +266,11 @@ impl CallBackend for MrtrBackend {
     }
 
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        self.notifier
-            .lock()
-            .expect("notifier lock")
-            .progress(progress, total, message);
+        self.notifier.locked().progress(progress, total, message);
     }
 
     fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
-        self.notifier
-            .lock()
-            .expect("notifier lock")
-            .log(level, logger, data);
+        self.notifier.locked().log(level, logger, data);
     }
 }
 

@@ -8,6 +8,7 @@
 
 use crate::error::ToolError;
 use crate::model::{ElicitResult, InputRequest, JsonObject, LogLevel};
+use crate::sync::LockExt;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::future::Future;
@@ -108,7 +109,7 @@ impl TaskContext {
     }
 
     pub(crate) fn set_task_id(&self, id: &str) {
-        *self.inner.task_id.lock().expect("task id lock") = Some(id.to_owned());
+        *self.inner.task_id.locked() = Some(id.to_owned());
     }
 
     /// The name of the tool being called.
@@ -118,7 +119,7 @@ impl TaskContext {
 
     /// The task id when the call runs as a task.
     pub fn task_id(&self) -> Option<String> {
-        self.inner.task_id.lock().expect("task id lock").clone()
+        self.inner.task_id.locked().clone()
     }
 
     /// The authenticated principal that made the call, if the transport has one.
@@ -206,15 +207,14 @@ impl Progress {
             .cx
             .inner
             .last_progress
-            .lock()
-            .expect("progress lock")
+            .locked()
             .map_or(0.0, |p| p + 1.0);
         self.send(next, None, Some(message.as_ref()));
     }
 
     fn send(&self, done: f64, total: Option<f64>, message: Option<&str>) {
         {
-            let mut last = self.cx.inner.last_progress.lock().expect("progress lock");
+            let mut last = self.cx.inner.last_progress.locked();
             if last.is_some_and(|l| done <= l) || !done.is_finite() {
                 return;
             }

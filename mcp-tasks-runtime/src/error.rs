@@ -29,14 +29,10 @@ pub enum Error {
     /// `tools/call` named a tool the server does not have.
     #[error("unknown tool: {0}")]
     UnknownTool(String),
-    /// `resources/read` named a URI no resource or template serves (2026-07-28, SEP-2164:
-    /// `-32602` with the URI in `data`).
+    /// `resources/read` named a URI no resource or template serves: `-32602` with the URI in
+    /// `data` (SEP-2164), which the 2025-11-25 wire answers with its conventional `-32002`.
     #[error("resource not found: {0}")]
     ResourceNotFound(String),
-    /// `resources/read` named a URI no resource or template serves (2025-11-25's conventional
-    /// `-32002`, with the URI in `data`).
-    #[error("resource not found: {0}")]
-    ResourceNotFoundStateful(String),
     /// A stateful session sent a request before `initialize`.
     #[error("server not initialized: send `initialize` first")]
     NotInitialized,
@@ -105,10 +101,6 @@ impl From<Error> for ErrorObject {
             | Error::TaskTerminal(_) => ErrorObject::new(jsonrpc::INVALID_PARAMS, message),
             Error::ResourceNotFound(uri) => {
                 ErrorObject::new(jsonrpc::INVALID_PARAMS, message).with_data(json!({ "uri": uri }))
-            }
-            Error::ResourceNotFoundStateful(uri) => {
-                ErrorObject::new(jsonrpc::RESOURCE_NOT_FOUND, message)
-                    .with_data(json!({ "uri": uri }))
             }
             Error::UnsupportedVersion {
                 requested,

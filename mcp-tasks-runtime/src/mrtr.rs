@@ -24,6 +24,7 @@
 //! [`ServerBuilder::max_parked_calls`]: crate::ServerBuilder::max_parked_calls
 //! [`ServerBuilder::parked_call_timeout`]: crate::ServerBuilder::parked_call_timeout
 
+use crate::sync::LockExt;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use hmac::{Hmac, Mac};
@@ -254,7 +255,7 @@ impl Parking {
     }
 
     fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
-        let mut slots = self.slots.lock().expect("parking lock");
+        let mut slots = self.slots.locked();
         let now = Instant::now();
         let cap = self.max.saturating_mul(REMEMBERED_PER_SLOT);
         while let Some((until, _)) = slots.ended.front() {

@@ -212,12 +212,8 @@ impl Prompt {
     }
 
     /// Checks `prompts/get` arguments: an object of strings with every required one present.
-    pub(crate) fn check_arguments(&self, params: &JsonObject) -> Result<JsonObject, Error> {
-        let args = match params.get("arguments") {
-            None | Some(Value::Null) => JsonObject::new(),
-            Some(Value::Object(a)) => a.clone(),
-            Some(_) => return Err(Error::InvalidParams("`arguments` must be an object".into())),
-        };
+    pub(crate) fn check_arguments(&self, args: Option<JsonObject>) -> Result<JsonObject, Error> {
+        let args = args.unwrap_or_default();
         if let Some((k, _)) = args.iter().find(|(_, v)| !v.is_string()) {
             return Err(Error::InvalidParams(format!(
                 "prompt argument {k:?} must be a string"
@@ -234,6 +230,55 @@ impl Prompt {
             )));
         }
         Ok(args)
+    }
+}
+
+/// Why a set of prompts is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PromptDefError {
+    /// Two prompts share a name.
+    #[error("duplicate prompt name {0:?}")]
+    Duplicate(String),
+}
+
+/// The server's prompts, by name.
+#[derive(Default)]
+pub(crate) struct Prompts(std::collections::BTreeMap<Arc<str>, Prompt>);
+
+impl Prompts {
+    /// Adds a prompt; its name must be new.
+    pub(crate) fn insert(&mut self, prompt: Prompt) -> Result<(), PromptDefError> {
+        let name = Arc::clone(&prompt.name);
+        match self.0.entry(name) {
+            std::collections::btree_map::Entry::Occupied(e) => {
+                Err(PromptDefError::Duplicate(e.key().to_string()))
+            }
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(prompt);
+                Ok(())
+            }
+        }
+    }
+
+    /// The prompt with this name.
+    pub(crate) fn get(&self, name: &str) -> Option<&Prompt> {
+        self.0.get(name)
+    }
+
+    /// `true` when there is no prompt.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// How many prompts there are.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Every prompt, by name.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Prompt> {
+        self.0.values()
     }
 }
 

@@ -11,8 +11,10 @@ use crate::context::{BoxFuture, TaskContext};
 use crate::error::{Error, ToolError};
 use crate::jsonrpc::ErrorObject;
 use crate::model::{JsonObject, ResourceContents};
-use crate::tool::{ResumePolicy, ToolDefError};
+use crate::tool::ResumePolicy;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -253,10 +255,10 @@ impl ResourceTemplate {
     }
 
     /// Checks the template's syntax.
-    pub(crate) fn check(&self) -> Result<(), ToolDefError> {
+    pub(crate) fn check(&self) -> Result<(), ResourceDefError> {
         parse_template(&self.uri_template)
             .map(|_| ())
-            .ok_or_else(|| ToolDefError::InvalidUriTemplate(self.uri_template.to_string()))
+            .ok_or_else(|| ResourceDefError::InvalidUriTemplate(self.uri_template.to_string()))
     }
 
     /// The template as `resources/templates/list` shows it.
@@ -313,31 +315,95 @@ pub(crate) struct Target<'a> {
     pub(crate) on_unresumable: ResumePolicy,
 }
 
-/// Finds what serves `uri`: a fixed resource first, then the first template that matches.
-pub(crate) fn find<'a>(server: &'a crate::server::ServerInner, uri: &str) -> Option<Target<'a>> {
-    if let Some(r) = server.resources.get(uri) {
-        return Some(Target {
-            handler: &r.handler,
-            vars: JsonObject::new(),
-            on_unresumable: r.on_unresumable,
-        });
-    }
-    server.resource_templates.values().find_map(|t| {
-        Some(Target {
-            handler: &t.handler,
-            vars: t.matches(uri)?,
-            on_unresumable: t.on_unresumable,
-        })
-    })
+/// Why a set of resources is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResourceDefError {
+    /// Two resources share a URI.
+    #[error("duplicate resource URI {0:?}")]
+    DuplicateResource(String),
+    /// Two resource templates share a URI template.
+    #[error("duplicate resource template {0:?}")]
+    DuplicateResourceTemplate(String),
+    /// A resource template is malformed: unbalanced braces, an empty or non-`[A-Za-z0-9_]`
+    /// variable name, or two variables with no literal text between them.
+    #[error("invalid URI template {0:?}")]
+    InvalidUriTemplate(String),
 }
 
-/// Reads the `uri` param of a `resources/*` request.
-pub(crate) fn uri_param(params: &JsonObject) -> Result<String, Error> {
-    params
-        .get("uri")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .ok_or_else(|| Error::InvalidParams("`uri` must be a string".into()))
+/// The server's resources: those at fixed URIs, by URI, and the templates, by template.
+#[derive(Default)]
+pub(crate) struct Resources {
+    fixed: BTreeMap<Arc<str>, Resource>,
+    templates: BTreeMap<Arc<str>, ResourceTemplate>,
+}
+
+impl Resources {
+    /// Adds a resource; its URI must be new.
+    pub(crate) fn insert(&mut self, resource: Resource) -> Result<(), ResourceDefError> {
+        match self.fixed.entry(Arc::clone(&resource.uri)) {
+            Entry::Occupied(e) => Err(ResourceDefError::DuplicateResource(e.key().to_string())),
+            Entry::Vacant(e) => {
+                e.insert(resource);
+                Ok(())
+            }
+        }
+    }
+
+    /// Adds a template; it must be well-formed and new.
+    pub(crate) fn insert_template(
+        &mut self,
+        template: ResourceTemplate,
+    ) -> Result<(), ResourceDefError> {
+        template.check()?;
+        match self.templates.entry(Arc::clone(&template.uri_template)) {
+            Entry::Occupied(e) => Err(ResourceDefError::DuplicateResourceTemplate(
+                e.key().to_string(),
+            )),
+            Entry::Vacant(e) => {
+                e.insert(template);
+                Ok(())
+            }
+        }
+    }
+
+    /// `true` when there is neither a resource nor a template.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.fixed.is_empty() && self.templates.is_empty()
+    }
+
+    /// `true` when there is a template (whose variables can be completed).
+    pub(crate) fn has_templates(&self) -> bool {
+        !self.templates.is_empty()
+    }
+
+    /// The resources at fixed URIs, by URI, and how many there are.
+    pub(crate) fn fixed(&self) -> (impl Iterator<Item = &Resource>, usize) {
+        (self.fixed.values(), self.fixed.len())
+    }
+
+    /// The templates, by template, and how many there are.
+    pub(crate) fn templates(&self) -> (impl Iterator<Item = &ResourceTemplate>, usize) {
+        (self.templates.values(), self.templates.len())
+    }
+
+    /// Finds what serves `uri`: a fixed resource first, then the first template that matches.
+    pub(crate) fn find(&self, uri: &str) -> Option<Target<'_>> {
+        if let Some(r) = self.fixed.get(uri) {
+            return Some(Target {
+                handler: &r.handler,
+                vars: JsonObject::new(),
+                on_unresumable: r.on_unresumable,
+            });
+        }
+        self.templates.values().find_map(|t| {
+            Some(Target {
+                handler: &t.handler,
+                vars: t.matches(uri)?,
+                on_unresumable: t.on_unresumable,
+            })
+        })
+    }
 }
 
 /// Runs a resource's handler; `Err` when it panicked.

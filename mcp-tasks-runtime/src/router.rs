@@ -4,13 +4,11 @@ use crate::error::Error;
 use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::server::Server;
 use crate::session::{Connection, Era, Sink};
+use crate::wire::classify::{Facts, Kind, classify};
 use crate::wire::{v2025_11_25, v2026_07_28};
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::mpsc;
-
-/// The `_meta` key that marks a 2026-07-28 request.
-pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 
 /// A client's session with a server, driven one message at a time.
 ///
@@ -36,11 +34,23 @@ impl Server {
         &self,
         principal: Option<String>,
     ) -> (Session, mpsc::UnboundedReceiver<String>) {
+        self.open_session(principal, None)
+    }
+
+    /// Opens a session whose era its transport already decided (an HTTP request classified
+    /// from its headers); `None` leaves it to the first message.
+    pub(crate) fn open_session(
+        &self,
+        principal: Option<String>,
+        era: Option<Kind>,
+    ) -> (Session, mpsc::UnboundedReceiver<String>) {
         let (tx, rx) = mpsc::unbounded_channel();
+        // Only the stateless era can be decided up front; the stateful one needs its handshake.
+        let era = era.and_then(|k| (k == Kind::Stateless).then_some(Era::Stateless));
         (
             Session {
                 server: self.clone(),
-                conn: Connection::new(Sink(tx), principal.map(Into::into)),
+                conn: Connection::new(Sink(tx), principal.map(Into::into), era),
             },
             rx,
         )
@@ -139,13 +149,13 @@ impl Session {
 
     /// `true` once `initialize` fixed this session to the stateful era.
     pub fn is_stateful(&self) -> bool {
-        matches!(self.conn.era(), Era::Stateful(_))
+        matches!(self.conn.era(), Some(Era::Stateful(_)))
     }
 
     /// The protocol version the session negotiated at `initialize`, if it is stateful.
     pub fn protocol_version(&self) -> Option<&'static str> {
         match self.conn.era() {
-            Era::Stateful(s) => Some(s.version),
+            Some(Era::Stateful(s)) => Some(s.version),
             _ => None,
         }
     }
@@ -177,63 +187,25 @@ pub(crate) async fn dispatch(
     request: Request,
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
-    let era = conn.era();
+    let era = match conn.era() {
+        Some(era) => era,
+        None => match classify(&Facts::of(&request)) {
+            Kind::Stateless => {
+                // A concurrent first message may have decided first; its decision stands.
+                conn.decide(Era::Stateless);
+                conn.era().unwrap_or(&Era::Stateless)
+            }
+            Kind::Stateful => {
+                return Some(match request.method.as_str() {
+                    "initialize" => v2025_11_25::initialize(server, conn, request),
+                    "ping" => Ok(Value::Object(Default::default())),
+                    _ => Err(Error::NotInitialized.into()),
+                });
+            }
+        },
+    };
     match era {
         Era::Stateful(state) => v2025_11_25::dispatch(server, conn, state, request, sink).await,
         Era::Stateless => v2026_07_28::dispatch(server, conn, request, sink).await,
-        Era::Undecided => {
-            // A request with the 2026 `_meta` is stateless even when it names a method that
-            // only the stateful era has (`initialize` then answers -32601).
-            if request.method == "initialize" && !is_stateless_request(&request) {
-                return Some(v2025_11_25::initialize(server, conn, &request));
-            }
-            if is_stateless_request(&request) {
-                {
-                    let mut era = conn.era.lock().expect("era lock");
-                    if *era == Era::Undecided {
-                        *era = Era::Stateless;
-                    }
-                }
-                return Box::pin(dispatch(server, conn, request, sink)).await;
-            }
-            if request.method == "ping" {
-                return Some(Ok(Value::Object(Default::default())));
-            }
-            Some(Err(Error::NotInitialized.into()))
-        }
     }
-}
-
-/// `true` for a request of the stateless era: it carries the 2026 `_meta`, or it is a method
-/// only that era has.
-fn is_stateless_request(request: &Request) -> bool {
-    let meta = request
-        .params
-        .as_ref()
-        .and_then(|p| p.get("_meta"))
-        .and_then(Value::as_object);
-    let has_meta =
-        meta.is_some_and(|m| m.keys().any(|k| k.starts_with("io.modelcontextprotocol/")));
-    has_meta
-        || matches!(
-            request.method.as_str(),
-            "server/discover" | "tasks/update" | "subscriptions/listen"
-        )
-}
-
-/// Reads a request's params as an object (absent params are an empty object).
-pub(crate) fn params_object(request: &Request) -> Result<crate::model::JsonObject, Error> {
-    match &request.params {
-        None => Ok(Default::default()),
-        Some(Value::Object(o)) => Ok(o.clone()),
-        Some(_) => Err(Error::InvalidParams("params must be an object".into())),
-    }
-}
-
-/// Reads the `name` param of `tools/call` and `prompts/get`.
-pub(crate) fn name_param(params: &crate::model::JsonObject) -> Result<&str, Error> {
-    params
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::InvalidParams("`name` must be a string".into()))
 }

@@ -7,6 +7,7 @@
 //! is replaced by the integer bounds it stands for (`minimum: 0`, `maximum: 4294967295`).
 
 use crate::model::JsonObject;
+use crate::sync::LockExt;
 use schemars::generate::SchemaSettings;
 use schemars::transform::{Transform, transform_subschemas};
 use schemars::{JsonSchema, Schema};
@@ -19,7 +20,7 @@ fn cached<T: JsonSchema + 'static>(kind: u8, make: fn(Value) -> JsonObject) -> J
     static CACHE: OnceLock<Mutex<HashMap<(TypeId, u8), JsonObject>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     let key = (TypeId::of::<T>(), kind);
-    if let Some(hit) = cache.lock().expect("schema cache").get(&key) {
+    if let Some(hit) = cache.locked().get(&key) {
         return hit.clone();
     }
     let generator = SchemaSettings::draft2020_12()
@@ -27,10 +28,7 @@ fn cached<T: JsonSchema + 'static>(kind: u8, make: fn(Value) -> JsonObject) -> J
         .into_generator();
     let schema = generator.into_root_schema_for::<T>();
     let made = make(schema.to_value());
-    cache
-        .lock()
-        .expect("schema cache")
-        .insert(key, made.clone());
+    cache.locked().insert(key, made.clone());
     made
 }
 

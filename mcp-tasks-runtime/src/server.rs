@@ -1,8 +1,8 @@
 //! The server: its identity, its tools and its settings, shared by every connection.
 
 use crate::engine::{Engine, EngineConfig, Recovery};
-use crate::model::JsonObject;
-use crate::resource::{Resource, ResourceTemplate};
+use crate::prompt::{PromptDefError, Prompts};
+use crate::resource::{Resource, ResourceDefError, ResourceTemplate, Resources};
 use crate::store::{ClaimStore, MemoryTaskStore};
 use crate::tool::{Registry, Tool, ToolDefError};
 use serde_json::{Value, json};
@@ -37,6 +37,12 @@ pub enum BuildError {
     /// A tool is malformed or two tools share a name.
     #[error(transparent)]
     Tool(#[from] ToolDefError),
+    /// Two prompts share a name.
+    #[error(transparent)]
+    Prompt(#[from] PromptDefError),
+    /// A resource template is malformed, or two resources or templates share a URI.
+    #[error(transparent)]
+    Resource(#[from] ResourceDefError),
     /// The operating system's random number generator failed.
     #[error("cannot read random bytes for the request-state key: {0}")]
     Random(String),
@@ -58,9 +64,8 @@ pub(crate) struct ServerInner {
     pub(crate) info_value: Value,
     pub(crate) instructions: Option<String>,
     pub(crate) registry: Registry,
-    pub(crate) prompts: std::collections::BTreeMap<Arc<str>, crate::prompt::Prompt>,
-    pub(crate) resources: std::collections::BTreeMap<Arc<str>, Resource>,
-    pub(crate) resource_templates: std::collections::BTreeMap<Arc<str>, ResourceTemplate>,
+    pub(crate) prompts: Prompts,
+    pub(crate) resources: Resources,
     pub(crate) page_size: usize,
     pub(crate) state_key: [u8; 32],
     pub(crate) request_state_ttl: Duration,
@@ -348,30 +353,16 @@ impl ServerBuilder {
         for tool in self.tools {
             registry.insert(tool)?;
         }
-        let mut prompts = std::collections::BTreeMap::new();
+        let mut prompts = Prompts::default();
         for prompt in self.prompts {
-            let name = Arc::clone(&prompt.name);
-            if prompts.insert(Arc::clone(&name), prompt).is_some() {
-                return Err(ToolDefError::DuplicatePrompt(name.to_string()).into());
-            }
+            prompts.insert(prompt)?;
         }
-        let mut resources = std::collections::BTreeMap::new();
+        let mut resources = Resources::default();
         for resource in self.resources {
-            let uri = Arc::clone(&resource.uri);
-            if resources.insert(Arc::clone(&uri), resource).is_some() {
-                return Err(ToolDefError::DuplicateResource(uri.to_string()).into());
-            }
+            resources.insert(resource)?;
         }
-        let mut resource_templates = std::collections::BTreeMap::new();
         for template in self.resource_templates {
-            template.check()?;
-            let key = Arc::clone(&template.uri_template);
-            if resource_templates
-                .insert(Arc::clone(&key), template)
-                .is_some()
-            {
-                return Err(ToolDefError::DuplicateResourceTemplate(key.to_string()).into());
-            }
+            resources.insert_template(template)?;
         }
         let state_key = match self.state_key {
             Some(key) => key,
@@ -410,7 +401,6 @@ impl ServerBuilder {
                 registry,
                 prompts,
                 resources,
-                resource_templates,
                 page_size: self.page_size,
                 state_key,
                 request_state_ttl: self.request_state_ttl,
@@ -423,182 +413,4 @@ impl ServerBuilder {
             }),
         })
     }
-}
-
-/// A cursor for list pagination: the offset of the next page, opaque to clients.
-pub(crate) fn encode_cursor(offset: usize) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("o:{offset}"))
-}
-
-/// Reads a cursor made by [`encode_cursor`].
-pub(crate) fn decode_cursor(cursor: &str) -> Option<usize> {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(cursor)
-        .ok()?;
-    std::str::from_utf8(&bytes)
-        .ok()?
-        .strip_prefix("o:")?
-        .parse()
-        .ok()
-}
-
-/// The `tools/list` page starting at `cursor`, plus the next cursor.
-pub(crate) fn tools_page<'a>(
-    server: &'a ServerInner,
-    params: &JsonObject,
-) -> Result<(Vec<&'a Tool>, Option<String>), crate::Error> {
-    page_of(
-        server.registry.iter(),
-        server.registry.len(),
-        server.page_size,
-        params,
-    )
-}
-
-/// The `prompts/list` result for the page starting at `cursor` (the same in both eras but for
-/// the cache hints the 2026-07-28 adapter adds).
-pub(crate) fn prompts_list(
-    server: &ServerInner,
-    params: &JsonObject,
-) -> Result<Value, crate::Error> {
-    let (page, next) = page_of(
-        server.prompts.values(),
-        server.prompts.len(),
-        server.page_size,
-        params,
-    )?;
-    let mut result = json!({ "prompts": page.iter().map(|p| p.describe()).collect::<Vec<_>>() });
-    if let Some(next) = next {
-        result["nextCursor"] = next.into();
-    }
-    Ok(result)
-}
-
-/// The `resources/list` result for the page starting at `cursor` (both eras; the 2026-07-28
-/// adapter adds the cache hints).
-pub(crate) fn resources_list(
-    server: &ServerInner,
-    params: &JsonObject,
-) -> Result<Value, crate::Error> {
-    let (page, next) = page_of(
-        server.resources.values(),
-        server.resources.len(),
-        server.page_size,
-        params,
-    )?;
-    let mut result = json!({ "resources": page.iter().map(|r| r.describe()).collect::<Vec<_>>() });
-    if let Some(next) = next {
-        result["nextCursor"] = next.into();
-    }
-    Ok(result)
-}
-
-/// The `resources/templates/list` result for the page starting at `cursor`.
-pub(crate) fn resource_templates_list(
-    server: &ServerInner,
-    params: &JsonObject,
-) -> Result<Value, crate::Error> {
-    let (page, next) = page_of(
-        server.resource_templates.values(),
-        server.resource_templates.len(),
-        server.page_size,
-        params,
-    )?;
-    let mut result =
-        json!({ "resourceTemplates": page.iter().map(|t| t.describe()).collect::<Vec<_>>() });
-    if let Some(next) = next {
-        result["nextCursor"] = next.into();
-    }
-    Ok(result)
-}
-
-/// `true` when the server has any resource or resource template.
-pub(crate) fn has_resources(server: &ServerInner) -> bool {
-    !server.resources.is_empty() || !server.resource_templates.is_empty()
-}
-
-/// The most values one `completion/complete` answer holds (the spec's limit).
-const MAX_COMPLETIONS: usize = 100;
-
-/// `true` when the server has anything `completion/complete` can complete.
-pub(crate) fn completes(server: &ServerInner) -> bool {
-    !server.prompts.is_empty() || !server.resource_templates.is_empty()
-}
-
-/// Answers `completion/complete` (the same in both eras but for `resultType`).
-pub(crate) fn complete(server: &ServerInner, params: &JsonObject) -> Result<Value, crate::Error> {
-    let invalid = |m: &str| crate::Error::InvalidParams(m.to_owned());
-    let reference = params
-        .get("ref")
-        .and_then(Value::as_object)
-        .ok_or_else(|| invalid("`ref` must be an object"))?;
-    let argument = params
-        .get("argument")
-        .and_then(Value::as_object)
-        .ok_or_else(|| invalid("`argument` must be an object with `name` and `value`"))?;
-    let (Some(name), Some(typed)) = (
-        argument.get("name").and_then(Value::as_str),
-        argument.get("value").and_then(Value::as_str),
-    ) else {
-        return Err(invalid(
-            "`argument` must be an object with `name` and `value`",
-        ));
-    };
-    let values = match reference.get("type").and_then(Value::as_str) {
-        Some("ref/prompt") => {
-            let prompt_name = reference
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| invalid("`ref.name` must be a string"))?;
-            server
-                .prompts
-                .get(prompt_name)
-                .ok_or_else(|| {
-                    crate::Error::InvalidParams(format!("unknown prompt: {prompt_name}"))
-                })?
-                .suggestions(name, typed)
-        }
-        Some("ref/resource") => {
-            reference
-                .get("uri")
-                .and_then(Value::as_str)
-                .ok_or_else(|| invalid("`ref.uri` must be a string"))?;
-            Vec::new()
-        }
-        _ => {
-            return Err(invalid(
-                "`ref.type` must be \"ref/prompt\" or \"ref/resource\"",
-            ));
-        }
-    };
-    let total = values.len();
-    let shown: Vec<String> = values.into_iter().take(MAX_COMPLETIONS).collect();
-    Ok(json!({
-        "completion": { "values": shown, "total": total, "hasMore": total > MAX_COMPLETIONS }
-    }))
-}
-
-fn page_of<'a, T>(
-    items: impl Iterator<Item = &'a T>,
-    len: usize,
-    page_size: usize,
-    params: &JsonObject,
-) -> Result<(Vec<&'a T>, Option<String>), crate::Error> {
-    let start = match params.get("cursor") {
-        None | Some(Value::Null) => 0,
-        Some(Value::String(c)) => decode_cursor(c)
-            .filter(|o| *o <= len)
-            .ok_or_else(|| crate::Error::InvalidParams(format!("invalid cursor {c:?}")))?,
-        Some(_) => {
-            return Err(crate::Error::InvalidParams(
-                "`cursor` must be a string".into(),
-            ));
-        }
-    };
-    let page: Vec<_> = items.skip(start).take(page_size).collect();
-    let end = start + page.len();
-    let next = (end < len).then(|| encode_cursor(end));
-    Ok((page, next))
 }

@@ -3,10 +3,11 @@
 
 use crate::jsonrpc::{ErrorObject, Notification, Request, RequestId, Response};
 use crate::model::LogLevel;
+use crate::sync::LockExt;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -25,11 +26,9 @@ impl Sink {
     }
 }
 
-/// The protocol era of a connection.
+/// The protocol era of a connection, once a message decided it.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Era {
-    /// No message has decided it yet.
-    Undecided,
     /// 2025-11-25 (or an older stateful revision), fixed at `initialize`.
     Stateful(StatefulState),
     /// 2026-07-28: every request carries its own version and capabilities.
@@ -46,10 +45,13 @@ pub(crate) struct StatefulState {
 /// A client connection.
 #[derive(Debug)]
 pub(crate) struct Connection {
-    pub(crate) id: String,
+    /// The connection's id, which owns its tasks when it has no principal (stateful era);
+    /// drawn when first needed, so a stateless request never pays for it.
+    id: OnceLock<String>,
     /// The authenticated principal of every request on this connection, if any.
     pub(crate) principal: Option<Arc<str>>,
-    pub(crate) era: Mutex<Era>,
+    /// Written once, by the message that decides it; read lock-free by every later one.
+    era: OnceLock<Era>,
     pub(crate) sink: Sink,
     log_level: AtomicU8,
     next_out_id: AtomicU64,
@@ -71,11 +73,13 @@ fn level_code(level: LogLevel) -> u8 {
 }
 
 impl Connection {
-    pub(crate) fn new(sink: Sink, principal: Option<Arc<str>>) -> Arc<Self> {
+    /// A connection whose era the first message decides (`era` `None`), or one the
+    /// transport already decided.
+    pub(crate) fn new(sink: Sink, principal: Option<Arc<str>>, era: Option<Era>) -> Arc<Self> {
         Arc::new(Self {
-            id: crate::task::random_id(),
+            id: OnceLock::new(),
             principal,
-            era: Mutex::new(Era::Undecided),
+            era: era.map_or_else(OnceLock::new, OnceLock::from),
             sink,
             log_level: AtomicU8::new(level_code(LogLevel::Info)),
             next_out_id: AtomicU64::new(1),
@@ -116,13 +120,22 @@ impl Connection {
     pub(crate) fn task_owner(&self, stateful: bool) -> Option<String> {
         match (&self.principal, stateful) {
             (Some(p), _) => Some(format!("principal:{p}")),
-            (None, true) => Some(format!("session:{}", self.id)),
+            (None, true) => Some(format!(
+                "session:{}",
+                self.id.get_or_init(crate::task::random_id)
+            )),
             (None, false) => None,
         }
     }
 
-    pub(crate) fn era(&self) -> Era {
-        self.era.lock().expect("era lock").clone()
+    /// The connection's era; `None` until a message decides it.
+    pub(crate) fn era(&self) -> Option<&Era> {
+        self.era.get()
+    }
+
+    /// Fixes the connection's era; `false` when a message already did.
+    pub(crate) fn decide(&self, era: Era) -> bool {
+        self.era.set(era).is_ok()
     }
 
     pub(crate) fn set_log_level(&self, level: LogLevel) {
@@ -135,23 +148,21 @@ impl Connection {
         min != LOG_OFF && level_code(level) >= min
     }
 
-    /// Registers an in-flight request so `notifications/cancelled` can reach it.
-    pub(crate) fn track(&self, id: &RequestId) -> CancellationToken {
+    /// Registers an in-flight request so `notifications/cancelled` can reach it, until the
+    /// returned guard is dropped.
+    pub(crate) fn track(&self, id: &RequestId) -> Tracked<'_> {
         let token = self.closed.child_token();
-        self.inflight
-            .lock()
-            .expect("inflight lock")
-            .insert(id.clone(), token.clone());
-        token
-    }
-
-    pub(crate) fn untrack(&self, id: &RequestId) {
-        self.inflight.lock().expect("inflight lock").remove(id);
+        self.inflight.locked().insert(id.clone(), token.clone());
+        Tracked {
+            conn: self,
+            id: id.clone(),
+            token,
+        }
     }
 
     /// Cancels an in-flight request; unknown ids are ignored, as the spec allows.
     pub(crate) fn cancel(&self, id: &RequestId) {
-        if let Some(token) = self.inflight.lock().expect("inflight lock").get(id) {
+        if let Some(token) = self.inflight.locked().get(id) {
             token.cancel();
         }
     }
@@ -159,7 +170,7 @@ impl Connection {
     /// Cancels every in-flight request (the connection is closing).
     pub(crate) fn cancel_all(&self) {
         self.closed.cancel();
-        self.pending.lock().expect("pending lock").clear();
+        self.pending.locked().clear();
     }
 
     /// Sends a server-to-client request on `sink` and waits for the client's response.
@@ -188,10 +199,7 @@ impl Connection {
             self.next_out_id.fetch_add(1, Ordering::Relaxed)
         ));
         let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .expect("pending lock")
-            .insert(id.clone(), tx);
+        self.pending.locked().insert(id.clone(), tx);
         let message = Request {
             id: id.clone(),
             method: method.into(),
@@ -203,7 +211,7 @@ impl Connection {
         tokio::select! {
             answer = rx => answer.map_err(|_| RequestAborted::Closed),
             () = cancel.cancelled() => {
-                self.pending.lock().expect("pending lock").remove(&id);
+                self.pending.locked().remove(&id);
                 sink.notify(
                     "notifications/cancelled",
                     serde_json::json!({ "requestId": id, "reason": "the tool call was cancelled" }),
@@ -216,13 +224,35 @@ impl Connection {
     /// Routes a response from the client to the request that waits for it.
     pub(crate) fn resolve(&self, response: Response) {
         let Some(id) = response.id else { return };
-        let waiter = self.pending.lock().expect("pending lock").remove(&id);
+        let waiter = self.pending.locked().remove(&id);
         match waiter {
             Some(tx) => {
                 let _ = tx.send(response.outcome);
             }
             None => tracing::debug!(%id, "response to an unknown or finished request ignored"),
         }
+    }
+}
+
+/// An in-flight request: its cancellation token, registered on its connection for as long as
+/// the guard lives.
+pub(crate) struct Tracked<'a> {
+    conn: &'a Connection,
+    id: RequestId,
+    token: CancellationToken,
+}
+
+impl std::ops::Deref for Tracked<'_> {
+    type Target = CancellationToken;
+
+    fn deref(&self) -> &CancellationToken {
+        &self.token
+    }
+}
+
+impl Drop for Tracked<'_> {
+    fn drop(&mut self) {
+        self.conn.inflight.locked().remove(&self.id);
     }
 }
 

@@ -65,19 +65,6 @@ pub enum ToolDefError {
         /// Where the second one was defined.
         second: String,
     },
-    /// Two prompts share a name.
-    #[error("duplicate prompt name {0:?}")]
-    DuplicatePrompt(String),
-    /// Two resources share a URI.
-    #[error("duplicate resource URI {0:?}")]
-    DuplicateResource(String),
-    /// Two resource templates share a URI template.
-    #[error("duplicate resource template {0:?}")]
-    DuplicateResourceTemplate(String),
-    /// A resource template is malformed: unbalanced braces, an empty or non-`[A-Za-z0-9_]`
-    /// variable name, or two variables with no literal text between them.
-    #[error("invalid URI template {0:?}")]
-    InvalidUriTemplate(String),
     /// `rerun` after a restart was asked of a tool not declared idempotent.
     #[error("tool {0:?} can only rerun after a restart when it is declared idempotent")]
     RerunNotIdempotent(String),

@@ -2,7 +2,7 @@
 //! only), cache hints and an MRTR round on `resources/read` (2026-07-28).
 
 use mcp_tasks_runtime::model::ResourceContents;
-use mcp_tasks_runtime::{BuildError, Resource, ResourceTemplate, Server, ToolDefError};
+use mcp_tasks_runtime::{BuildError, Resource, ResourceDefError, ResourceTemplate, Server};
 use serde_json::{Value, json};
 
 fn text(uri: String, text: String) -> Vec<ResourceContents> {
@@ -190,7 +190,7 @@ fn duplicates_and_bad_templates_fail_the_build() {
         .unwrap_err();
     assert!(matches!(
         err,
-        BuildError::Tool(ToolDefError::DuplicateResource(_))
+        BuildError::Resource(ResourceDefError::DuplicateResource(_))
     ));
     let tpl = |t: &str| ResourceTemplate::new(t, "t", |_, _, _| async { Ok(Vec::new()) });
     let err = Server::builder()
@@ -200,7 +200,7 @@ fn duplicates_and_bad_templates_fail_the_build() {
         .unwrap_err();
     assert!(matches!(
         err,
-        BuildError::Tool(ToolDefError::DuplicateResourceTemplate(_))
+        BuildError::Resource(ResourceDefError::DuplicateResourceTemplate(_))
     ));
     let err = Server::builder()
         .resource_template(tpl("test://{a"))
@@ -208,6 +208,6 @@ fn duplicates_and_bad_templates_fail_the_build() {
         .unwrap_err();
     assert!(matches!(
         err,
-        BuildError::Tool(ToolDefError::InvalidUriTemplate(_))
+        BuildError::Resource(ResourceDefError::InvalidUriTemplate(_))
     ));
 }

@@ -5,6 +5,7 @@
 //! an `InputRequiredResult` (answered by retrying the call). Either way the client turns it
 //! into one [`Question`] and asks the registered [`InputHandler`].
 
+use crate::sync::LockExt;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -98,7 +99,7 @@ impl Scripted {
     /// Adds an answer to the next question of `method`.
     pub fn answer(self, method: &str, result: Value) -> Self {
         {
-            let mut answers = self.answers.lock().unwrap();
+            let mut answers = self.answers.locked();
             match answers.iter_mut().find(|(m, _)| m == method) {
                 Some((_, queue)) => queue.push_back(result),
                 None => answers.push((method.to_owned(), VecDeque::from([result]))),
@@ -137,17 +138,16 @@ impl Scripted {
 
     /// Every question asked so far, in order.
     pub fn asked(&self) -> Vec<Question> {
-        self.asked.lock().unwrap().clone()
+        self.asked.locked().clone()
     }
 }
 
 impl InputHandler for Scripted {
     fn answer<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Result<Value, String>> {
-        self.asked.lock().unwrap().push(question.clone());
+        self.asked.locked().push(question.clone());
         let next = self
             .answers
-            .lock()
-            .unwrap()
+            .locked()
             .iter_mut()
             .find(|(m, _)| *m == question.method)
             .and_then(|(_, queue)| queue.pop_front());

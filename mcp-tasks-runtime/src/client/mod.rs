@@ -40,6 +40,7 @@ pub use store::{Handle, HandleStore, args_digest};
 pub use task::{TaskEvent, TaskHandle, TaskOutcome, TaskState, ToolOutput};
 
 use crate::server::Server;
+use crate::sync::LockExt;
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
@@ -430,13 +431,13 @@ impl McpClient {
                 _ => break,
             }
         }
-        *self.inner.tools.lock().unwrap() = Some(tools.clone());
+        *self.inner.tools.locked() = Some(tools.clone());
         Ok(tools)
     }
 
     /// One tool's listing (from the cached list, fetched once).
     pub async fn tool(&self, name: &str) -> Result<ToolInfo, ClientError> {
-        let cached = self.inner.tools.lock().unwrap().clone();
+        let cached = self.inner.tools.locked().clone();
         let tools = match cached {
             Some(t) => t,
             None => self.list_tools().await?,

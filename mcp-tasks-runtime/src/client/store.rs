@@ -8,6 +8,7 @@
 //! task ends.
 
 use super::{Era, StoreError};
+use crate::sync::LockExt;
 use rusqlite::{OptionalExtension, params};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -97,7 +98,7 @@ impl HandleStore {
 
     /// Records a new handle (or refreshes a known one).
     pub fn record(&self, handle: &Handle) -> Result<(), StoreError> {
-        self.conn.lock().unwrap().execute(
+        self.conn.locked().execute(
             "INSERT INTO handles (server, task_id, era, tool, args_digest, created_at_ms, status, finished)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
              ON CONFLICT (server, task_id) DO UPDATE SET status = excluded.status,
@@ -124,7 +125,7 @@ impl HandleStore {
         status: &str,
         finished: bool,
     ) -> Result<(), StoreError> {
-        self.conn.lock().unwrap().execute(
+        self.conn.locked().execute(
             "UPDATE handles SET status = ?3, finished = ?4 WHERE server = ?1 AND task_id = ?2",
             params![server, task_id, status, finished],
         )?;
@@ -133,7 +134,7 @@ impl HandleStore {
 
     /// One handle.
     pub fn get(&self, server: &str, task_id: &str) -> Result<Option<Handle>, StoreError> {
-        let conn = self.conn.lock().unwrap();
+        let conn = self.conn.locked();
         let row = conn
             .query_row(
                 "SELECT server, era, task_id, tool, args_digest, created_at_ms, status, finished
@@ -148,7 +149,7 @@ impl HandleStore {
     /// Every handle, oldest first; only those of `server` when given; only unfinished ones
     /// when `unfinished`.
     pub fn list(&self, server: Option<&str>, unfinished: bool) -> Result<Vec<Handle>, StoreError> {
-        let conn = self.conn.lock().unwrap();
+        let conn = self.conn.locked();
         let mut stmt = conn.prepare_cached(
             "SELECT server, era, task_id, tool, args_digest, created_at_ms, status, finished
              FROM handles WHERE (?1 IS NULL OR server = ?1) AND (?2 = 0 OR finished = 0)
@@ -162,8 +163,7 @@ impl HandleStore {
     pub fn prune(&self) -> Result<usize, StoreError> {
         Ok(self
             .conn
-            .lock()
-            .unwrap()
+            .locked()
             .execute("DELETE FROM handles WHERE finished = 1", [])?)
     }
 }

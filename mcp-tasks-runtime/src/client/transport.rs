@@ -9,6 +9,7 @@ use super::ClientError;
 use crate::jsonrpc::Message;
 use crate::router::Session;
 use crate::server::Server;
+use crate::sync::LockExt;
 use base64::Engine as _;
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
@@ -159,7 +160,7 @@ impl Wire {
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                let mut tail = tail.lock().unwrap();
+                let mut tail = tail.locked();
                 if tail.len() == 5 {
                     tail.pop_front();
                 }
@@ -252,8 +253,8 @@ impl Wire {
     pub(crate) async fn close(&self, grace: std::time::Duration) {
         match &self.kind {
             Kind::Lines { out, child } => {
-                out.lock().unwrap().take();
-                let child = child.lock().unwrap().take();
+                out.locked().take();
+                let child = child.locked().take();
                 if let Some(mut child) = child
                     && tokio::time::timeout(grace, child.wait()).await.is_err()
                 {
@@ -261,7 +262,7 @@ impl Wire {
                 }
             }
             Kind::Http(http) => {
-                let id = http.session_id.lock().unwrap().take();
+                let id = http.session_id.locked().take();
                 if let Some(id) = id {
                     let delete = self.http_headers(http.client.delete(&http.url), None);
                     let _ = tokio::time::timeout(grace, delete.header("mcp-session-id", id).send())
@@ -282,7 +283,7 @@ impl Wire {
     /// of server messages outside responses.
     pub(crate) fn stateful(self: &Arc<Self>, version: &'static str) {
         if let Kind::Http(http) = &self.kind {
-            *http.version.lock().unwrap() = Some(version);
+            *http.version.locked() = Some(version);
             let weak = Arc::downgrade(self);
             let request = self.http_headers(
                 http.client
@@ -321,7 +322,7 @@ impl Wire {
         let Some(id) = message.get("id").map(id_key) else {
             return;
         };
-        let Some(tx) = self.pending.lock().unwrap().remove(&id) else {
+        let Some(tx) = self.pending.locked().remove(&id) else {
             return;
         };
         let _ = tx.send(Ok(message));
@@ -330,13 +331,13 @@ impl Wire {
     /// Fails every request still waiting: the connection is gone.
     fn close_all(&self) {
         let why = self.why_closed();
-        for (_, tx) in self.pending.lock().unwrap().drain() {
+        for (_, tx) in self.pending.locked().drain() {
             let _ = tx.send(Err(ClientError::Closed(why.clone())));
         }
     }
 
     fn why_closed(&self) -> String {
-        let tail = self.stderr.lock().unwrap();
+        let tail = self.stderr.locked();
         if tail.is_empty() {
             String::new()
         } else {
@@ -366,7 +367,7 @@ impl Wire {
     ) -> Result<Value, ClientError> {
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap().insert(id_key(&id), tx);
+        self.pending.locked().insert(id_key(&id), tx);
         let _unregister = Unregister(&self.pending, id_key(&id));
         self.send(message, Some(method)).await?;
         let response = rx
@@ -410,8 +411,7 @@ impl Wire {
     async fn send(&self, message: Value, method: Option<&str>) -> Result<(), ClientError> {
         match &self.kind {
             Kind::Lines { out, .. } => out
-                .lock()
-                .unwrap()
+                .locked()
                 .as_ref()
                 .ok_or_else(|| ClientError::Closed(": the client closed it".into()))?
                 .send(message.to_string())
@@ -447,7 +447,7 @@ impl Wire {
         &self,
         key: Option<String>,
     ) -> Option<oneshot::Sender<Result<Value, ClientError>>> {
-        key.and_then(|k| self.pending.lock().unwrap().remove(&k))
+        key.and_then(|k| self.pending.locked().remove(&k))
     }
 
     fn http_headers(
@@ -458,7 +458,7 @@ impl Wire {
         let Kind::Http(http) = &self.kind else {
             return builder;
         };
-        if let Some(id) = http.session_id.lock().unwrap().clone() {
+        if let Some(id) = http.session_id.locked().clone() {
             builder = builder.header("mcp-session-id", id);
         }
         let stateless = message
@@ -466,7 +466,7 @@ impl Wire {
             .map(str::to_owned);
         let version = stateless
             .clone()
-            .or_else(|| http.version.lock().unwrap().map(str::to_owned));
+            .or_else(|| http.version.locked().map(str::to_owned));
         if let Some(version) = version {
             builder = builder.header("mcp-protocol-version", version);
         }
@@ -511,7 +511,7 @@ impl Wire {
                 .get("mcp-session-id")
                 .and_then(|v| v.to_str().ok())
         {
-            *http.session_id.lock().unwrap() = Some(id.to_owned());
+            *http.session_id.locked() = Some(id.to_owned());
         }
         let status = response.status();
         let is_sse = response
@@ -528,7 +528,7 @@ impl Wire {
             })
             .await;
             return match (&method, message.get("id")) {
-                (Some(m), Some(id)) if self.pending.lock().unwrap().contains_key(&id_key(id)) => {
+                (Some(m), Some(id)) if self.pending.locked().contains_key(&id_key(id)) => {
                     Err(ClientError::Closed(format!(
                         ": the response stream of `{m}` ended without an answer"
                     )))
@@ -580,7 +580,7 @@ struct Unregister<'a>(&'a Pending, String);
 
 impl Drop for Unregister<'_> {
     fn drop(&mut self) {
-        self.0.lock().unwrap().remove(&self.1);
+        self.0.locked().remove(&self.1);
     }
 }
 

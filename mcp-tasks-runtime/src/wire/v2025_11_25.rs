@@ -7,16 +7,21 @@ use crate::call::{DirectBackend, LogGate, Notifier, outcome_of, run_tool};
 use crate::context::TaskContext;
 use crate::engine::{Delivery, Engine, NewTask, error_answer};
 use crate::error::{CallOutcome, Error};
-use crate::jsonrpc::{ErrorObject, Request};
+use crate::jsonrpc::{self, ErrorObject, Request, RequestId};
 use crate::model::{JsonObject, LogLevel, TaskSupport};
-use crate::router::{name_param, params_object};
-use crate::server::{Server, tools_page};
+use crate::ops;
+use crate::server::Server;
 use crate::session::RequestAborted;
 use crate::session::{Connection, Era, Sink, StatefulState};
+use crate::sync::LockExt;
 use crate::task::{SettlePolicy, TaskRecord, TaskStatus, rfc3339};
+use crate::wire::params::{
+    self, GetPromptParams, ListParams, SetLevelParams, TaskIdParams, UriParams, decode,
+};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -31,40 +36,116 @@ pub const LATEST: &str = "2025-11-25";
 /// Every stateful revision the server accepts, newest first.
 pub const SUPPORTED: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 
+/// The params of `initialize`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InitializeParams {
+    /// The newest revision the client speaks.
+    protocol_version: String,
+    /// What the client can do; absent is nothing optional.
+    capabilities: Option<JsonObject>,
+}
+
+/// The params of `tools/call` in this era.
+#[derive(Debug, Deserialize)]
+struct CallToolParams {
+    name: String,
+    arguments: Option<JsonObject>,
+    /// Task augmentation; read only on 2025-11-25 (see [`TaskMetadata`]).
+    task: Option<Value>,
+    #[serde(rename = "_meta")]
+    meta: Option<Value>,
+}
+
+/// The `task` of a task-augmented `tools/call`.
+#[derive(Debug, Deserialize)]
+struct TaskMetadata {
+    /// The lifetime the client asks for, in milliseconds.
+    ttl: Option<u64>,
+}
+
+/// A task as this era shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Task<'a> {
+    task_id: &'a str,
+    status: &'static str,
+    created_at: String,
+    last_updated_at: String,
+    /// Always present: `null` for a task kept until it is deleted.
+    ttl: Option<u64>,
+    poll_interval: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_message: Option<&'a str>,
+}
+
+impl<'a> Task<'a> {
+    fn of(rec: &'a TaskRecord) -> Self {
+        Self {
+            task_id: &rec.id,
+            status: rec.status.as_str(),
+            created_at: rfc3339(rec.created_at),
+            last_updated_at: rfc3339(rec.updated_at),
+            ttl: rec.ttl.map(|t| t.as_millis() as u64),
+            poll_interval: rec.poll_interval.as_millis() as u64,
+            status_message: rec.status_message.as_deref(),
+        }
+    }
+}
+
+/// The answer to a task-augmented call: the task, nested.
+#[derive(Debug, Serialize)]
+struct CreateTaskResult<'a> {
+    task: Task<'a>,
+}
+
+/// A page of `tasks/list`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListTasksResult<'a> {
+    tasks: Vec<Task<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+}
+
+/// This era's JSON-RPC error for a server error: the neutral one, but for the conventional
+/// `-32002` of an unknown resource.
+fn wire_error(error: Error) -> ErrorObject {
+    let unknown_resource = matches!(error, Error::ResourceNotFound(_));
+    let mut object = ErrorObject::from(error);
+    if unknown_resource {
+        object.code = jsonrpc::RESOURCE_NOT_FOUND;
+    }
+    object
+}
+
+/// Serialises a result; these types always serialise.
+fn to_value(result: impl Serialize) -> Value {
+    serde_json::to_value(result).unwrap_or_default()
+}
+
 /// Answers `initialize` and fixes the connection's era.
 pub(crate) fn initialize(
     server: &Server,
     conn: &Arc<Connection>,
-    request: &Request,
+    mut request: Request,
 ) -> Result<Value, ErrorObject> {
-    let params = params_object(request)?;
-    let requested = params
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::InvalidParams("`protocolVersion` must be a string".into()))?;
+    let params: InitializeParams = decode(&mut request)?;
     let version = SUPPORTED
         .iter()
         .copied()
-        .find(|v| *v == requested)
+        .find(|v| *v == params.protocol_version)
         .unwrap_or(LATEST);
-    let client_capabilities = match params.get("capabilities") {
-        Some(Value::Object(c)) => Value::Object(c.clone()),
-        None => json!({}),
-        Some(_) => {
-            return Err(Error::InvalidParams("`capabilities` must be an object".into()).into());
-        }
-    };
-    {
-        let mut era = conn.era.lock().expect("era lock");
-        if *era != Era::Undecided {
-            return Err(Error::InvalidRequest("the session is already initialized".into()).into());
-        }
-        *era = Era::Stateful(StatefulState {
-            version,
-            client_capabilities,
-        });
+    let client_capabilities = Value::Object(params.capabilities.unwrap_or_default());
+    let decided = conn.decide(Era::Stateful(StatefulState {
+        version,
+        client_capabilities,
+    }));
+    if !decided {
+        return Err(Error::InvalidRequest("the session is already initialized".into()).into());
     }
     let inner = &server.inner;
+    let offers = ops::offers(server);
     let mut result = json!({
         "protocolVersion": version,
         "capabilities": {
@@ -73,13 +154,13 @@ pub(crate) fn initialize(
         },
         "serverInfo": inner.info_value,
     });
-    if !inner.prompts.is_empty() {
+    if offers.prompts {
         result["capabilities"]["prompts"] = json!({ "listChanged": false });
     }
-    if crate::server::completes(inner) {
+    if offers.completions {
         result["capabilities"]["completions"] = json!({});
     }
-    if crate::server::has_resources(inner) {
+    if offers.resources {
         result["capabilities"]["resources"] = json!({ "subscribe": true, "listChanged": false });
     }
     if version == LATEST {
@@ -98,29 +179,39 @@ pub(crate) fn initialize(
 pub(crate) async fn dispatch(
     server: &Server,
     conn: &Arc<Connection>,
-    state: StatefulState,
+    state: &StatefulState,
     request: Request,
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
+    let mut request = request;
+    let direct_call = |id, sink| DirectCall {
+        server,
+        conn,
+        state,
+        id,
+        sink,
+    };
     let result = match request.method.as_str() {
         "initialize" => {
             Err(Error::InvalidRequest("the session is already initialized".into()).into())
         }
         "ping" => Ok(json!({})),
-        "tools/list" => tools_list(server, &state, &request),
-        "logging/setLevel" => set_level(conn, &request),
-        "tools/call" => return tools_call(server, conn, &state, request, sink).await,
-        "prompts/list" => prompts_list(server, &request),
-        "completion/complete" => params_object(&request)
-            .and_then(|p| crate::server::complete(&server.inner, &p))
+        "tools/list" => tools_list(server, state, &mut request),
+        "logging/setLevel" => set_level(conn, &mut request),
+        "tools/call" => return tools_call(direct_call(request.id.clone(), sink), request).await,
+        "prompts/list" => prompts_list(server, &mut request),
+        "completion/complete" => decode(&mut request)
+            .and_then(|p| ops::complete(server, &p))
             .map_err(Into::into),
-        "prompts/get" => return prompts_get(server, conn, &state, request, sink).await,
-        "resources/list" => resources_list(server, &request, crate::server::resources_list),
+        "prompts/get" => return prompts_get(direct_call(request.id.clone(), sink), request).await,
+        "resources/list" => resources_list(server, &mut request, ops::list_resources),
         "resources/templates/list" => {
-            resources_list(server, &request, crate::server::resource_templates_list)
+            resources_list(server, &mut request, ops::list_resource_templates)
         }
-        "resources/read" => return resources_read(server, conn, &state, request, sink).await,
-        "resources/subscribe" | "resources/unsubscribe" => subscribe(conn, &request),
+        "resources/read" => {
+            return resources_read(direct_call(request.id.clone(), sink), request).await;
+        }
+        "resources/subscribe" | "resources/unsubscribe" => subscribe(conn, &mut request),
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" if state.version == LATEST => {
             return tasks(server, conn, request, sink).await;
         }
@@ -136,82 +227,53 @@ fn owner(conn: &Connection) -> String {
 
 /// A task as this era shows it.
 pub(crate) fn task_json(rec: &TaskRecord) -> Value {
-    let mut task = json!({
-        "taskId": rec.id,
-        "status": rec.status.as_str(),
-        "createdAt": rfc3339(rec.created_at),
-        "lastUpdatedAt": rfc3339(rec.updated_at),
-        "ttl": rec.ttl.map(|t| t.as_millis() as u64),
-        "pollInterval": rec.poll_interval.as_millis() as u64,
-    });
-    if let Some(message) = &rec.status_message {
-        task["statusMessage"] = message.clone().into();
-    }
-    task
+    to_value(Task::of(rec))
 }
 
-fn task_id(request: &Request) -> Result<String, Error> {
-    params_object(request)?
-        .get("taskId")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .ok_or_else(|| Error::InvalidParams("`taskId` must be a string".into()))
+fn task_id(request: &mut Request) -> Result<String, Error> {
+    Ok(decode::<TaskIdParams>(request)?.task_id)
 }
 
 async fn tasks(
     server: &Server,
     conn: &Arc<Connection>,
-    request: Request,
+    mut request: Request,
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
     let engine = &server.inner.engine;
     let owner = owner(conn);
     let owner = Some(owner.as_str());
-    let result = async {
-        match request.method.as_str() {
-            "tasks/get" => {
-                let id = task_id(&request)?;
-                let rec = engine.get(&id, owner).await?.ok_or(Error::TaskNotFound)?;
-                Ok(task_json(&rec))
-            }
-            "tasks/cancel" => {
-                let id = task_id(&request)?;
-                let (rec, cancelled) = engine
-                    .cancel(&id, owner)
-                    .await?
-                    .ok_or(Error::TaskNotFound)?;
-                if !cancelled {
-                    return Err(Error::TaskTerminal(rec.status.to_string()).into());
-                }
-                Ok(task_json(&rec))
-            }
-            "tasks/list" => {
-                let params = params_object(&request)?;
-                let cursor = match params.get("cursor") {
-                    None | Some(Value::Null) => None,
-                    Some(Value::String(c)) => Some(c.clone()),
-                    Some(_) => {
-                        return Err(Error::InvalidParams("`cursor` must be a string".into()).into());
-                    }
-                };
-                let page = engine.list(owner, cursor.as_deref(), TASK_PAGE).await?;
-                let mut result =
-                    json!({ "tasks": page.tasks.iter().map(task_json).collect::<Vec<_>>() });
-                if let Some(next) = page.next_cursor {
-                    result["nextCursor"] = next.into();
-                }
-                Ok(result)
-            }
-            _ => Err(ErrorObject::from(Error::MethodNotFound(
-                request.method.clone(),
-            ))),
-        }
-    };
     if request.method != "tasks/result" {
+        let method = std::mem::take(&mut request.method);
+        let result = async {
+            match method.as_str() {
+                "tasks/get" => {
+                    let id = task_id(&mut request)?;
+                    Ok(task_json(&ops::get_task(server, &id, owner).await?))
+                }
+                "tasks/cancel" => {
+                    let id = task_id(&mut request)?;
+                    let (rec, cancelled) = ops::cancel_task(server, &id, owner).await?;
+                    if !cancelled {
+                        return Err(Error::TaskTerminal(rec.status.to_string()).into());
+                    }
+                    Ok(task_json(&rec))
+                }
+                "tasks/list" => {
+                    let params: ListParams = decode(&mut request)?;
+                    let page = ops::list_tasks(server, owner, &params, TASK_PAGE).await?;
+                    Ok(to_value(ListTasksResult {
+                        tasks: page.tasks.iter().map(Task::of).collect(),
+                        next_cursor: page.next_cursor,
+                    }))
+                }
+                _ => Err(ErrorObject::from(Error::MethodNotFound(method.clone()))),
+            }
+        };
         return Some(result.await);
     }
     // `tasks/result` blocks until the task ends; `notifications/cancelled` may end the wait.
-    let id = match task_id(&request) {
+    let id = match task_id(&mut request) {
         Ok(id) => id,
         Err(e) => return Some(Err(e.into())),
     };
@@ -227,7 +289,6 @@ async fn tasks(
                     .ok()
                     .map(|a| a.offer_stream(conn, &sink, &request.id)),
                 Err(e) => {
-                    conn.untrack(&request.id);
                     return Some(Err(e.into()));
                 }
             }
@@ -238,7 +299,6 @@ async fn tasks(
     if let Some(stream) = asker {
         stream.withdraw();
     }
-    conn.untrack(&request.id);
     if cancel.is_cancelled() {
         return None;
     }
@@ -265,53 +325,32 @@ fn task_payload(rec: &TaskRecord) -> Result<Value, ErrorObject> {
     }
 }
 
-fn prompts_list(server: &Server, request: &Request) -> Result<Value, ErrorObject> {
-    Ok(crate::server::prompts_list(
-        &server.inner,
-        &params_object(request)?,
-    )?)
+fn prompts_list(server: &Server, request: &mut Request) -> Result<Value, ErrorObject> {
+    Ok(ops::list_prompts(server, &decode(request)?)?)
 }
 
 async fn prompts_get(
-    server: &Server,
-    conn: &Arc<Connection>,
-    state: &StatefulState,
-    request: Request,
-    sink: Sink,
+    call: DirectCall<'_>,
+    mut request: Request,
 ) -> Option<Result<Value, ErrorObject>> {
-    let parsed = (|| {
-        let params = params_object(&request)?;
-        let name = name_param(&params)?;
-        let prompt = server
-            .inner
-            .prompts
-            .get(name)
-            .ok_or_else(|| Error::InvalidParams(format!("unknown prompt: {name}")))?;
-        let args = prompt.check_arguments(&params)?;
-        Ok::<_, Error>((prompt, args))
-    })();
-    let (prompt, args) = match parsed {
+    let found = decode::<GetPromptParams>(&mut request)
+        .and_then(|p| ops::prompt(call.server, &p.name, p.arguments));
+    let (prompt, args) = match found {
         Ok(p) => p,
-        Err(e) => return Some(Err(ErrorObject::from(e))),
+        Err(e) => return Some(Err(wire_error(e))),
     };
-    let cancel = conn.track(&request.id);
-    let cx = direct_context(
-        server,
-        conn,
-        state,
+    let result = direct(
+        call,
         Arc::clone(&prompt.name),
-        sink,
         None,
-        &cancel,
-    );
-    let result = tokio::select! {
-        r = crate::prompt::run(prompt, cx, args) => r,
-        () = cancel.cancelled() => {
-            conn.untrack(&request.id);
-            return None;
-        }
-    };
-    conn.untrack(&request.id);
+        |cx, cancel| async move {
+            tokio::select! {
+                r = crate::prompt::run(prompt, cx, args) => r,
+                () = cancel.cancelled() => Err(Error::Cancelled.into()),
+            }
+        },
+    )
+    .await?;
     Some(match result {
         Err(e) => Err(e),
         Ok(Ok(r)) => Ok(serde_json::to_value(r).unwrap_or_default()),
@@ -322,16 +361,16 @@ async fn prompts_get(
 /// `resources/list` or `resources/templates/list`, by the listing function given.
 fn resources_list(
     server: &Server,
-    request: &Request,
-    list: fn(&crate::server::ServerInner, &JsonObject) -> Result<Value, Error>,
+    request: &mut Request,
+    list: fn(&Server, &ListParams) -> Result<Value, Error>,
 ) -> Result<Value, ErrorObject> {
-    Ok(list(&server.inner, &params_object(request)?)?)
+    Ok(list(server, &decode(request)?)?)
 }
 
 /// `resources/subscribe` and `resources/unsubscribe`: remembered per connection.
-fn subscribe(conn: &Connection, request: &Request) -> Result<Value, ErrorObject> {
-    let uri = crate::resource::uri_param(&params_object(request)?)?;
-    let mut subscriptions = conn.subscriptions.lock().expect("subscriptions lock");
+fn subscribe(conn: &Connection, request: &mut Request) -> Result<Value, ErrorObject> {
+    let uri = decode::<UriParams>(request)?.uri;
+    let mut subscriptions = conn.subscriptions.locked();
     if request.method == "resources/subscribe" {
         subscriptions.insert(uri);
     } else {
@@ -341,40 +380,25 @@ fn subscribe(conn: &Connection, request: &Request) -> Result<Value, ErrorObject>
 }
 
 async fn resources_read(
-    server: &Server,
-    conn: &Arc<Connection>,
-    state: &StatefulState,
-    request: Request,
-    sink: Sink,
+    call: DirectCall<'_>,
+    mut request: Request,
 ) -> Option<Result<Value, ErrorObject>> {
-    let parsed = (|| {
-        let uri = crate::resource::uri_param(&params_object(&request)?)?;
-        let target = crate::resource::find(&server.inner, &uri)
-            .ok_or_else(|| Error::ResourceNotFoundStateful(uri.clone()))?;
-        Ok::<_, Error>((uri, target))
-    })();
-    let (uri, target) = match parsed {
-        Ok(p) => p,
-        Err(e) => return Some(Err(ErrorObject::from(e))),
+    let found = decode::<UriParams>(&mut request).and_then(|p| {
+        let target = ops::resource(call.server, &p.uri)?;
+        Ok((p.uri, target))
+    });
+    let (uri, target) = match found {
+        Ok(f) => f,
+        Err(e) => return Some(Err(wire_error(e))),
     };
-    let cancel = conn.track(&request.id);
-    let cx = direct_context(
-        server,
-        conn,
-        state,
-        Arc::from(uri.as_str()),
-        sink,
-        None,
-        &cancel,
-    );
-    let result = tokio::select! {
-        r = crate::resource::run(&target, cx, &uri) => r,
-        () = cancel.cancelled() => {
-            conn.untrack(&request.id);
-            return None;
+    let name = Arc::from(uri.as_str());
+    let result = direct(call, name, None, |cx, cancel| async move {
+        tokio::select! {
+            r = crate::resource::run(&target, cx, &uri) => r,
+            () = cancel.cancelled() => Err(Error::Cancelled.into()),
         }
-    };
-    conn.untrack(&request.id);
+    })
+    .await?;
     Some(match result {
         Err(e) => Err(e),
         Ok(Ok(contents)) => Ok(json!({ "contents": contents })),
@@ -385,10 +409,10 @@ async fn resources_read(
 fn tools_list(
     server: &Server,
     state: &StatefulState,
-    request: &Request,
+    request: &mut Request,
 ) -> Result<Value, ErrorObject> {
-    let params = params_object(request)?;
-    let (page, next) = tools_page(&server.inner, &params)?;
+    let params: ListParams = decode(request)?;
+    let (page, next) = ops::list_tools(server, &params)?;
     let tools: Vec<Value> = page
         .into_iter()
         .map(|t| {
@@ -409,57 +433,29 @@ fn tools_list(
     Ok(result)
 }
 
-fn set_level(conn: &Connection, request: &Request) -> Result<Value, ErrorObject> {
-    let params = params_object(request)?;
-    let level: LogLevel = params
-        .get("level")
-        .cloned()
-        .and_then(|l| serde_json::from_value(l).ok())
-        .ok_or_else(|| {
-            Error::InvalidParams(
-                "`level` must be one of debug, info, notice, warning, error, critical, alert, emergency"
-                    .into(),
-            )
-        })?;
-    conn.set_log_level(level);
+fn set_level(conn: &Connection, request: &mut Request) -> Result<Value, ErrorObject> {
+    let params: SetLevelParams = decode(request)?;
+    conn.set_log_level(params.level);
     Ok(json!({}))
 }
 
 async fn tools_call(
-    server: &Server,
-    conn: &Arc<Connection>,
-    state: &StatefulState,
-    request: Request,
-    sink: Sink,
+    call: DirectCall<'_>,
+    mut request: Request,
 ) -> Option<Result<Value, ErrorObject>> {
+    let (server, state) = (call.server, call.state);
     let parsed = (|| {
-        let params = params_object(&request)?;
-        let name = name_param(&params)?;
-        let tool = server
-            .inner
-            .registry
-            .get(name)
-            .ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
-        let args = match params.get("arguments") {
-            None | Some(Value::Null) => Default::default(),
-            Some(Value::Object(a)) => a.clone(),
-            Some(_) => return Err(Error::InvalidParams("`arguments` must be an object".into())),
-        };
-        let token = params
-            .get("_meta")
-            .and_then(|m| m.get("progressToken"))
-            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
-            .cloned();
-        let task = match params.get("task") {
-            _ if state.version != LATEST => None,
-            None | Some(Value::Null) => None,
-            Some(Value::Object(t)) => Some(match t.get("ttl") {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(Duration::from_millis(v.as_u64().ok_or_else(|| {
-                    Error::InvalidParams("`task.ttl` must be a non-negative integer".into())
-                })?)),
-            }),
-            Some(_) => return Err(Error::InvalidParams("`task` must be an object".into())),
+        let params: CallToolParams = decode(&mut request)?;
+        let name = params.name.as_str();
+        let tool = ops::tool(server, name)?;
+        let args = params.arguments.unwrap_or_default();
+        let token = params::progress_token(params.meta.as_ref());
+        let task = match params.task {
+            Some(task) if state.version == LATEST => {
+                let task: TaskMetadata = params::field(task, "task")?;
+                Some(task.ttl.map(Duration::from_millis))
+            }
+            _ => None,
         };
         // The tool-level rules of the Tasks utility (2025-11-25 only).
         if state.version == LATEST {
@@ -481,13 +477,13 @@ async fn tools_call(
     })();
     let (tool, args, progress_token, task) = match parsed {
         Ok(p) => p,
-        Err(e) => return Some(Err(e.into())),
+        Err(e) => return Some(Err(wire_error(e))),
     };
     if let Some(requested_ttl) = task {
         return Some(
             start_task(
                 server,
-                conn,
+                call.conn,
                 state,
                 tool,
                 args,
@@ -497,21 +493,11 @@ async fn tools_call(
             .await,
         );
     }
-    let cancel = conn.track(&request.id);
-    let cx = direct_context(
-        server,
-        conn,
-        state,
-        Arc::clone(&tool.name),
-        sink,
-        progress_token,
-        &cancel,
-    );
-    let end = run_tool(tool, cx, args, &cancel).await;
-    conn.untrack(&request.id);
-    if cancel.is_cancelled() {
-        return None;
-    }
+    let name = Arc::clone(&tool.name);
+    let end = direct(call, name, progress_token, |cx, cancel| async move {
+        run_tool(tool, cx, args, &cancel).await
+    })
+    .await?;
     match outcome_of(tool, end)? {
         CallOutcome::Result(r) => Some(Ok(serde_json::to_value(r).unwrap_or_default())),
         CallOutcome::Error(e) => Some(Err(e)),
@@ -543,7 +529,42 @@ async fn start_task(
             delivery: Some(Arc::clone(&asker) as Arc<dyn Delivery>),
         })
         .await?;
-    Ok(json!({ "task": task_json(&rec) }))
+    Ok(to_value(CreateTaskResult {
+        task: Task::of(&rec),
+    }))
+}
+
+/// The request a plain call (a tool call, a prompt, a resource read) of this era answers.
+struct DirectCall<'a> {
+    server: &'a Server,
+    conn: &'a Arc<Connection>,
+    state: &'a StatefulState,
+    id: RequestId,
+    sink: Sink,
+}
+
+/// Runs a plain call: tracked so that `notifications/cancelled` reaches it, with a context
+/// whose questions go to the client as server-to-client requests. `work` gets the context
+/// and the request's cancellation token; `None` when the request was cancelled and must not
+/// be answered.
+async fn direct<Fut: std::future::Future>(
+    call: DirectCall<'_>,
+    name: Arc<str>,
+    progress_token: Option<Value>,
+    work: impl FnOnce(TaskContext, CancellationToken) -> Fut,
+) -> Option<Fut::Output> {
+    let cancel = call.conn.track(&call.id);
+    let cx = direct_context(
+        call.server,
+        call.conn,
+        call.state,
+        name,
+        call.sink,
+        progress_token,
+        &cancel,
+    );
+    let output = work(cx, CancellationToken::clone(&cancel)).await;
+    (!cancel.is_cancelled()).then_some(output)
 }
 
 /// The context of a plain call (or prompt, or resource read) in this era: questions go to
@@ -643,7 +664,7 @@ impl Asker {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, AskState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.locked()
     }
 
     /// Offers the stream of a waiting `tasks/result` for the task's questions.

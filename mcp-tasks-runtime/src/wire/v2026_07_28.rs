@@ -14,11 +14,13 @@ use crate::error::{CallOutcome, Error};
 use crate::jsonrpc::{self, ErrorObject, Request};
 use crate::model::{InputRequest, JsonObject, LogLevel, TaskSupport};
 use crate::mrtr::{self, Resuming, Taken};
-use crate::router::{META_PROTOCOL_VERSION, name_param, params_object};
-use crate::server::{Server, tools_page};
+use crate::ops;
+use crate::server::Server;
 use crate::session::{Connection, Sink};
 use crate::task::{SettlePolicy, TaskRecord, TaskStatus, rfc3339};
 use crate::tool::{ResumePolicy, Tool};
+use crate::wire::params::{ListParams, TaskIdParams, from_object, take_object};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,6 +30,8 @@ pub const VERSION: &str = "2026-07-28";
 /// Every stateless revision the server accepts.
 pub const SUPPORTED: [&str; 1] = [VERSION];
 
+/// The `_meta` key naming a request's protocol version.
+pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
@@ -52,6 +56,106 @@ const METHODS: [&str; 13] = [
     "subscriptions/listen",
 ];
 
+/// `requestState` and `inputResponses`: what a retry of an `InputRequiredResult` brings.
+#[derive(Debug, Default)]
+struct Rounds {
+    /// The signed state of the round being answered.
+    request_state: Option<String>,
+    /// The answers, by question key.
+    input_responses: Option<JsonObject>,
+}
+
+/// The params of `tools/call` in this era.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CallToolParams {
+    name: String,
+    arguments: Option<JsonObject>,
+    request_state: Option<String>,
+    input_responses: Option<JsonObject>,
+}
+
+/// The params of `prompts/get` in this era.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GetPromptParams {
+    name: String,
+    arguments: Option<JsonObject>,
+    request_state: Option<String>,
+    input_responses: Option<JsonObject>,
+}
+
+/// The params of `resources/read` in this era.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadResourceParams {
+    uri: String,
+    request_state: Option<String>,
+    input_responses: Option<JsonObject>,
+}
+
+/// The params of `tasks/update`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UpdateTaskParams {
+    task_id: String,
+    input_responses: JsonObject,
+}
+
+/// The params of `subscriptions/listen`; task ids that are not strings are skipped.
+#[derive(Debug, Deserialize)]
+struct ListenParams {
+    notifications: Option<Value>,
+}
+
+/// The fields every task of this era shows.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Task<'a> {
+    task_id: &'a str,
+    status: &'static str,
+    created_at: String,
+    last_updated_at: String,
+    /// Always present: `null` for a task kept until it is deleted.
+    ttl_ms: Option<u64>,
+    poll_interval_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_message: Option<&'a str>,
+}
+
+impl<'a> Task<'a> {
+    fn of(rec: &'a TaskRecord) -> Self {
+        Self {
+            task_id: &rec.id,
+            status: rec.status.as_str(),
+            created_at: rfc3339(rec.created_at),
+            last_updated_at: rfc3339(rec.updated_at),
+            ttl_ms: rec.ttl.map(|t| t.as_millis() as u64),
+            poll_interval_ms: (rec.poll_interval.as_millis() as u64).max(1),
+            status_message: rec.status_message.as_deref(),
+        }
+    }
+}
+
+/// The `DetailedTask` of the extension: the task with its questions, result or error.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DetailedTask<'a> {
+    #[serde(flatten)]
+    task: Task<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_requests: Option<&'a BTreeMap<String, InputRequest>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a crate::model::CallToolResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<std::borrow::Cow<'a, ErrorObject>>,
+}
+
+/// Serialises a result; these types always serialise.
+fn to_value(result: impl Serialize) -> Value {
+    serde_json::to_value(result).unwrap_or_default()
+}
+
 /// What a request's `_meta` says about the client.
 #[derive(Debug)]
 pub(crate) struct RequestMeta {
@@ -60,9 +164,9 @@ pub(crate) struct RequestMeta {
     pub(crate) progress_token: Option<Value>,
 }
 
-/// Reads and checks the per-request `_meta`.
-pub(crate) fn request_meta(params: &JsonObject) -> Result<RequestMeta, Error> {
-    let meta = match params.get("_meta") {
+/// Reads and checks the per-request `_meta`, taking it out of the params.
+pub(crate) fn request_meta(params: &mut JsonObject) -> Result<RequestMeta, Error> {
+    let mut meta = match params.remove("_meta") {
         Some(Value::Object(m)) => m,
         _ => {
             return Err(Error::InvalidParams(format!(
@@ -84,8 +188,8 @@ pub(crate) fn request_meta(params: &JsonObject) -> Result<RequestMeta, Error> {
             supported: SUPPORTED.iter().map(|v| (*v).to_owned()).collect(),
         });
     }
-    let client_capabilities = match meta.get(META_CLIENT_CAPABILITIES) {
-        Some(Value::Object(c)) => Value::Object(c.clone()),
+    let client_capabilities = match meta.remove(META_CLIENT_CAPABILITIES) {
+        Some(c @ Value::Object(_)) => c,
         _ => {
             return Err(Error::InvalidParams(format!(
                 "`_meta[\"{META_CLIENT_CAPABILITIES}\"]` must be an object"
@@ -94,11 +198,10 @@ pub(crate) fn request_meta(params: &JsonObject) -> Result<RequestMeta, Error> {
     };
     let log_level = meta
         .get(META_LOG_LEVEL)
-        .and_then(|l| serde_json::from_value(l.clone()).ok());
+        .and_then(|l| LogLevel::deserialize(l).ok());
     let progress_token = meta
-        .get("progressToken")
-        .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
-        .cloned();
+        .remove("progressToken")
+        .filter(|t| t.is_string() || t.is_i64() || t.is_u64());
     Ok(RequestMeta {
         client_capabilities,
         log_level,
@@ -129,36 +232,44 @@ pub(crate) async fn dispatch(
     if !METHODS.contains(&request.method.as_str()) {
         return Some(Err(Error::MethodNotFound(request.method.clone()).into()));
     }
-    let checked = params_object(&request).and_then(|p| request_meta(&p).map(|m| (p, m)));
+    let mut request = request;
+    let checked = take_object(&mut request).and_then(|mut p| request_meta(&mut p).map(|m| (p, m)));
     let (params, meta) = match checked {
         Ok(c) => c,
         Err(e) => return Some(Err(e.into())),
     };
     let result = match request.method.as_str() {
         "server/discover" => Ok(complete(server, discover(server), "complete")),
-        "tools/list" => tools_list(server, &params).map(|v| complete(server, v, "complete")),
+        "tools/list" => from_object(params)
+            .map_err(Into::into)
+            .and_then(|p| tools_list(server, &p))
+            .map(|v| complete(server, v, "complete")),
         "tools/call" => return tools_call(server, conn, &request, params, meta, sink).await,
-        "prompts/list" => prompts_list(server, &params).map(|v| complete(server, v, "complete")),
-        "completion/complete" => crate::server::complete(&server.inner, &params)
+        "prompts/list" => from_object(params)
+            .map_err(Into::into)
+            .and_then(|p| prompts_list(server, &p))
+            .map(|v| complete(server, v, "complete")),
+        "completion/complete" => from_object(params)
+            .and_then(|p| ops::complete(server, &p))
             .map(|v| complete(server, v, "complete"))
             .map_err(Into::into),
         "prompts/get" => return prompts_get(server, conn, &request, params, meta, sink).await,
-        "resources/list" => crate::server::resources_list(&server.inner, &params)
+        "resources/list" => from_object(params)
+            .and_then(|p| ops::list_resources(server, &p))
             .map(|v| complete(server, cacheable(server, v), "complete"))
             .map_err(Into::into),
-        "resources/templates/list" => {
-            crate::server::resource_templates_list(&server.inner, &params)
-                .map(|v| complete(server, cacheable(server, v), "complete"))
-                .map_err(Into::into)
-        }
+        "resources/templates/list" => from_object(params)
+            .and_then(|p| ops::list_resource_templates(server, &p))
+            .map(|v| complete(server, cacheable(server, v), "complete"))
+            .map_err(Into::into),
         "resources/read" => {
             return resources_read(server, conn, &request, params, meta, sink).await;
         }
         "subscriptions/listen" => {
-            return listen(server, conn, &request, &params, &meta, sink).await;
+            return listen(server, conn, &request, params, &meta, sink).await;
         }
         "tasks/get" | "tasks/update" | "tasks/cancel" => {
-            tasks(server, conn, &request, &params, &meta)
+            tasks(server, conn, &request, params, &meta)
                 .await
                 .map(|v| complete(server, v, "complete"))
         }
@@ -183,90 +294,60 @@ fn missing_tasks_capability() -> Error {
 
 /// A task as this era shows it: the `DetailedTask` of the extension.
 pub(crate) fn detailed_task(rec: &TaskRecord) -> Value {
-    let mut task = json!({
-        "taskId": rec.id,
-        "status": rec.status.as_str(),
-        "createdAt": rfc3339(rec.created_at),
-        "lastUpdatedAt": rfc3339(rec.updated_at),
-        "ttlMs": rec.ttl.map(|t| t.as_millis() as u64),
-        "pollIntervalMs": (rec.poll_interval.as_millis() as u64).max(1),
-    });
-    if let Some(message) = &rec.status_message {
-        task["statusMessage"] = message.clone().into();
-    }
+    use std::borrow::Cow;
+    let mut detailed = DetailedTask {
+        task: Task::of(rec),
+        input_requests: None,
+        result: None,
+        error: None,
+    };
     match (rec.status, &rec.outcome) {
-        (TaskStatus::InputRequired, _) => {
-            task["inputRequests"] = serde_json::to_value(&rec.input_requests).unwrap_or_default();
-        }
-        (TaskStatus::Completed, Some(CallOutcome::Result(r))) => {
-            task["result"] = serde_json::to_value(r).unwrap_or_default();
-        }
+        (TaskStatus::InputRequired, _) => detailed.input_requests = Some(&rec.input_requests),
+        (TaskStatus::Completed, Some(CallOutcome::Result(r))) => detailed.result = Some(r),
         (TaskStatus::Failed, Some(CallOutcome::Error(e))) => {
-            task["error"] = serde_json::to_value(e).unwrap_or_default();
+            detailed.error = Some(Cow::Borrowed(e))
         }
         (TaskStatus::Failed, _) => {
-            let message = rec
-                .status_message
-                .clone()
-                .unwrap_or_else(|| "the task failed".into());
-            task["error"] = json!({ "code": jsonrpc::INTERNAL_ERROR, "message": message });
+            let message = rec.status_message.as_deref().unwrap_or("the task failed");
+            let error = ErrorObject::new(jsonrpc::INTERNAL_ERROR, message);
+            detailed.error = Some(Cow::Owned(error));
         }
         _ => {}
     }
-    task
+    to_value(detailed)
 }
 
 /// The `CreateTaskResult` of the extension: flat, without result, error or input requests.
 fn create_task_result(server: &Server, rec: &TaskRecord) -> Value {
-    let mut task = detailed_task(rec);
-    if let Value::Object(t) = &mut task {
-        for key in ["result", "error", "inputRequests"] {
-            t.remove(key);
-        }
-    }
-    complete(server, task, "task")
+    complete(server, to_value(Task::of(rec)), "task")
 }
 
 async fn tasks(
     server: &Server,
     conn: &Arc<Connection>,
     request: &Request,
-    params: &JsonObject,
+    params: JsonObject,
     meta: &RequestMeta,
 ) -> Result<Value, ErrorObject> {
     // The capability gate comes before anything else, even an unknown id.
     if !declares_tasks(meta) {
         return Err(missing_tasks_capability().into());
     }
-    let id = params
-        .get("taskId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::InvalidParams("`taskId` must be a string".into()))?;
-    let engine = &server.inner.engine;
     let owner = conn.task_owner(false);
     let owner = owner.as_deref();
     match request.method.as_str() {
         "tasks/get" => {
-            let rec = engine.get(id, owner).await?.ok_or(Error::TaskNotFound)?;
-            Ok(detailed_task(&rec))
+            let id = from_object::<TaskIdParams>(params)?.task_id;
+            Ok(detailed_task(&ops::get_task(server, &id, owner).await?))
         }
         "tasks/update" => {
-            let responses = match params.get("inputResponses") {
-                Some(Value::Object(r)) => r,
-                _ => {
-                    return Err(
-                        Error::InvalidParams("`inputResponses` must be an object".into()).into(),
-                    );
-                }
-            };
-            engine
-                .answer(id, owner, responses)
-                .await?
-                .ok_or(Error::TaskNotFound)?;
+            let params: UpdateTaskParams = from_object(params)?;
+            ops::answer_task(server, &params.task_id, owner, &params.input_responses).await?;
             Ok(json!({}))
         }
         _ => {
-            engine.cancel(id, owner).await?.ok_or(Error::TaskNotFound)?;
+            let id = from_object::<TaskIdParams>(params)?.task_id;
+            ops::cancel_task(server, &id, owner).await?;
             Ok(json!({}))
         }
     }
@@ -278,12 +359,17 @@ async fn listen(
     server: &Server,
     conn: &Arc<Connection>,
     request: &Request,
-    params: &JsonObject,
+    params: JsonObject,
     meta: &RequestMeta,
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
+    let params: ListenParams = match from_object(params) {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e.into())),
+    };
     let wanted: Vec<String> = params
-        .get("notifications")
+        .notifications
+        .as_ref()
         .and_then(|n| n.get("taskIds"))
         .and_then(Value::as_array)
         .map(|ids| {
@@ -354,15 +440,11 @@ async fn listen(
             sink.notify("notifications/tasks", params);
         }
     }
-    conn.untrack(&request.id);
     None
 }
 
-fn prompts_list(server: &Server, params: &JsonObject) -> Result<Value, ErrorObject> {
-    Ok(cacheable(
-        server,
-        crate::server::prompts_list(&server.inner, params)?,
-    ))
+fn prompts_list(server: &Server, params: &ListParams) -> Result<Value, ErrorObject> {
+    Ok(cacheable(server, ops::list_prompts(server, params)?))
 }
 
 /// Adds the cache hints (`ttlMs`, `cacheScope`) a `CacheableResult` requires.
@@ -382,12 +464,15 @@ async fn resources_read(
     meta: RequestMeta,
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
-    let found = crate::resource::uri_param(&params).and_then(|uri| {
-        let target = crate::resource::find(&server.inner, &uri)
-            .ok_or_else(|| Error::ResourceNotFound(uri.clone()))?;
-        Ok((uri, target))
+    let found = from_object::<ReadResourceParams>(params).and_then(|p| {
+        let target = ops::resource(server, &p.uri)?;
+        let rounds = Rounds {
+            request_state: p.request_state,
+            input_responses: p.input_responses,
+        };
+        Ok((p.uri, target, rounds))
     });
-    let (uri, target) = match found {
+    let (uri, target, rounds) = match found {
         Ok(f) => f,
         Err(e) => return Some(Err(e.into())),
     };
@@ -403,7 +488,7 @@ async fn resources_read(
             Box::pin(async move { handler(cx, read_uri, vars).await.map(Produced::Resource) })
         }),
     };
-    let round = interact(server, conn, request, &params, &meta, sink, call).await;
+    let round = interact(server, conn, request, rounds, &meta, sink, call).await;
     Some(match round? {
         Err(e) => Err(e),
         Ok(Round::Asked(result)) => Ok(result),
@@ -432,15 +517,15 @@ async fn prompts_get(
     meta: RequestMeta,
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
-    let found = name_param(&params).and_then(|name| {
-        let prompt = server
-            .inner
-            .prompts
-            .get(name)
-            .ok_or_else(|| Error::InvalidParams(format!("unknown prompt: {name}")))?;
-        Ok((prompt, prompt.check_arguments(&params)?))
+    let found = from_object::<GetPromptParams>(params).and_then(|p| {
+        let (prompt, args) = ops::prompt(server, &p.name, p.arguments)?;
+        let rounds = Rounds {
+            request_state: p.request_state,
+            input_responses: p.input_responses,
+        };
+        Ok((prompt, args, rounds))
     });
-    let (prompt, args) = match found {
+    let (prompt, args, rounds) = match found {
         Ok(f) => f,
         Err(e) => return Some(Err(e.into())),
     };
@@ -455,7 +540,7 @@ async fn prompts_get(
             Box::pin(async move { handler(cx, args).await.map(Produced::Prompt) })
         }),
     };
-    let round = interact(server, conn, request, &params, &meta, sink, call).await;
+    let round = interact(server, conn, request, rounds, &meta, sink, call).await;
     Some(match round? {
         Err(e) => Err(e),
         Ok(Round::Asked(result)) => Ok(result),
@@ -487,13 +572,14 @@ fn discover(server: &Server) -> Value {
         "ttlMs": inner.list_ttl.as_millis() as u64,
         "cacheScope": "public",
     });
-    if !inner.prompts.is_empty() {
+    let offers = ops::offers(server);
+    if offers.prompts {
         result["capabilities"]["prompts"] = json!({ "listChanged": false });
     }
-    if crate::server::completes(inner) {
+    if offers.completions {
         result["capabilities"]["completions"] = json!({});
     }
-    if crate::server::has_resources(inner) {
+    if offers.resources {
         result["capabilities"]["resources"] = json!({ "listChanged": false });
     }
     if let Some(instructions) = &inner.instructions {
@@ -502,8 +588,8 @@ fn discover(server: &Server) -> Value {
     result
 }
 
-fn tools_list(server: &Server, params: &JsonObject) -> Result<Value, ErrorObject> {
-    let (page, next) = tools_page(&server.inner, params)?;
+fn tools_list(server: &Server, params: &ListParams) -> Result<Value, ErrorObject> {
+    let (page, next) = ops::list_tools(server, params)?;
     let tools: Vec<Value> = page
         .into_iter()
         .map(|t| Value::Object(t.describe()))
@@ -528,20 +614,16 @@ async fn tools_call(
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
     let parsed = (|| {
-        let name = name_param(&params)?;
-        let tool = server
-            .inner
-            .registry
-            .get(name)
-            .ok_or_else(|| Error::UnknownTool(name.to_owned()))?;
-        let args = match params.get("arguments") {
-            None | Some(Value::Null) => JsonObject::new(),
-            Some(Value::Object(a)) => a.clone(),
-            Some(_) => return Err(Error::InvalidParams("`arguments` must be an object".into())),
+        let params: CallToolParams = from_object(params)?;
+        let name = params.name.as_str();
+        let tool = ops::tool(server, name)?;
+        let rounds = Rounds {
+            request_state: params.request_state,
+            input_responses: params.input_responses,
         };
-        Ok((tool, args))
+        Ok::<_, Error>((tool, params.arguments.unwrap_or_default(), rounds))
     })();
-    let (tool, args) = match parsed {
+    let (tool, args, rounds) = match parsed {
         Ok(p) => p,
         Err(e) => return Some(Err(e.into())),
     };
@@ -557,7 +639,7 @@ async fn tools_call(
             args: &args,
             principal: conn.principal.as_deref(),
         };
-        if let Err(e) = request_state(server, &params, to) {
+        if let Err(e) = request_state(server, rounds.request_state.as_deref(), to) {
             return Some(Err(e.into()));
         }
         let rec = match server
@@ -586,7 +668,7 @@ async fn tools_call(
             })
         }),
     };
-    let round = interact(server, conn, request, &params, &meta, sink, call).await?;
+    let round = interact(server, conn, request, rounds, &meta, sink, call).await?;
     Some(match round {
         Err(e) => Err(e),
         Ok(Round::Asked(result)) => Ok(result),
@@ -678,18 +760,13 @@ enum Round {
 /// Reads and checks the `requestState` of a request, if it has one.
 fn request_state(
     server: &Server,
-    params: &JsonObject,
+    state: Option<&str>,
     to: mrtr::Binding<'_>,
 ) -> Result<Option<mrtr::State>, Error> {
-    match params.get("requestState") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(state)) => mrtr::open(&server.inner.state_key, state, to)
-            .map(Some)
-            .map_err(|e| Error::InvalidParams(e.to_string())),
-        Some(_) => Err(Error::InvalidParams(
-            "`requestState` must be a string".into(),
-        )),
-    }
+    state
+        .map(|state| mrtr::open(&server.inner.state_key, state, to))
+        .transpose()
+        .map_err(|e| Error::InvalidParams(e.to_string()))
 }
 
 /// Runs one round of a synchronous call: resumes the parked call the request's
@@ -700,7 +777,7 @@ async fn interact(
     server: &Server,
     conn: &Arc<Connection>,
     request: &Request,
-    params: &JsonObject,
+    rounds: Rounds,
     meta: &RequestMeta,
     sink: Sink,
     call: SyncCall,
@@ -710,7 +787,7 @@ async fn interact(
         args: &call.args,
         principal: conn.principal.as_deref(),
     };
-    let begun = begin(server, params, to, &call);
+    let begun = begin(server, rounds, to, &call);
     let (start, responses) = match begun {
         Ok(b) => b,
         Err(e) => return Some(Err(e.into())),
@@ -743,7 +820,6 @@ async fn interact(
     };
     let cancel = conn.track(&request.id);
     let step = drive(suspended, &cancel).await;
-    conn.untrack(&request.id);
     if cancel.is_cancelled() {
         if let Step::Asked(s) | Step::Detached(s) = step {
             s.abandon();
@@ -792,19 +868,11 @@ enum Start<'a> {
 /// `inputResponses`.
 fn begin<'a>(
     server: &'a Server,
-    params: &JsonObject,
+    rounds: Rounds,
     to: mrtr::Binding<'_>,
     call: &SyncCall,
 ) -> Result<(Start<'a>, JsonObject), Error> {
-    let responses = match params.get("inputResponses") {
-        None | Some(Value::Null) => JsonObject::new(),
-        Some(Value::Object(r)) => r.clone(),
-        Some(_) => {
-            return Err(Error::InvalidParams(
-                "`inputResponses` must be an object".into(),
-            ));
-        }
-    };
+    let responses = rounds.input_responses.unwrap_or_default();
     // Every input response (an elicitation, sampling or roots result) is an object. Checked
     // before the parked call is taken, so a malformed retry leaves it waiting.
     if let Some((key, _)) = responses.iter().find(|(_, r)| !r.is_object()) {
@@ -812,7 +880,7 @@ fn begin<'a>(
             "`inputResponses[{key:?}]` must be an object: an elicitation, sampling or roots result"
         )));
     }
-    let start = match request_state(server, params, to)? {
+    let start = match request_state(server, rounds.request_state.as_deref(), to)? {
         None => Start::Fresh(BTreeMap::new()),
         Some(mrtr::State {
             call: None,

@@ -7,8 +7,8 @@
 
 use crate::error::Error;
 use crate::jsonrpc::Request;
-use crate::router::META_PROTOCOL_VERSION;
 use crate::server::Server;
+use crate::wire::v2026_07_28::META_PROTOCOL_VERSION;
 use axum::http::HeaderMap;
 use base64::Engine as _;
 use serde_json::Value;

@@ -14,6 +14,7 @@
 //! Each connection is in one phase, packed with the time it began into one atomic word, so
 //! the reaper never sees a phase with the time of another.
 
+use crate::sync::LockExt;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -91,17 +92,17 @@ struct Conns {
 
 impl Conns {
     fn len(&self) -> usize {
-        self.table.lock().expect("connections lock").len()
+        self.table.locked().len()
     }
 
     fn remove(&self, id: u64) {
-        self.table.lock().expect("connections lock").remove(&id);
+        self.table.locked().remove(&id);
         self.gone.notify_waiters();
     }
 
     /// Closes the connection that has waited longest without a request in progress.
     fn evict_one(&self) -> bool {
-        let mut table = self.table.lock().expect("connections lock");
+        let mut table = self.table.locked();
         let victim = table
             .iter()
             .map(|(id, c)| (*id, c.phase()))
@@ -119,7 +120,7 @@ impl Conns {
     /// Closes every connection past its phase's deadline.
     fn reap(&self, now: Instant) {
         let limits = &self.limits;
-        let mut table = self.table.lock().expect("connections lock");
+        let mut table = self.table.locked();
         table.retain(|_, conn| {
             let (phase, since) = conn.phase();
             let allowed = match phase {
@@ -187,11 +188,7 @@ pub(crate) async fn serve(
             close: CancellationToken::new(),
         });
         conn.enter(HEADERS);
-        conns
-            .table
-            .lock()
-            .expect("connections lock")
-            .insert(next_id, Arc::clone(&conn));
+        conns.table.locked().insert(next_id, Arc::clone(&conn));
         tokio::spawn(connection(
             Arc::clone(&conns),
             next_id,
@@ -419,7 +416,7 @@ mod tests {
             close: CancellationToken::new(),
         });
         conn.enter(phase);
-        conns.table.lock().unwrap().insert(id, Arc::clone(&conn));
+        conns.table.locked().insert(id, Arc::clone(&conn));
         conn
     }
 

@@ -232,6 +232,7 @@ fn least_recently_used<'a, T: Slot + 'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sync::LockExt;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -249,13 +250,13 @@ mod tests {
             self.busy.load(Ordering::Relaxed)
         }
         fn last_seen(&self) -> Instant {
-            *self.seen.lock().unwrap()
+            *self.seen.locked()
         }
         fn recency(&self) -> u64 {
             self.recency.load(Ordering::Relaxed)
         }
         fn touch(&self, now: Instant) {
-            *self.seen.lock().unwrap() = now;
+            *self.seen.locked() = now;
             self.recency
                 .store(USES.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
         }

@@ -6,6 +6,7 @@
 
 use crate::jsonrpc::{RequestId, Response};
 use crate::router::Session;
+use crate::sync::LockExt;
 use axum::body::Bytes;
 use http_body::Frame;
 use std::collections::VecDeque;
@@ -261,7 +262,7 @@ impl EventLog {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LogState> {
-        self.state.lock().expect("event log lock")
+        self.state.locked()
     }
 
     /// Appends one message; the oldest events go when the log is full.

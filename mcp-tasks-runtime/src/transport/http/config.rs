@@ -1,0 +1,273 @@
+//! The settings of the HTTP transport and the authenticator hook.
+
+use axum::http::HeaderMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Decides who makes a request, from its headers (a bearer token, say).
+///
+/// `Ok(Some(principal))` for an authenticated caller, `Ok(None)` for an anonymous one (allow
+/// it only if the server is meant to be open), `Err` to refuse the request. Tasks belong to the
+/// principal that created them: no other principal can read, answer or cancel them.
+pub type Authenticator = Arc<dyn Fn(&HeaderMap) -> Result<Option<String>, AuthError> + Send + Sync>;
+
+/// Why an [`Authenticator`] refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// No or invalid credentials: HTTP 401, with a `WWW-Authenticate` challenge if given.
+    #[error("unauthorized: {message}")]
+    Unauthorized {
+        /// What was wrong, for the client.
+        message: String,
+        /// The `WWW-Authenticate` header value, e.g. `Bearer realm="mcp"`.
+        challenge: Option<String>,
+    },
+    /// Valid credentials without access: HTTP 403.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+}
+
+impl AuthError {
+    /// A 401 with a `Bearer` challenge.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::Unauthorized {
+            message: message.into(),
+            challenge: Some("Bearer".into()),
+        }
+    }
+}
+
+/// Settings of the HTTP transport. Every setting has a safe default.
+#[derive(Clone)]
+pub struct HttpConfig {
+    pub(super) bind: SocketAddr,
+    pub(super) path: String,
+    pub(super) allowed_origins: Vec<String>,
+    pub(super) allowed_hosts: Vec<String>,
+    pub(super) any_host: bool,
+    pub(super) body_limit: usize,
+    pub(super) body_timeout: Duration,
+    pub(super) header_timeout: Duration,
+    pub(super) idle_timeout: Duration,
+    pub(super) max_connections: usize,
+    pub(super) authenticator: Option<Authenticator>,
+    pub(super) event_buffer: usize,
+    pub(super) retry: Duration,
+    pub(super) keep_alive: Option<Duration>,
+    pub(super) max_sessions: usize,
+    pub(super) max_sessions_per_client: usize,
+    pub(super) session_idle: Duration,
+    pub(super) unused_session_idle: Duration,
+    pub(super) strict_task_name: bool,
+    pub(super) shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("bind", &self.bind)
+            .field("path", &self.path)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("any_host", &self.any_host)
+            .field("body_limit", &self.body_limit)
+            .field("body_timeout", &self.body_timeout)
+            .field("header_timeout", &self.header_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_connections", &self.max_connections)
+            .field("authenticator", &self.authenticator.is_some())
+            .field("event_buffer", &self.event_buffer)
+            .field("max_sessions", &self.max_sessions)
+            .field("max_sessions_per_client", &self.max_sessions_per_client)
+            .field("require_task_name_header", &self.strict_task_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            path: "/mcp".into(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            any_host: false,
+            body_limit: 4 * 1024 * 1024,
+            body_timeout: Duration::from_secs(30),
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 1024,
+            authenticator: None,
+            event_buffer: 256,
+            retry: Duration::from_secs(1),
+            keep_alive: Some(Duration::from_secs(15)),
+            max_sessions: 10_000,
+            max_sessions_per_client: 64,
+            session_idle: Duration::from_secs(30 * 60),
+            unused_session_idle: Duration::from_secs(30),
+            strict_task_name: false,
+            shutdown: CancellationToken::new(),
+        }
+    }
+}
+
+impl HttpConfig {
+    /// The defaults: `127.0.0.1` on a free port, path `/mcp`, loopback `Host`s and `Origin`s
+    /// only, 4 MiB bodies, no authentication, 256 events kept per stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the address [`Server::serve_http`] listens on (port 0 picks a free port).
+    pub fn bind(mut self, addr: impl Into<SocketAddr>) -> Self {
+        self.bind = addr.into();
+        self
+    }
+
+    /// Sets the endpoint's path (default `/mcp`).
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path = path.into();
+        self
+    }
+
+    /// Also accepts requests whose `Origin` is exactly `origin` (`https://app.example.com`).
+    /// Origins on loopback (`localhost`, `127.0.0.1`, `[::1]`, any port) are always accepted;
+    /// requests without `Origin` (not from a browser) too.
+    pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
+        self.allowed_origins.push(origin.into());
+        self
+    }
+
+    /// Also accepts requests whose `Host` is `host` (a name, optionally with `:port`).
+    /// Loopback hosts are always accepted. Needed when serving on a non-loopback address.
+    pub fn allow_host(mut self, host: impl Into<String>) -> Self {
+        self.allowed_hosts.push(host.into().to_ascii_lowercase());
+        self
+    }
+
+    /// Accepts any `Host` (behind a reverse proxy that checks it, say). `Origin` is still checked.
+    pub fn allow_any_host(mut self) -> Self {
+        self.any_host = true;
+        self
+    }
+
+    /// Sets the largest request body accepted (default 4 MiB); larger ones get 413 (with a
+    /// JSON-RPC error, like every refusal).
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// Sets how long a request body may take to arrive once its headers have (default 30 s);
+    /// a slower one gets 408 and its connection is closed.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
+    /// Sets how long a new connection may take to send its first request's headers (default
+    /// 10 s); a slower one is closed. Applies to [`Server::serve_http`].
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
+        self
+    }
+
+    /// Sets how long a kept-alive connection may wait for its next request's headers after a
+    /// response (default 60 s); then it is closed. Applies to [`Server::serve_http`].
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets how many connections may be open at once (default 1024). At the cap a new
+    /// connection evicts the one that has waited longest without a request in progress;
+    /// when every connection is busy it waits. The process running out of file descriptors
+    /// evicts the same way. Applies to [`Server::serve_http`].
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// Authenticates every request; see [`Authenticator`].
+    pub fn authenticator<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&HeaderMap) -> Result<Option<String>, AuthError> + Send + Sync + 'static,
+    {
+        self.authenticator = Some(Arc::new(f));
+        self
+    }
+
+    /// Sets how many events each stateful stream keeps for resumption (default 256).
+    pub fn event_buffer(mut self, events: usize) -> Self {
+        self.event_buffer = events.max(1);
+        self
+    }
+
+    /// Sets the reconnection delay announced in `retry:` (default 1 s).
+    pub fn sse_retry(mut self, retry: Duration) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets how often a quiet SSE stream (a GET stream, or a request that has sent nothing
+    /// for a while) sends a keep-alive comment (default 15 s; `None` for never). Besides
+    /// keeping proxies from closing the connection, the write is how a client that went away
+    /// is noticed, and for 2026-07-28 requests that cancels them.
+    pub fn keep_alive(mut self, every: Option<Duration>) -> Self {
+        self.keep_alive = every;
+        self
+    }
+
+    /// Sets how many stateful sessions may exist at once (default 10 000). An `initialize`
+    /// beyond that ends the least recently used idle session (one that never sent a request
+    /// first); only when every session is busy (a request running, a stream open) does it
+    /// get 503.
+    pub fn max_sessions(mut self, n: usize) -> Self {
+        self.max_sessions = n.max(1);
+        self
+    }
+
+    /// Sets how many stateful sessions one client may have at once (default 64): one
+    /// principal, or for anonymous clients one peer address (an IPv6 /64). Beyond that its
+    /// least recently used idle session is ended, or the `initialize` gets 429 when all of
+    /// them are busy. Behind a reverse proxy every anonymous client has the proxy's address:
+    /// authenticate, or raise this.
+    pub fn max_sessions_per_client(mut self, n: usize) -> Self {
+        self.max_sessions_per_client = n.max(1);
+        self
+    }
+
+    /// Sets how long a stateful session with nothing running and no open stream is kept
+    /// (default 30 minutes). Idle sessions are ended when a later session opens.
+    pub fn session_idle_timeout(mut self, idle: Duration) -> Self {
+        self.session_idle = idle;
+        self
+    }
+
+    /// Sets how long a stateful session that has sent no request since `initialize` is kept
+    /// (default 30 s), so that sessions opened and abandoned do not hold the table.
+    pub fn unused_session_idle_timeout(mut self, idle: Duration) -> Self {
+        self.unused_session_idle = idle;
+        self
+    }
+
+    /// Refuses 2026-07-28 `tasks/get`, `tasks/update` and `tasks/cancel` requests without an
+    /// `Mcp-Name` header (400, `-32020`), for deployments whose load balancer routes tasks by
+    /// it. By default a missing header is accepted, since the task id is in the body and some
+    /// clients leave the header out; a header that disagrees with the body is always refused.
+    pub fn require_task_name_header(mut self, required: bool) -> Self {
+        self.strict_task_name = required;
+        self
+    }
+
+    /// Ends the GET and `subscriptions/listen` streams when `token` is cancelled, so that a
+    /// graceful shutdown of a server this router is mounted in does not wait for them.
+    /// [`Server::serve_http`] does this itself.
+    pub fn shutdown_signal(mut self, token: CancellationToken) -> Self {
+        self.shutdown = token;
+        self
+    }
+}

@@ -1,0 +1,235 @@
+//! Streamable HTTP: both protocol eras on one endpoint (feature `http`).
+//!
+//! ```no_run
+//! # async fn run(server: mcp_tasks_runtime::Server) -> Result<(), Box<dyn std::error::Error>> {
+//! use mcp_tasks_runtime::transport::http::HttpConfig;
+//! let handle = server.serve_http(HttpConfig::new().bind(([127, 0, 0, 1], 8080))).await?;
+//! println!("serving on http://{}/mcp", handle.local_addr());
+//! handle.shutdown().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # One endpoint, two eras
+//!
+//! - **2026-07-28 (stateless).** A POST whose request carries the 2026 `_meta` (or whose
+//!   `MCP-Protocol-Version` header names a version that is not a stateful one) runs in a fresh
+//!   session on behalf of the request's principal. `MCP-Protocol-Version`, `Mcp-Method`,
+//!   `Mcp-Name` and the tool's `Mcp-Param-{Name}` headers must mirror the body (else HTTP 400,
+//!   `-32020`); a missing `Mcp-Name` on `tasks/*` is accepted unless
+//!   [`HttpConfig::require_task_name_header`]. Errors map to HTTP statuses: `-32601` is 404;
+//!   `-32600`, `-32602`, `-32020`, `-32021` and `-32022` are 400; `-32000` is 429 when the
+//!   requestor is over a quota and 503 when the server is busy, both with `Retry-After`.
+//!   GET and DELETE answer 405. Closing the response stream cancels the request.
+//! - **2025-11-25 (stateful).** A POST of `initialize` without `Mcp-Session-Id` opens a
+//!   session; the id comes back in the `Mcp-Session-Id` header and must be sent on every later
+//!   request (400 when missing, 404 when unknown, ended or owned by another principal).
+//!   Notifications and responses answer 202. GET opens the session's stream for messages the
+//!   server sends on its own; DELETE ends the session. Closing a stream does not cancel
+//!   anything (the spec says so): events stay in a bounded log per stream and a GET with
+//!   `Last-Event-ID` replays what followed that event.
+//!
+//! # JSON or SSE
+//!
+//! A request's response is `application/json` when the request finishes before it produces
+//! any notification or server-to-client request: quick calls cost one plain response and
+//! errors keep their HTTP status. The first such message switches the response to
+//! `text/event-stream`: the messages, then the response, then the end of the stream. A
+//! stateful stream starts with a priming event (an id, `retry:` and empty data) so it can be
+//! resumed. SSE responses carry `Cache-Control: no-cache` and `X-Accel-Buffering: no`.
+//!
+//! # The GET stream
+//!
+//! One reader at a time per session: a new GET **replaces** the previous one, whose response
+//! ends. Replacing (rather than refusing with 409) means a client whose connection died
+//! without the server noticing can always reconnect. Messages sent while no GET is open wait
+//! in the stream's log and go out on the next GET.
+//!
+//! # Security
+//!
+//! [`HttpConfig`] binds 127.0.0.1 unless told otherwise, accepts only `Host` values and
+//! `Origin`s on loopback unless more are allowed (403 otherwise: DNS-rebinding protection),
+//! limits request bodies (413) and the time they take (408), and can authenticate every
+//! request with a hook whose principal owns the tasks it creates and the sessions it opens.
+//! Every refusal carries a JSON-RPC error body (id `null` when the request was not read).
+//!
+//! Nothing a client holds without sending requests is unbounded: [`Server::serve_http`]
+//! closes connections slow to send headers or idle between requests and caps how many are
+//! open, evicting the longest-idle one for a new client. Each client (principal, or peer
+//! address when anonymous) has a share of the session table; sessions that never sent a
+//! request expire soon, and a full table ends its least recently used idle session rather
+//! than turn a new client away. On the 2026-07-28 wire a busy answer is 503 and a
+//! rate-limited one 429, both with `Retry-After`.
+
+mod admission;
+mod config;
+mod get;
+mod headers;
+mod post;
+mod response;
+mod serve;
+mod session;
+mod sessions;
+mod sse;
+mod stateless;
+
+pub use config::{AuthError, Authenticator, HttpConfig};
+
+use crate::server::Server;
+use crate::transport::TransportError;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response as HttpResponse};
+use response::{method_not_allowed, plain_error, session_not_found};
+use session::HttpSession;
+use sessions::Sessions;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The session header of 2025-11-25.
+const SESSION_ID: &str = "mcp-session-id";
+
+/// The header a client resumes a stream with.
+const LAST_EVENT_ID: &str = "last-event-id";
+
+/// The `Retry-After` of a busy answer that gives no delay of its own.
+const BUSY_RETRY_AFTER_MS: u64 = 1000;
+
+/// A running standalone HTTP server, from [`Server::serve_http`].
+#[derive(Debug)]
+pub struct HttpHandle {
+    local_addr: SocketAddr,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl HttpHandle {
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The endpoint's URL on the listening address, e.g. `http://127.0.0.1:4242/mcp`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.local_addr)
+    }
+
+    /// Stops accepting connections, ends the GET streams, lets in-flight requests finish
+    /// their responses, and returns once every connection is closed.
+    pub async fn shutdown(self) -> Result<(), TransportError> {
+        self.shutdown.cancel();
+        self.wait().await
+    }
+
+    /// Waits until the server stops: once the token given to [`HttpConfig::shutdown_signal`]
+    /// is cancelled (a signal handler can do that) and the connections are closed, or on an
+    /// I/O error.
+    pub async fn wait(self) -> Result<(), TransportError> {
+        match self.task.await {
+            Ok(result) => result.map_err(TransportError::Io),
+            Err(e) => Err(TransportError::Io(std::io::Error::other(e))),
+        }
+    }
+}
+
+impl Server {
+    /// The MCP endpoint as an axum [`Router`], to serve or to mount in an application.
+    ///
+    /// Serve it with `TCP_NODELAY` on accepted sockets (as [`Server::serve_http`] does):
+    /// SSE events are small writes that must not wait on Nagle's algorithm. Serve it with
+    /// the peer's address (`into_make_service_with_connect_info::<SocketAddr>()`) so that
+    /// anonymous sessions are counted per peer. The connection limits of [`HttpConfig`]
+    /// (header and idle timeouts, the connection cap) are [`Server::serve_http`]'s; the
+    /// body limit and the body timeout hold here too.
+    pub fn http_router(&self, config: HttpConfig) -> Router {
+        let path = config.path.clone();
+        let limits = sessions::Limits {
+            max_sessions: config.max_sessions,
+            per_owner: config.max_sessions_per_client,
+            idle: config.session_idle,
+            unused_idle: config.unused_session_idle,
+        };
+        let app = Arc::new(App {
+            server: self.clone(),
+            config,
+            sessions: Mutex::new(Sessions::new(limits)),
+            epoch: Instant::now(),
+        });
+        Router::new()
+            .route(
+                &path,
+                axum::routing::post(post::post)
+                    .get(get::get)
+                    .delete(delete)
+                    .fallback(other_method),
+            )
+            .with_state(app)
+    }
+
+    /// Serves the MCP endpoint on `config`'s address until [`HttpHandle::shutdown`].
+    ///
+    /// Connections are bounded: see [`HttpConfig::header_timeout`],
+    /// [`HttpConfig::idle_timeout`], [`HttpConfig::body_timeout`] and
+    /// [`HttpConfig::max_connections`].
+    pub async fn serve_http(&self, config: HttpConfig) -> Result<HttpHandle, TransportError> {
+        if let Err(e) = self.recover().await {
+            tracing::error!(error = %e, "cannot settle the tasks of an earlier run");
+        }
+        let listener = tokio::net::TcpListener::bind(config.bind).await?;
+        let local_addr = listener.local_addr()?;
+        let shutdown = config.shutdown.clone();
+        let limits = serve::Limits {
+            header_timeout: config.header_timeout,
+            idle_timeout: config.idle_timeout,
+            body_timeout: config.body_timeout,
+            max_connections: config.max_connections,
+        };
+        let router = self.http_router(config);
+        let task = tokio::spawn(serve::serve(listener, router, limits, shutdown.clone()));
+        tracing::debug!(%local_addr, "serving MCP over HTTP");
+        Ok(HttpHandle {
+            local_addr,
+            shutdown,
+            task,
+        })
+    }
+}
+
+struct App {
+    server: Server,
+    config: HttpConfig,
+    sessions: Mutex<Sessions<HttpSession>>,
+    epoch: Instant,
+}
+
+async fn delete(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse {
+    let principal = match app.admit(&headers) {
+        Ok(p) => p,
+        Err(refused) => return refused.into_response(),
+    };
+    let Some(session_id) = headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) else {
+        return method_not_allowed();
+    };
+    if app.session(session_id, &principal, false).is_none() {
+        return session_not_found(None);
+    }
+    if let Some(session) = app.remove(session_id) {
+        session.end();
+        tracing::debug!(session = %session_id, "session ended by the client");
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// Any method but POST, GET and DELETE.
+async fn other_method() -> HttpResponse {
+    let mut response = plain_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this endpoint takes POST, GET and DELETE",
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+    response
+}

@@ -1,0 +1,306 @@
+//! POST: admission, the body, the era of the message, then the stateless path, a new
+//! session's `initialize` or a request on a session.
+
+use super::config::HttpConfig;
+use super::response::{
+    closing, error_response, json, plain_error, session_not_found, sse_response,
+};
+use super::session::{Active, HttpSession, Streams};
+use super::sse::{EventLog, Out, spawn_request};
+use super::stateless::stateless;
+use super::{App, BUSY_RETRY_AFTER_MS, SESSION_ID, headers, sessions};
+use crate::error::Error;
+use crate::jsonrpc;
+use crate::jsonrpc::{ErrorObject, Message, Request, Response};
+use crate::wire::classify;
+use crate::wire::classify::{Facts, Kind, is_stateful_version};
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response as HttpResponse};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+pub(super) async fn post(
+    State(app): State<Arc<App>>,
+    request: axum::extract::Request,
+) -> HttpResponse {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    let peer = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let principal = match app.admit(&headers) {
+        Ok(p) => p,
+        Err(refused) => return refused.into_response(),
+    };
+    if let Some(ct) = headers.get(header::CONTENT_TYPE)
+        && !ct
+            .to_str()
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+            .starts_with("application/json")
+    {
+        return plain_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        );
+    }
+    let body = match read_body(&app.config, &headers, body).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
+    let message = match std::str::from_utf8(&body)
+        .map_err(|_| {
+            Response::error(
+                None,
+                ErrorObject::new(jsonrpc::PARSE_ERROR, "parse error: body is not UTF-8"),
+            )
+        })
+        .and_then(Message::parse)
+    {
+        Ok(m) => m,
+        Err(error) => return json(StatusCode::BAD_REQUEST, &error),
+    };
+    let version = match headers::text(&headers, headers::PROTOCOL_VERSION) {
+        Ok(v) => v.map(str::to_owned),
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, None, e),
+    };
+    let session_id = headers
+        .get(SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    match message {
+        Message::Request(request) => {
+            tracing::debug!(method = %request.method, id = %request.id, "HTTP request");
+            let facts = Facts::of(&request).with_version_header(version.as_deref());
+            if classify::classify(&facts) == Kind::Stateless {
+                return stateless(&app, &headers, principal, request).await;
+            }
+            let Some(session_id) = session_id else {
+                if request.method == "initialize" {
+                    return initialize(&app, principal, peer, request).await;
+                }
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    Some(request.id),
+                    Error::InvalidRequest(
+                        "missing Mcp-Session-Id header: send `initialize` first, or use the 2026-07-28 `_meta`"
+                            .into(),
+                    ),
+                );
+            };
+            let Some(session) = app.session(&session_id, &principal, true) else {
+                return session_not_found(Some(request.id));
+            };
+            if let Err(e) = check_session_version(&session, version.as_deref()) {
+                return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
+            }
+            stateful(&app, session, request).await
+        }
+        other => {
+            let Some(session_id) = session_id else {
+                let stateless_client = version.as_deref().is_some_and(|v| !is_stateful_version(v));
+                return if stateless_client && matches!(other, Message::Notification(_)) {
+                    StatusCode::ACCEPTED.into_response()
+                } else {
+                    error_response(
+                        StatusCode::BAD_REQUEST,
+                        None,
+                        Error::InvalidRequest("missing Mcp-Session-Id header".into()),
+                    )
+                };
+            };
+            let Some(session) = app.session(&session_id, &principal, false) else {
+                return session_not_found(None);
+            };
+            if let Err(e) = check_session_version(&session, version.as_deref()) {
+                return error_response(StatusCode::BAD_REQUEST, None, e);
+            }
+            session.session.handle(other).await;
+            StatusCode::ACCEPTED.into_response()
+        }
+    }
+}
+
+/// Reads a request body within the size limit and the body timeout. Refusals are JSON-RPC
+/// errors like every other: 413 when too large, 408 when too slow, 400 when malformed (a
+/// broken chunked encoding, say); the last two also close the connection, whose framing can
+/// no longer be trusted.
+pub(super) async fn read_body(
+    config: &HttpConfig,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, HttpResponse> {
+    use http_body_util::BodyExt as _;
+    let limit = config.body_limit;
+    let too_large = || {
+        plain_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the request body is larger than {limit} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(closing(too_large()));
+    }
+    let read = http_body_util::Limited::new(body, limit).collect();
+    match tokio::time::timeout(config.body_timeout, read).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(closing(too_large())),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "cannot read a request body");
+            Err(closing(plain_error(
+                StatusCode::BAD_REQUEST,
+                &format!("cannot read the request body: {e}"),
+            )))
+        }
+        Err(_) => {
+            tracing::debug!(timeout = ?config.body_timeout, "a request body was too slow");
+            Err(closing(plain_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "the request body did not arrive in time",
+            )))
+        }
+    }
+}
+
+/// A request on a session must name the session's version, if it names one (else 400).
+pub(super) fn check_session_version(
+    session: &HttpSession,
+    version: Option<&str>,
+) -> Result<(), Error> {
+    match version {
+        Some(v) if v != session.version => Err(Error::InvalidRequest(format!(
+            "MCP-Protocol-Version {v:?} does not match the session's {:?}",
+            session.version
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `initialize` without a session: opens one if the handshake succeeds.
+pub(super) async fn initialize(
+    app: &Arc<App>,
+    principal: Option<String>,
+    peer: Option<std::net::IpAddr>,
+    request: Request,
+) -> HttpResponse {
+    let id = request.id.clone();
+    let (session, outbound) = app.server.session_for(principal.clone());
+    let Some(response) = session.handle_request(request).await else {
+        return StatusCode::NO_CONTENT.into_response();
+    };
+    let version = session.protocol_version();
+    let (true, Some(version)) = (response.outcome.is_ok(), version) else {
+        session.close();
+        return json(StatusCode::BAD_REQUEST, &response);
+    };
+    // Nobody reads the session's own stream until a GET stream opens.
+    session.listen(false);
+    let closed = app.config.shutdown.child_token();
+    let standalone = Arc::new(EventLog::new(0, app.config.event_buffer));
+    let http_session = Arc::new(HttpSession {
+        session,
+        version,
+        streams: Mutex::new(Streams {
+            next: 1,
+            logs: HashMap::from([(0, Arc::clone(&standalone))]),
+            finished: VecDeque::new(),
+        }),
+        closed: closed.clone(),
+        active: AtomicUsize::new(0),
+        last_seen: AtomicU64::new(0),
+        recency: AtomicU64::new(0),
+        epoch: app.epoch,
+    });
+    let session_id = match app.register(Arc::clone(&http_session), principal, peer) {
+        Ok(id) => id,
+        Err(full) => {
+            http_session.end();
+            let (status, message) = match full {
+                sessions::Full::Owner => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too many sessions for this client, all of them busy; end one (DELETE) first",
+                ),
+                sessions::Full::Table => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many sessions, all of them busy",
+                ),
+            };
+            let mut http = error_response(status, Some(id), Error::Busy(message.into()));
+            http.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(BUSY_RETRY_AFTER_MS / 1000),
+            );
+            return http;
+        }
+    };
+    // Messages the server sends on its own go to the GET stream's log.
+    tokio::spawn(async move {
+        let mut outbound = outbound;
+        loop {
+            tokio::select! {
+                message = outbound.recv() => match message {
+                    Some(m) => standalone.push(&m),
+                    None => break,
+                },
+                () = closed.cancelled() => break,
+            }
+        }
+        standalone.finish();
+    });
+    tracing::debug!(session = %session_id, %version, "session opened");
+    let mut http = json(StatusCode::OK, &response);
+    if let Ok(v) = HeaderValue::from_str(&session_id) {
+        http.headers_mut()
+            .insert(HeaderName::from_static(SESSION_ID), v);
+    }
+    http
+}
+
+/// A request on a 2025-11-25 session: JSON, or a resumable stream that outlives the
+/// connection.
+pub(super) async fn stateful(
+    app: &Arc<App>,
+    session: Arc<HttpSession>,
+    request: Request,
+) -> HttpResponse {
+    let active = Active::new(&session);
+    let mut out = spawn_request(session.session.clone(), request);
+    let first = match out.recv().await {
+        Some(Out::Done(Some(response))) => return json(StatusCode::OK, &response),
+        Some(Out::Done(None)) | None => return StatusCode::NO_CONTENT.into_response(),
+        Some(Out::Message(first)) => first,
+    };
+    let log = session.new_stream(app.config.event_buffer);
+    log.push(&first);
+    let pump_log = Arc::clone(&log);
+    let pump_session = Arc::clone(&session);
+    tokio::spawn(async move {
+        let _active = active;
+        while let Some(item) = out.recv().await {
+            match item {
+                Out::Message(m) => pump_log.push(&m),
+                Out::Done(response) => {
+                    if let Some(r) = response {
+                        pump_log.push(&r.to_value().to_string());
+                    }
+                    break;
+                }
+            }
+        }
+        pump_log.finish();
+        pump_session.stream_finished(pump_log.id);
+    });
+    // A POST stream ends when its response is sent, not at shutdown: in-flight requests finish.
+    let body = log.follow(1, app.config.retry, None, CancellationToken::new());
+    sse_response(Body::new(body))
+}

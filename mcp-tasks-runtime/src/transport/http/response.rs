@@ -1,0 +1,77 @@
+//! The responses every path shares: JSON-RPC errors with their HTTP status, JSON bodies and
+//! unbuffered event streams.
+
+use crate::error::Error;
+use crate::jsonrpc;
+use crate::jsonrpc::{ErrorObject, RequestId, Response};
+use axum::body::Body;
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response as HttpResponse};
+
+/// A JSON-RPC error without id, for refusals before a message is read.
+pub(super) fn plain_error(status: StatusCode, message: &str) -> HttpResponse {
+    let response = Response::error(None, ErrorObject::new(jsonrpc::INVALID_REQUEST, message));
+    json(status, &response)
+}
+
+pub(super) fn json(status: StatusCode, response: &Response) -> HttpResponse {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        response.to_value().to_string(),
+    )
+        .into_response()
+}
+
+pub(super) fn error_response(
+    status: StatusCode,
+    id: Option<RequestId>,
+    error: Error,
+) -> HttpResponse {
+    json(status, &Response::error(id, error.into()))
+}
+
+/// A `text/event-stream` response that no cache or proxy buffers.
+pub(super) fn sse_response(body: Body) -> HttpResponse {
+    let mut response = HttpResponse::new(body);
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
+    response
+}
+
+/// Asks for the connection to be closed after this response.
+pub(super) fn closing(mut response: HttpResponse) -> HttpResponse {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+pub(super) fn session_not_found(id: Option<RequestId>) -> HttpResponse {
+    error_response(
+        StatusCode::NOT_FOUND,
+        id,
+        Error::InvalidRequest(
+            "session not found: it ended or never existed; initialize again".into(),
+        ),
+    )
+}
+
+pub(super) fn method_not_allowed() -> HttpResponse {
+    let mut response = plain_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this endpoint takes POST (GET and DELETE need a 2025-11-25 session)",
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    response
+}
