@@ -231,7 +231,13 @@ fn main() {
             .build()
             .unwrap();
         let handle = server
-            .serve_http(HttpConfig::new().max_sessions(1_000))
+            .serve_http(
+                // Every client of the load generator is one anonymous requestor: lift the
+                // per-client session share as well as the table's size.
+                HttpConfig::new()
+                    .max_sessions(1_000)
+                    .max_sessions_per_client(1_000),
+            )
             .await
             .unwrap();
         let url = handle.url("/mcp");
