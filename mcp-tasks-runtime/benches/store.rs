@@ -127,7 +127,7 @@ async fn creates<S: TaskStore>(store: &Arc<S>, callers: usize, secs: f64) -> (f6
             let owner = format!("principal-{}", caller % 8);
             let mut ids = Vec::new();
             while Instant::now() < deadline {
-                let id = random_id();
+                let id = random_id().expect("random bytes");
                 store
                     .create(record(id.clone(), &owner))
                     .await
@@ -257,7 +257,7 @@ async fn reopen(config: &Config) {
                     if n >= tasks {
                         break;
                     }
-                    let mut task = record(random_id(), &owner);
+                    let mut task = record(random_id().expect("random bytes"), &owner);
                     // Half of them finished, half still running.
                     if n.is_multiple_of(2) {
                         task.status = TaskStatus::Completed;

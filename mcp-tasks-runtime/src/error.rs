@@ -80,6 +80,12 @@ pub enum Error {
     Internal(String),
 }
 
+impl From<crate::task::RandomError> for Error {
+    fn from(error: crate::task::RandomError) -> Self {
+        Self::Internal(error.to_string())
+    }
+}
+
 impl From<Error> for ErrorObject {
     fn from(error: Error) -> Self {
         let message = error.to_string();

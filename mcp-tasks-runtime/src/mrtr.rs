@@ -287,8 +287,12 @@ impl Parking {
             Some(next) => next,
             None if slots.live >= self.max => return Err(call),
             None => {
+                // Without random bytes there is no id to resume by: the call is not parked.
+                let Ok(id) = crate::task::random_id() else {
+                    return Err(call);
+                };
                 slots.live += 1;
-                (crate::task::random_id(), 1)
+                (id, 1)
             }
         };
         slots.calls.insert(

@@ -120,10 +120,7 @@ impl Connection {
     pub(crate) fn task_owner(&self, stateful: bool) -> Option<String> {
         match (&self.principal, stateful) {
             (Some(p), _) => Some(format!("principal:{p}")),
-            (None, true) => Some(format!(
-                "session:{}",
-                self.id.get_or_init(crate::task::random_id)
-            )),
+            (None, true) => Some(format!("session:{}", self.id.get_or_init(session_key))),
             (None, false) => None,
         }
     }
@@ -263,4 +260,15 @@ pub(crate) enum RequestAborted {
     Closed,
     /// The call that asked was cancelled.
     Cancelled,
+}
+
+/// A key for a session's tasks, unique in this process: random, or (should the OS have no
+/// random bytes to give) a counter. Never shown to a client: the tasks' own ids are the
+/// handles, and a task cannot be made without random bytes.
+fn session_key() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    crate::task::random_id().unwrap_or_else(|_| {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("local-{}-{n}", std::process::id())
+    })
 }

@@ -12,22 +12,28 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+/// The operating system's random number generator failed, so no id could be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the operating system's random number generator failed: {0}")]
+pub struct RandomError(String);
+
 /// A fresh random id: 128 bits from the OS RNG (122 of them random in the UUID v4 layout),
-/// written as a lowercase UUID.
-pub fn random_id() -> String {
+/// written as a lowercase UUID. Fails only when the operating system cannot give random
+/// bytes; the request that needed the id then gets an internal error.
+pub fn random_id() -> Result<String, RandomError> {
     let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the operating system's random number generator failed");
+    getrandom::fill(&mut b).map_err(|e| RandomError(e.to_string()))?;
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
+    Ok(format!(
         "{}-{}-{}-{}-{}",
         &hex[0..8],
         &hex[8..12],
         &hex[12..16],
         &hex[16..20],
         &hex[20..32]
-    )
+    ))
 }
 
 /// A time as RFC 3339 in UTC with milliseconds, e.g. `2030-11-29T15:30:30.123Z`.
@@ -280,8 +286,8 @@ mod tests {
 
     #[test]
     fn ids_are_uuid_v4_shaped_and_distinct() {
-        let a = random_id();
-        let b = random_id();
+        let a = random_id().unwrap();
+        let b = random_id().unwrap();
         assert_ne!(a, b);
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "4");

@@ -180,7 +180,19 @@ impl Engine {
             .iter()
             .filter_map(|t| Some((t.name.to_string(), t.max_concurrency?.max(1))))
             .collect();
-        let worker = format!("{}-{}", std::process::id(), &random_id()[..8]);
+        // The process id tells processes on one host apart; the random part, processes on
+        // different hosts (or the start time, should the OS have no random bytes to give).
+        let unique = random_id().map_or_else(
+            |_| {
+                let nanos = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_nanos();
+                format!("{:08x}", nanos as u32)
+            },
+            |id| id[..8].to_owned(),
+        );
+        let worker = format!("{}-{unique}", std::process::id());
         Arc::new_cyclic(|this| Self {
             store: Arc::new(store),
             config,
@@ -300,10 +312,10 @@ impl Engine {
         Ok(())
     }
 
-    fn new_record(&self, new: &NewTask, lease: Option<Lease>) -> TaskRecord {
+    fn new_record(&self, id: String, new: &NewTask, lease: Option<Lease>) -> TaskRecord {
         let now = SystemTime::now();
         TaskRecord {
-            id: random_id(),
+            id,
             owner: new.owner.clone(),
             tool: new.tool.name.to_string(),
             arguments: new.args.clone(),

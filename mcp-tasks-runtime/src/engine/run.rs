@@ -5,6 +5,7 @@ use super::{Delivery, Engine, NewTask, Run, lock, principal_of, shard_of};
 use crate::call::{CatchUnwind, RunEnd, outcome_of};
 use crate::context::{CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
+use crate::task::random_id;
 use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus};
 use crate::tool::{Tool, ToolFuture};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,8 +49,9 @@ impl Engine {
     /// finds the task in every process sharing the store.
     pub(crate) async fn start(&self, new: NewTask) -> Result<TaskRecord, Error> {
         self.admit()?;
+        let id = random_id()?;
         let run_now = self.config.execute && self.reserve(&new.tool.name);
-        let record = self.new_record(&new, run_now.then(|| self.my_lease()));
+        let record = self.new_record(id, &new, run_now.then(|| self.my_lease()));
         let id = match self.create(&record, new.delivery.clone()).await {
             Ok(id) => id,
             Err(e) => {
@@ -86,12 +88,13 @@ impl Engine {
         attach: impl FnOnce(&str, Arc<dyn CallBackend>),
     ) -> Result<TaskRecord, Error> {
         self.admit()?;
+        let id = random_id()?;
         {
             let mut slots = lock(&self.slots);
             slots.running += 1;
             *slots.per_tool.entry(new.tool.name.to_string()).or_default() += 1;
         }
-        let record = self.new_record(&new, Some(self.my_lease()));
+        let record = self.new_record(id, &new, Some(self.my_lease()));
         if let Err(e) = self.create(&record, new.delivery.clone()).await {
             self.unreserve(&new.tool.name);
             return Err(e);

@@ -533,7 +533,7 @@ mod tests {
             } else {
                 Some("bob")
             };
-            let mut record = sample_record(&crate::task::random_id(), owner, at(n));
+            let mut record = sample_record(&crate::task::random_id().unwrap(), owner, at(n));
             if n % 2 == 0 {
                 record.ttl = Some(Duration::from_secs(5000));
             }

@@ -511,7 +511,10 @@ impl PostgresTaskStore {
             config,
             label,
             sql: Sql::new(&schema),
-            sync_channel: format!("mcp_tasks.sync.{}", random_id()),
+            sync_channel: format!(
+                "mcp_tasks.sync.{}",
+                random_id().map_err(|e| StoreError::Backend(e.to_string()))?
+            ),
             sync_sent: AtomicU64::new(0),
             sync_heard,
             listening: AtomicBool::new(false),

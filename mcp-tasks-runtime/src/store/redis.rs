@@ -1191,7 +1191,7 @@ mod tests {
         };
         let client = ::redis::Client::open(redis.url()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-        let user = format!("mcp-tasks-test-{}", &crate::task::random_id()[..8]);
+        let user = format!("mcp-tasks-test-{}", &crate::task::random_id().unwrap()[..8]);
         let _: () = ::redis::cmd("ACL")
             .arg("SETUSER")
             .arg(&user)
@@ -1358,7 +1358,7 @@ mod tests {
     }
 
     fn random_suffix(name: &str) -> String {
-        format!("{name}-{}", crate::task::random_id())
+        format!("{name}-{}", crate::task::random_id().unwrap())
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1501,7 +1501,7 @@ impl TestDatabase {
             Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
             _ => "127.0.0.1".into(),
         };
-        let suffix = crate::task::random_id();
+        let suffix = crate::task::random_id().expect("random bytes for a test name");
         // Names are at most 63 bytes; keep the label short and plain.
         let label: String = label
             .chars()
@@ -1674,7 +1674,7 @@ impl TestRedis {
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
             .take(40)
             .collect();
-        let suffix = crate::task::random_id();
+        let suffix = crate::task::random_id().expect("random bytes for a test name");
         let redis = Self {
             prefix: format!(
                 "mcp-tasks-test:{label}:{}:{}",

@@ -234,6 +234,13 @@ pub(super) async fn initialize(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "too many sessions, all of them busy",
                 ),
+                sessions::Full::NoId(e) => {
+                    return error_response(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        Some(id),
+                        Error::from(e),
+                    );
+                }
             };
             let mut http = error_response(status, Some(id), Error::Busy(message.into()));
             http.headers_mut().insert(

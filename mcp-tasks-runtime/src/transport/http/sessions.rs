@@ -72,6 +72,8 @@ pub(crate) enum Full {
     Owner,
     /// The table holds `max_sessions` busy sessions.
     Table,
+    /// No session id could be made: the operating system gave no random bytes.
+    NoId(crate::task::RandomError),
 }
 
 struct Entry<T> {
@@ -136,6 +138,7 @@ impl<T: Slot> Sessions<T> {
         {
             self.sweep(now);
         }
+        let id = crate::task::random_id().map_err(Full::NoId)?;
         if owner != Owner::Unknown {
             let owned = self.by_owner.get(&owner).map_or(0, Vec::len);
             if owned >= self.limits.per_owner {
@@ -149,7 +152,6 @@ impl<T: Slot> Sessions<T> {
             let victim = least_recently_used(self.entries.iter());
             self.evict(victim).ok_or(Full::Table)?;
         }
-        let id = crate::task::random_id();
         session.touch(now);
         self.by_owner
             .entry(owner.clone())
