@@ -818,7 +818,17 @@ async fn migrate(
         if !exists {
             tx.batch_execute(&format!("CREATE SCHEMA {schema}"))
                 .await
-                .map_err(|e| format!("cannot create the schema: {}", problem(&e)))?;
+                .map_err(|e| {
+                    let hint = if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) {
+                        format!(
+                            " (grant the role CREATE on the database, or create the schema \
+                             {schema} for it with AUTHORIZATION)"
+                        )
+                    } else {
+                        String::new()
+                    };
+                    format!("cannot create the schema: {}{hint}", problem(&e))
+                })?;
         }
         let tables: Vec<String> = tx
             .query(
