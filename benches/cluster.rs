@@ -6,6 +6,11 @@
 //! conformance-server` first, or the debug one is used). `MCP_BENCH_TASKS` sets how many
 //! tasks each throughput row creates (default 4000); `MCP_BENCH_ROUNDS` how many takeovers
 //! and signal round trips are timed (default 10).
+//!
+//! The PostgreSQL rows use a fresh database on the server `MCP_TASKS_TEST_POSTGRES` names
+//! (default `postgres://postgres@127.0.0.1:5432/postgres`; `skip` leaves them out): the same
+//! throughput and takeover rows, and the time from a create in this process to the tool
+//! starting in a worker process (this binary again, run with `--stamp-worker URL`).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -15,8 +20,8 @@ use mcp_tasks::store::SqliteTaskStore;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use support::{Server as Fixture, temp_db};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use support::{Server as Fixture, Store, temp_db};
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -262,7 +267,233 @@ async fn cancel_delay(db: &Path, rounds: usize) {
     );
 }
 
+/// [`throughput`] on any store, with `label` naming it in the row.
+async fn throughput_on(store: &Store, label: &str, processes: usize, tasks: usize) {
+    let mut fixtures: Vec<Fixture> = (0..processes)
+        .map(|_| Fixture::on_with(store, &["--no-quotas"]))
+        .collect();
+    let per = tasks / processes;
+    let started = Instant::now();
+    let runs = fixtures
+        .iter_mut()
+        .map(|f| pipelined(f, per, create))
+        .collect::<Vec<_>>();
+    let all: Vec<Vec<String>> = futures_join(runs)
+        .await
+        .into_iter()
+        .map(|(ids, _)| ids)
+        .collect();
+    let created = started.elapsed();
+    let started = Instant::now();
+    let runs = fixtures
+        .iter_mut()
+        .zip(&all)
+        .map(|(f, ids)| {
+            let ids = ids.clone();
+            pipelined(f, per, move |i| {
+                ("tasks/get", json!({"taskId": ids[i % ids.len()]}))
+            })
+        })
+        .collect::<Vec<_>>();
+    futures_join(runs).await;
+    let got = started.elapsed();
+    println!(
+        "| {label}, {processes} process{} | {:.0} | {:.0} |",
+        if processes == 1 { "" } else { "es" },
+        (per * processes) as f64 / created.as_secs_f64(),
+        (per * processes) as f64 / got.as_secs_f64()
+    );
+    for f in fixtures {
+        f.kill().await;
+    }
+}
+
+/// [`takeover`] on any store.
+async fn takeover_on(store: &Store, label: &str, rounds: usize) {
+    let mut times = Vec::new();
+    let mut b = Fixture::on(store);
+    for _ in 0..rounds {
+        let mut a = Fixture::on(store);
+        let id = a
+            .start_task("durable_sleep", json!({"seconds": 600, "label": "x"}))
+            .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let killed = Instant::now();
+        a.kill().await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = b.get(&id).await;
+            if r["result"]["statusMessage"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Running again"))
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "task {id} was not taken over: {r}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        times.push(killed.elapsed());
+        b.request("tasks/cancel", json!({"taskId": id})).await;
+    }
+    println!(
+        "| {label}: takeover after kill -9 (lease {} ms) | median {:.0} ms, max {:.0} ms |",
+        support::LEASE_MS,
+        median(times.clone()).as_secs_f64() * 1000.0,
+        times
+            .iter()
+            .max()
+            .copied()
+            .unwrap_or_default()
+            .as_secs_f64()
+            * 1000.0
+    );
+    b.kill().await;
+}
+
+/// The tool of the create-to-start rows: answers with the wall-clock time it started at, in
+/// microseconds since the Unix epoch.
+fn stamp_tool() -> Tool {
+    Tool::new("stamp", |_cx, _| async move {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Ok(CallToolResult::success(vec![Content::text(
+            now.as_micros().to_string(),
+        )]))
+    })
+    .task_support(TaskSupport::Required)
+}
+
+/// The worker process of the create-to-start rows: runs `stamp` from the PostgreSQL store
+/// at `url` until stdin closes.
+async fn stamp_worker(url: &str) {
+    let store = mcp_tasks::store::PostgresTaskStore::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let server = Server::builder()
+        .tool(stamp_tool())
+        .store(store)
+        .build()
+        .expect("server");
+    let stop = CancellationToken::new();
+    let worker = Worker::new(server).shutdown_signal(stop.clone());
+    let run = tokio::spawn(worker.run());
+    println!("ready");
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
+    while let Ok(Some(_)) = lines.next_line().await {}
+    stop.cancel();
+    let _ = run.await;
+}
+
+/// From sending a task create to a server in this process to the tool starting in a worker
+/// process on the same PostgreSQL database: the create's commit, its notification, the
+/// worker's wake-up, its claim and the start of the tool. One task at a time, a little
+/// apart, as isolated events; the first rounds warm up and are not counted.
+async fn create_to_start(store: &Store, rounds: usize) {
+    use tokio::io::AsyncBufReadExt;
+    let url = store.arg();
+    let mut child = tokio::process::Command::new(std::env::current_exe().expect("this binary"))
+        .args(["--stamp-worker", &url])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the worker");
+    let mut ready = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+    tokio::time::timeout(Duration::from_secs(30), ready.next_line())
+        .await
+        .expect("the worker starts within 30 s")
+        .expect("the worker's stdout");
+    let server = Server::builder()
+        .tool(stamp_tool())
+        .store(
+            mcp_tasks::store::PostgresTaskStore::connect(&url)
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .serve_only()
+        .build()
+        .expect("server");
+    let (session, _notifications) = server.session();
+    let meta = support::meta();
+    let mut times = Vec::new();
+    const WARM_UP: usize = 5;
+    for n in 0..rounds + WARM_UP {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let call = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": "stamp", "arguments": {}, "_meta": meta}});
+        let sent = SystemTime::now();
+        let r: Value =
+            serde_json::from_str(&session.handle_text(&call.to_string()).await.unwrap()).unwrap();
+        let id = r["result"]["taskId"].as_str().expect("a task").to_owned();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let started = loop {
+            let get = json!({"jsonrpc": "2.0", "id": n, "method": "tasks/get",
+                "params": {"taskId": id, "_meta": meta}});
+            let r: Value =
+                serde_json::from_str(&session.handle_text(&get.to_string()).await.unwrap())
+                    .unwrap();
+            if r["result"]["status"] == "completed" {
+                let text = r["result"]["result"]["content"][0]["text"].as_str();
+                break text.and_then(|t| t.parse::<u64>().ok()).expect("a time");
+            }
+            assert!(Instant::now() < deadline, "task {id} did not run: {r}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        let sent = sent
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros() as u64;
+        if n >= WARM_UP {
+            times.push(Duration::from_micros(started.saturating_sub(sent)));
+        }
+    }
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "| PostgreSQL: a create on one process to the tool starting on another | median {:.1} ms, p90 {:.1} ms, max {:.1} ms |",
+        at(0.5).as_secs_f64() * 1000.0,
+        at(0.9).as_secs_f64() * 1000.0,
+        at(1.0).as_secs_f64() * 1000.0
+    );
+    drop(child.stdin.take());
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+}
+
+/// The PostgreSQL rows, when a server is there to run them on.
+async fn postgres_rows(tasks: usize, rounds: usize) {
+    println!("\n| PostgreSQL, processes | creates/s | tasks/get/s |\n| --- | ---: | ---: |");
+    for processes in [1, 2] {
+        let Some(store) = Store::postgres(&format!("bench_throughput_{processes}")) else {
+            return;
+        };
+        throughput_on(&store, "PostgreSQL", processes, tasks).await;
+    }
+    println!("\n| cross-process, PostgreSQL | time |\n| --- | --- |");
+    if let Some(store) = Store::postgres("bench_takeover") {
+        takeover_on(&store, "PostgreSQL", rounds).await;
+    }
+    if let Some(store) = Store::postgres("bench_start") {
+        create_to_start(&store, rounds.max(50)).await;
+    }
+}
+
 fn main() {
+    let mut args = std::env::args().skip(1);
+    if let (Some(flag), Some(url)) = (args.next(), args.next())
+        && flag == "--stamp-worker"
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(stamp_worker(&url));
+        return;
+    }
     let tasks = env_or("MCP_BENCH_TASKS", 4000);
     let rounds = env_or("MCP_BENCH_ROUNDS", 10);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -279,5 +510,6 @@ fn main() {
         takeover(&temp_db("bench-takeover"), rounds).await;
         answer_delay(&temp_db("bench-answer"), rounds).await;
         cancel_delay(&temp_db("bench-cancel"), rounds).await;
+        postgres_rows(tasks, rounds).await;
     });
 }

@@ -1,5 +1,5 @@
 //! Task store throughput: creates and gets per second for the memory and SQLite stores at 1
-//! and 64 concurrent callers (and for PostgreSQL at 16 and 64), and the time to reopen a
+//! and 64 concurrent callers (and for PostgreSQL at 1, 16 and 64), and the time to reopen a
 //! large SQLite database.
 //!
 //! ```text
@@ -17,6 +17,8 @@
 //! - `--dir PATH` [`BENCH_DIR`]: where the databases go (default the system temp directory).
 //! - `--postgres URL` [`BENCH_POSTGRES`]: also measure the PostgreSQL store (feature
 //!   `postgres`) in this database, in a schema of its own that is dropped afterwards.
+//! - `--only postgres` [`BENCH_ONLY`]: measure only the PostgreSQL store (no memory, SQLite
+//!   or reopen rows).
 //!
 //! Without `--bench` (as under `cargo test --benches`) it runs a short smoke version.
 
@@ -37,6 +39,7 @@ struct Config {
     reopen_tasks: u64,
     dir: PathBuf,
     postgres: Option<String>,
+    postgres_only: bool,
 }
 
 impl Config {
@@ -64,6 +67,7 @@ impl Config {
             reopen_tasks,
             dir,
             postgres: flag("--postgres", "BENCH_POSTGRES"),
+            postgres_only: flag("--only", "BENCH_ONLY").as_deref() == Some("postgres"),
         }
     }
 }
@@ -317,7 +321,7 @@ async fn postgres(url: &str, secs: f64, rows: &mut Vec<Row>) {
     let store = PostgresTaskStore::connect_with(url, options)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    measure("postgres", store, &[16, 64], secs, rows).await;
+    measure("postgres", store, &[1, 16, 64], secs, rows).await;
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .expect("connect to drop the bench schema");
@@ -347,6 +351,20 @@ fn main() {
     );
     runtime.block_on(async {
         let mut rows = Vec::new();
+        if config.postgres_only {
+            let url = config
+                .postgres
+                .as_deref()
+                .expect("--only postgres needs --postgres URL");
+            postgres(url, config.secs, &mut rows).await;
+            for row in &rows {
+                println!(
+                    "| {} | {} | {:.0} | {:.0} | {} |",
+                    row.store, row.callers, row.creates, row.gets, row.tasks
+                );
+            }
+            return;
+        }
         measure(
             "memory",
             MemoryTaskStore::new(),

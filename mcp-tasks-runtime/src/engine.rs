@@ -1157,16 +1157,18 @@ impl Engine {
                 let mut cursor = None;
                 let mut failing = false;
                 loop {
+                    let read_at = tokio::time::Instant::now();
                     let store = {
                         let Some(engine) = weak.upgrade() else { break };
                         cursor = engine.read_changes(cursor, &mut failing).await;
                         Arc::clone(&engine.store)
                     };
-                    // A store that can tell when there is news is read sooner, but not
-                    // more often than ten times per interval.
+                    // A store that can tell when there is news is read as soon as there is
+                    // some, but not more often than ten times per interval: news after a
+                    // quiet spell is read at once, a stream of it in batches.
                     let woken = async {
                         store.changed().await;
-                        tokio::time::sleep(every / 10).await;
+                        tokio::time::sleep_until(read_at + every / 10).await;
                     };
                     tokio::select! {
                         () = tokio::time::sleep(every) => {}
