@@ -353,6 +353,49 @@ async fn takeover_on(store: &Store, label: &str, rounds: usize) {
     b.kill().await;
 }
 
+/// [`answer_delay`] on any store.
+async fn answer_delay_on(store: &Store, label: &str, rounds: usize) {
+    let mut a = Fixture::on(store);
+    let mut b = Fixture::on(store);
+    let mut times = Vec::new();
+    for _ in 0..rounds {
+        let id = a
+            .start_task("confirm_delete", json!({"filename": "f"}))
+            .await;
+        let r = b
+            .wait_for(&id, &["input_required"], Duration::from_secs(10))
+            .await;
+        let key = r["result"]["inputRequests"]
+            .as_object()
+            .and_then(|o| o.keys().next().cloned())
+            .expect("a question");
+        let sent = Instant::now();
+        b.request(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}}),
+        )
+        .await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if a.get(&id).await["result"]["status"] == "completed" {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "task {id} did not get its answer"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        times.push(sent.elapsed());
+    }
+    println!(
+        "| {label}: answer on B reaches the tool on A | median {:.1} ms |",
+        median(times).as_secs_f64() * 1000.0
+    );
+    a.kill().await;
+    b.kill().await;
+}
+
 /// The tool of the create-to-start rows: answers with the wall-clock time it started at, in
 /// microseconds since the Unix epoch.
 fn stamp_tool() -> Tool {
@@ -392,10 +435,12 @@ async fn stamp_worker(url: &str) {
 /// From sending a task create to a server in this process to the tool starting in a worker
 /// process on the same PostgreSQL database: the create's commit, its notification, the
 /// worker's wake-up, its claim and the start of the tool. One task at a time, a little
-/// apart, as isolated events; the first rounds warm up and are not counted.
-async fn create_to_start(store: &Store, rounds: usize) {
+/// apart, as isolated events; the first rounds warm up and are not counted. `options` is
+/// added to the database URL of both processes (say, to turn `synchronous_commit` off and
+/// see what the path costs without the two `fsync`s of the create and the claim).
+async fn create_to_start(store: &Store, rounds: usize, label: &str, options: &str) {
     use tokio::io::AsyncBufReadExt;
-    let url = store.arg();
+    let url = format!("{}{options}", store.arg());
     let mut child = tokio::process::Command::new(std::env::current_exe().expect("this binary"))
         .args(["--stamp-worker", &url])
         .stdin(std::process::Stdio::piped())
@@ -455,7 +500,7 @@ async fn create_to_start(store: &Store, rounds: usize) {
     times.sort();
     let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
     println!(
-        "| PostgreSQL: a create on one process to the tool starting on another | median {:.1} ms, p90 {:.1} ms, max {:.1} ms |",
+        "| {label}: a create on one process to the tool starting on another | median {:.1} ms, p90 {:.1} ms, max {:.1} ms |",
         at(0.5).as_secs_f64() * 1000.0,
         at(0.9).as_secs_f64() * 1000.0,
         at(1.0).as_secs_f64() * 1000.0
@@ -477,8 +522,16 @@ async fn postgres_rows(tasks: usize, rounds: usize) {
     if let Some(store) = Store::postgres("bench_takeover") {
         takeover_on(&store, "PostgreSQL", rounds).await;
     }
+    if let Some(store) = Store::postgres("bench_answer") {
+        answer_delay_on(&store, "PostgreSQL", rounds).await;
+    }
     if let Some(store) = Store::postgres("bench_start") {
-        create_to_start(&store, rounds.max(50)).await;
+        create_to_start(&store, rounds.max(50), "PostgreSQL", "").await;
+    }
+    if let Some(store) = Store::postgres("bench_start_async") {
+        let options = "?options=-c%20synchronous_commit%3Doff";
+        let label = "PostgreSQL, `synchronous_commit=off` (not durable)";
+        create_to_start(&store, rounds.max(50), label, options).await;
     }
 }
 
