@@ -545,16 +545,26 @@ async fn run_demo(admin: &str) -> anyhow::Result<()> {
         }
         cluster.members.push(member);
     }
+    let mut interrupted = false;
     let outcome = tokio::select! {
         outcome = tokio::time::timeout(DEMO_WITHIN, demo(&mut cluster)) => {
-            outcome.with_context(|| format!("the demo did not end within {DEMO_WITHIN:?}"))?
+            outcome.with_context(|| format!("the demo did not end within {DEMO_WITHIN:?}"))
         }
-        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        _ = tokio::signal::ctrl_c() => {
+            interrupted = true;
+            Ok(Ok(()))
+        }
     };
     let names: Vec<String> = cluster.members.iter().map(|m| m.name.clone()).collect();
+    if interrupted {
+        println!("\ninterrupted");
+    }
     println!("\nstopping {}", names.join(", "));
     drop(cluster);
-    outcome
+    if interrupted {
+        std::process::exit(130);
+    }
+    outcome?
 }
 
 #[tokio::main]
