@@ -9,6 +9,10 @@
 //! `sqlite` (the default, a fresh file per row), `postgres` (a fresh database on the server
 //! of `MCP_TASKS_TEST_POSTGRES`) or `redis` (a fresh key prefix on the Redis of
 //! `MCP_TASKS_TEST_REDIS`).
+//!
+//! With `MCP_BENCH_STORE=postgres` it also times a create in this process to the tool
+//! starting in a worker process (this binary again, run with `--stamp-worker URL`), with
+//! durable commits and, for comparison, with `synchronous_commit=off`.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -17,7 +21,7 @@ use mcp_tasks::prelude::*;
 use mcp_tasks::store::{PostgresTaskStore, RedisTaskStore, SqliteTaskStore};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support::{Server as Fixture, Store};
 
 /// The kind of store the rows are measured on (`MCP_BENCH_STORE`).
@@ -310,7 +314,131 @@ async fn cancel_delay(store: &Store, rounds: usize) {
     );
 }
 
+/// The tool of the create-to-start rows: answers with the wall-clock time it started at, in
+/// microseconds since the Unix epoch.
+fn stamp_tool() -> Tool {
+    Tool::new("stamp", |_cx, _| async move {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Ok(CallToolResult::success(vec![Content::text(
+            now.as_micros().to_string(),
+        )]))
+    })
+    .task_support(TaskSupport::Required)
+}
+
+/// The worker process of the create-to-start rows: runs `stamp` from the PostgreSQL store
+/// at `url` until stdin closes.
+async fn stamp_worker(url: &str) {
+    let store = mcp_tasks::store::PostgresTaskStore::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let server = Server::builder()
+        .tool(stamp_tool())
+        .store(store)
+        .build()
+        .expect("server");
+    let stop = CancellationToken::new();
+    let worker = Worker::new(server).shutdown_signal(stop.clone());
+    let run = tokio::spawn(worker.run());
+    println!("ready");
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
+    while let Ok(Some(_)) = lines.next_line().await {}
+    stop.cancel();
+    let _ = run.await;
+}
+
+/// From sending a task create to a server in this process to the tool starting in a worker
+/// process on the same PostgreSQL database: the create's commit, its notification, the
+/// worker's wake-up, its claim and the start of the tool. One task at a time, a little
+/// apart, as isolated events; the first rounds warm up and are not counted. `options` is
+/// added to the database URL of both processes (say, to turn `synchronous_commit` off and
+/// see what the path costs without the two `fsync`s of the create and the claim).
+async fn create_to_start(store: &Store, rounds: usize, label: &str, options: &str) {
+    use tokio::io::AsyncBufReadExt;
+    let url = format!("{}{options}", store.arg());
+    let mut child = tokio::process::Command::new(std::env::current_exe().expect("this binary"))
+        .args(["--stamp-worker", &url])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the worker");
+    let mut ready = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+    tokio::time::timeout(Duration::from_secs(30), ready.next_line())
+        .await
+        .expect("the worker starts within 30 s")
+        .expect("the worker's stdout");
+    let server = Server::builder()
+        .tool(stamp_tool())
+        .store(
+            mcp_tasks::store::PostgresTaskStore::connect(&url)
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .serve_only()
+        .build()
+        .expect("server");
+    let (session, _notifications) = server.session();
+    let meta = support::meta();
+    let mut times = Vec::new();
+    const WARM_UP: usize = 5;
+    for n in 0..rounds + WARM_UP {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let call = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": "stamp", "arguments": {}, "_meta": meta}});
+        let sent = SystemTime::now();
+        let r: Value =
+            serde_json::from_str(&session.handle_text(&call.to_string()).await.unwrap()).unwrap();
+        let id = r["result"]["taskId"].as_str().expect("a task").to_owned();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let started = loop {
+            let get = json!({"jsonrpc": "2.0", "id": n, "method": "tasks/get",
+                "params": {"taskId": id, "_meta": meta}});
+            let r: Value =
+                serde_json::from_str(&session.handle_text(&get.to_string()).await.unwrap())
+                    .unwrap();
+            if r["result"]["status"] == "completed" {
+                let text = r["result"]["result"]["content"][0]["text"].as_str();
+                break text.and_then(|t| t.parse::<u64>().ok()).expect("a time");
+            }
+            assert!(Instant::now() < deadline, "task {id} did not run: {r}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        let sent = sent
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros() as u64;
+        if n >= WARM_UP {
+            times.push(Duration::from_micros(started.saturating_sub(sent)));
+        }
+    }
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "| {label}: a create on one process to the tool starting on another | median {:.1} ms, p90 {:.1} ms, max {:.1} ms |",
+        at(0.5).as_secs_f64() * 1000.0,
+        at(0.9).as_secs_f64() * 1000.0,
+        at(1.0).as_secs_f64() * 1000.0
+    );
+    drop(child.stdin.take());
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+}
+
 fn main() {
+    let mut args = std::env::args().skip(1);
+    if let (Some(flag), Some(url)) = (args.next(), args.next())
+        && flag == "--stamp-worker"
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(stamp_worker(&url));
+        return;
+    }
     let tasks = env_or("MCP_BENCH_TASKS", 4000);
     let rounds = env_or("MCP_BENCH_ROUNDS", 10);
     let kind = Kind::from_env();
@@ -331,5 +459,17 @@ fn main() {
         takeover(&kind.fresh("bench-takeover"), rounds).await;
         answer_delay(&kind.fresh("bench-answer"), rounds).await;
         cancel_delay(&kind.fresh("bench-cancel"), rounds).await;
+        if let Kind::Postgres = kind {
+            create_to_start(&kind.fresh("bench_start"), rounds.max(50), "PostgreSQL", "").await;
+            let options = "?options=-c%20synchronous_commit%3Doff";
+            let label = "PostgreSQL, `synchronous_commit=off` (not durable)";
+            create_to_start(
+                &kind.fresh("bench_start_async"),
+                rounds.max(50),
+                label,
+                options,
+            )
+            .await;
+        }
     });
 }

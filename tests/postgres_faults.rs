@@ -165,6 +165,25 @@ async fn bad_store_settings_fail_at_startup_naming_the_problem() {
     assert!(stderr.contains("database does not exist"), "{stderr}");
     let stderr = refused(&db.url_for("no_such_role_here", &db.name())).await;
     assert!(stderr.contains("credentials"), "{stderr}");
+    // A role that may log in (trust auth) but may create nothing in the database: no schema
+    // for the tasks can be made. Roles belong to the whole server, so this one is dropped
+    // before anything is asserted.
+    let role = format!("{}_weak", db.name());
+    db.execute(&format!(
+        "CREATE ROLE {role} LOGIN; REVOKE CREATE ON DATABASE {} FROM PUBLIC; \
+         REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+        db.name()
+    ))
+    .await;
+    let url = db.url_for(&role, &db.name());
+    let attempt = tokio::spawn(async move { refused(&url).await }).await;
+    db.execute(&format!("DROP ROLE {role}")).await;
+    let stderr = attempt.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    assert!(stderr.contains("insufficient privileges"), "{stderr}");
+    assert!(
+        stderr.contains(&role),
+        "the message names the role: {stderr}"
+    );
     // The server starts on the real database.
     let mut server = Server::on(&store);
     let r = server

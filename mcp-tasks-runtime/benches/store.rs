@@ -1,6 +1,6 @@
 //! Task store throughput: creates and gets per second for the memory and SQLite stores at 1
-//! and 64 concurrent callers (and for PostgreSQL and Redis at 16 and 64), and the time to
-//! reopen a large SQLite database.
+//! and 64 concurrent callers (for PostgreSQL at 1, 16 and 64, for Redis at 16 and 64), and the
+//! time to reopen a large SQLite database.
 //!
 //! ```text
 //! cargo bench -p mcp-tasks-runtime --features sqlite --bench store
@@ -21,6 +21,8 @@
 //!   `postgres`) in this database, in a schema of its own that is dropped afterwards.
 //! - `--redis URL` [`BENCH_REDIS`]: also measure the Redis store (feature `redis`) in this
 //!   Redis database, under a key prefix of its own that is deleted afterwards.
+//! - `--only postgres` [`BENCH_ONLY`]: measure only the PostgreSQL store (no memory, SQLite
+//!   or reopen rows).
 //!
 //! Without `--bench` (as under `cargo test --benches`) it runs a short smoke version.
 
@@ -42,6 +44,7 @@ struct Config {
     dir: PathBuf,
     postgres: Option<String>,
     redis: Option<String>,
+    postgres_only: bool,
 }
 
 impl Config {
@@ -70,6 +73,7 @@ impl Config {
             dir,
             postgres: flag("--postgres", "BENCH_POSTGRES"),
             redis: flag("--redis", "BENCH_REDIS"),
+            postgres_only: flag("--only", "BENCH_ONLY").as_deref() == Some("postgres"),
         }
     }
 }
@@ -323,7 +327,7 @@ async fn postgres(url: &str, secs: f64, rows: &mut Vec<Row>) {
     let store = PostgresTaskStore::connect_with(url, options)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    measure("postgres", store, &[16, 64], secs, rows).await;
+    measure("postgres", store, &[1, 16, 64], secs, rows).await;
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .expect("connect to drop the bench schema");
@@ -384,6 +388,20 @@ fn main() {
     );
     runtime.block_on(async {
         let mut rows = Vec::new();
+        if config.postgres_only {
+            let url = config
+                .postgres
+                .as_deref()
+                .expect("--only postgres needs --postgres URL");
+            postgres(url, config.secs, &mut rows).await;
+            for row in &rows {
+                println!(
+                    "| {} | {} | {:.0} | {:.0} | {} |",
+                    row.store, row.callers, row.creates, row.gets, row.tasks
+                );
+            }
+            return;
+        }
         measure(
             "memory",
             MemoryTaskStore::new(),

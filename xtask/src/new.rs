@@ -4,7 +4,7 @@
 //! Templates are plain files ending in `.in`. They use `{{variable}}` substitution and
 //! line-level conditionals: a line that holds only `{{#if flag}}`, `{{else}}` or `{{/if}}`
 //! opens, flips or closes a block and is itself left out. The flags are `stdio`, `http`,
-//! `memory`, `sqlite` and `workspace` (the crate is a member of a workspace).
+//! `memory`, `sqlite`, `postgres` and `workspace` (the crate is a member of a workspace).
 
 use anyhow::{Context as _, Result, bail};
 use std::collections::BTreeMap;
@@ -13,7 +13,8 @@ use std::path::{Component, Path, PathBuf};
 
 /// The usage of `cargo xtask new`.
 pub(crate) const USAGE: &str = "\
-cargo xtask new <name> [--dir <path>] [--transport stdio|http] [--store memory|sqlite] [--force]
+cargo xtask new <name> [--dir <path>] [--transport stdio|http] [--store memory|sqlite|postgres]
+                       [--force]
 
 Creates the server crate <dir>/<name>: one #[task_tool] that runs as a task and reports
 progress, and one plain tool, served over the chosen transport with the chosen task store,
@@ -24,7 +25,9 @@ options:
   --dir <path>          the directory to create the crate in (default: the workspace root);
                         a relative path is relative to the workspace root
   --transport <kind>    stdio (default) or http
-  --store <kind>        sqlite (default: durable tasks in ./data) or memory
+  --store <kind>        sqlite (default: durable tasks in ./data), memory, or postgres (tasks in
+                        the PostgreSQL database that DATABASE_URL names, shared by every server
+                        and worker on it)
   --force               write into an existing directory, replacing the template's files
   -h, --help            print this help
 ";
@@ -85,6 +88,8 @@ pub(crate) enum Store {
     Memory,
     /// In a SQLite database file.
     Sqlite,
+    /// In a PostgreSQL database.
+    Postgres,
 }
 
 impl fmt::Display for Transport {
@@ -101,6 +106,7 @@ impl fmt::Display for Store {
         f.write_str(match self {
             Self::Memory => "memory",
             Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
         })
     }
 }
@@ -260,10 +266,13 @@ fn parse(args: Vec<String>) -> Result<Args> {
                 }
             }
             "--store" => {
-                store = match value("`memory` or `sqlite`")?.as_str() {
+                store = match value("`memory`, `sqlite` or `postgres`")?.as_str() {
                     "memory" => Store::Memory,
                     "sqlite" => Store::Sqlite,
-                    other => bail!("unknown store `{other}`: expected `memory` or `sqlite`"),
+                    "postgres" => Store::Postgres,
+                    other => {
+                        bail!("unknown store `{other}`: expected `memory`, `sqlite` or `postgres`")
+                    }
                 }
             }
             "--force" if inline.is_none() => force = true,
@@ -370,6 +379,7 @@ pub(crate) fn render(options: &Options) -> Result<BTreeMap<String, String>> {
         ("http", options.transport == Transport::Http),
         ("memory", options.store == Store::Memory),
         ("sqlite", options.store == Store::Sqlite),
+        ("postgres", options.store == Store::Postgres),
         ("workspace", options.in_workspace),
     ];
     let mut files = BTreeMap::new();
@@ -391,6 +401,8 @@ fn variables(options: &Options) -> BTreeMap<&'static str, String> {
         (Transport::Http, Store::Memory) => r#", features = ["http"]"#,
         (Transport::Stdio, Store::Sqlite) => r#", features = ["sqlite"]"#,
         (Transport::Http, Store::Sqlite) => r#", features = ["http", "sqlite"]"#,
+        (Transport::Stdio, Store::Postgres) => r#", features = ["postgres"]"#,
+        (Transport::Http, Store::Postgres) => r#", features = ["http", "postgres"]"#,
     };
     BTreeMap::from([
         ("name", options.name.clone()),
@@ -657,14 +669,14 @@ mod tests {
 
     #[test]
     fn parse_reads_every_option_in_both_spellings() {
-        let parsed = args("demo --dir=servers --transport http --store=sqlite --force").unwrap();
+        let parsed = args("demo --dir=servers --transport http --store=postgres --force").unwrap();
         assert_eq!(
             parsed,
             Args {
                 name: "demo".into(),
                 dir: Some("servers".into()),
                 transport: Transport::Http,
-                store: Store::Sqlite,
+                store: Store::Postgres,
                 force: true,
             }
         );
@@ -839,7 +851,7 @@ end
     }
 
     /// The `mcp-tasks` features a crate's sources use: `http` for the HTTP transport,
-    /// `sqlite` for the SQLite store.
+    /// `sqlite` for the SQLite store, `postgres` for the PostgreSQL store.
     fn features_used(sources: &[String]) -> Vec<&'static str> {
         let uses = |marker: &str| sources.iter().any(|s| s.contains(marker));
         let mut features = Vec::new();
@@ -848,6 +860,9 @@ end
         }
         if uses("SqliteTaskStore") {
             features.push("sqlite");
+        }
+        if uses("PostgresTaskStore") {
+            features.push("postgres");
         }
         features
     }
@@ -876,6 +891,8 @@ end
         assert_eq!(features_used(&http), ["http"]);
         let sqlite = ["use mcp_tasks::store::SqliteTaskStore;".to_owned()];
         assert_eq!(features_used(&sqlite), ["sqlite"]);
+        let postgres = ["PostgresTaskStore::connect(&url)".to_owned()];
+        assert_eq!(features_used(&postgres), ["postgres"]);
         assert!(features_used(&["fn main() {}".to_owned()]).is_empty());
         let manifest =
             "[dependencies]\nmcp-tasks = { path = \"..\", features = [\"http\", \"sqlite\"] }\n";
@@ -886,7 +903,7 @@ end
     /// Renders every transport and store into a scratch workspace that uses this workspace's
     /// crates by path, and checks them, sharing the workspace's build directory.
     ///
-    /// All four crates are checked in one `cargo check`, so the runtime is compiled once, with
+    /// All six crates are checked in one `cargo check`, so the runtime is compiled once, with
     /// their features unified, instead of once per feature set. Unified features could hide a
     /// crate that uses an `mcp-tasks` feature it does not declare, so each crate's manifest is
     /// compared with the features its sources use.
@@ -901,7 +918,7 @@ end
         let mut names = Vec::new();
         let mut sources = Vec::new();
         for transport in [Transport::Stdio, Transport::Http] {
-            for store in [Store::Memory, Store::Sqlite] {
+            for store in [Store::Memory, Store::Sqlite, Store::Postgres] {
                 let name = format!("scaffold-{transport}-{store}");
                 let long_name = format!("{name:x<64}");
                 for (name, dir) in [

@@ -86,6 +86,14 @@ const UNFINISHED: &str = "status IN ('working', 'input_required')";
 /// The most rows one `expire` statement deletes.
 const EXPIRE_BATCH: usize = 1000;
 
+/// The most statements of batched `get`s in flight at once. Few, so that the `get`s that
+/// arrive while they run gather into the next statement: one statement (one parse, one
+/// plan, one round trip) for many reads, instead of one each.
+const GET_SLOTS: usize = 4;
+
+/// The most ids one batched `get` statement reads.
+const MAX_GET_BATCH: usize = 256;
+
 /// The most change ids kept for [`ClaimStore::changes`]; older ones are dropped.
 const MAX_LOG: usize = 1 << 17;
 
@@ -174,7 +182,9 @@ impl PostgresOptions {
 /// A `create` is committed before it returns. Creates that arrive while every connection
 /// is busy are inserted by one statement (up to [`PostgresOptions::max_batch`]), and each
 /// caller is answered after that statement commits, so a busy server pays one commit for
-/// many creates without answering any of them early.
+/// many creates without answering any of them early. Likewise, `get`s that arrive while a
+/// few reads are already in flight are read together by one statement; each still sees
+/// every write that returned before it was asked.
 ///
 /// # Many processes
 ///
@@ -216,6 +226,7 @@ impl PostgresOptions {
 pub struct PostgresTaskStore {
     shared: Arc<Shared>,
     creates: mpsc::UnboundedSender<CreateOp>,
+    gets: mpsc::UnboundedSender<GetOp>,
 }
 
 /// What the store's background tasks share with it.
@@ -310,6 +321,7 @@ struct Sql {
     insert: String,
     update: String,
     get: String,
+    get_many: String,
     delete: String,
     list_owner: String,
     list_unowned: String,
@@ -357,6 +369,7 @@ impl Sql {
                  WHERE id = $1 AND version = $2 RETURNING change_seq"
             ),
             get: format!("SELECT {COLUMNS} FROM {s}.tasks WHERE id = $1"),
+            get_many: format!("SELECT {COLUMNS} FROM {s}.tasks WHERE id = ANY($1::text[])"),
             delete: format!("DELETE FROM {s}.tasks WHERE id = $1"),
             list_owner: format!(
                 "SELECT {COLUMNS} FROM {s}.tasks WHERE owner = $1 AND seq > $2 \
@@ -415,6 +428,12 @@ impl fmt::Debug for PostgresTaskStore {
 struct CreateOp {
     row: Row,
     reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// A `get` waiting for its batch.
+struct GetOp {
+    id: String,
+    reply: oneshot::Sender<Result<Option<TaskRecord>, StoreError>>,
 }
 
 impl PostgresTaskStore {
@@ -549,7 +568,13 @@ impl PostgresTaskStore {
         tokio::spawn(send_notices(Arc::downgrade(&shared), notice_queue));
         let (creates, queue) = mpsc::unbounded_channel();
         tokio::spawn(insert_batches(Arc::clone(&shared), queue));
-        Ok(Self { shared, creates })
+        let (gets, queue) = mpsc::unbounded_channel();
+        tokio::spawn(read_batches(Arc::clone(&shared), queue));
+        Ok(Self {
+            shared,
+            creates,
+            gets,
+        })
     }
 
     /// The options the store was opened with.
@@ -664,7 +689,7 @@ impl Shared {
         let payload = token.to_string();
         let channel = self.sync_channel.clone();
         self.run("cannot read the change feed", |client| async move {
-            let statement = client.prepare_cached("SELECT pg_notify($1, $2)").await?;
+            let statement = client.prepare_cached(NOTIFY_ONE).await?;
             client.execute(&statement, &[&channel, &payload]).await
         })
         .await?;
@@ -821,7 +846,17 @@ async fn migrate(
         if !exists {
             tx.batch_execute(&format!("CREATE SCHEMA {schema}"))
                 .await
-                .map_err(|e| format!("cannot create the schema: {}", problem(&e)))?;
+                .map_err(|e| {
+                    let hint = if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) {
+                        format!(
+                            " (grant the role CREATE on the database, or create the schema \
+                             {schema} for it with AUTHORIZATION)"
+                        )
+                    } else {
+                        String::new()
+                    };
+                    format!("cannot create the schema: {}{hint}", problem(&e))
+                })?;
         }
         let tables: Vec<String> = tx
             .query(
@@ -1135,12 +1170,29 @@ struct Notice {
 /// The most notifications sent by one statement.
 const NOTICE_BATCH: usize = 1024;
 
+/// Sends notification `$2` on channel `$1`, committing without waiting for the WAL flush.
+///
+/// A notifying transaction gets a transaction id (the queue entries carry it) and so a
+/// commit record, and PostgreSQL holds its one database-wide notification lock from before
+/// that commit until it returns: with `synchronous_commit` on, every notifying transaction
+/// in the database would wait for its own `fsync` while the others wait for the lock. These
+/// transactions write no data, so nothing is lost by not waiting: listeners are signalled at
+/// commit either way, and a notification lost to a crash is made up for by the listeners'
+/// catch-up scans. (The setting is local to the statement's own transaction.)
+const NOTIFY_ONE: &str = "SELECT pg_notify($1, $2) \
+    FROM (SELECT set_config('synchronous_commit', 'off', true)) AS quick";
+
+/// [`NOTIFY_ONE`] for every payload of the array `$2`.
+const NOTIFY_MANY: &str = "SELECT pg_notify($1, p) \
+    FROM (SELECT set_config('synchronous_commit', 'off', true)) AS quick, \
+    unnest($2::text[]) AS p";
+
 /// The notifier task: sends the notifications that are waiting, together, on a pooled
 /// connection, at most two statements at a time. It holds the store weakly (the store
 /// holds its queue), and ends with it.
 async fn send_notices(shared: std::sync::Weak<Shared>, mut queue: mpsc::UnboundedReceiver<Notice>) {
     let slots = Arc::new(Semaphore::new(2));
-    let statement = "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p";
+    let statement = NOTIFY_MANY;
     loop {
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
             return;
@@ -1194,9 +1246,16 @@ impl Drop for AbortOnDrop {
 // Batched creates
 
 /// The batcher task: takes the creates that are waiting and inserts them together, with
-/// at most one batch per pooled connection in flight.
+/// at most one statement per pooled connection in flight. A create that finds a
+/// connection free goes at once, alone; the ones that arrive while every connection is
+/// busy share the next statement and its commit. (Concurrent statements are not capped
+/// lower on purpose: when the WAL flush is what takes the time, PostgreSQL flushes the
+/// commits of concurrent statements together, so more of them in flight means more
+/// creates per flush; measured on a 2-core machine with a slow disk, a cap of two
+/// statements did no better.)
 async fn insert_batches(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<CreateOp>) {
-    let slots = Arc::new(Semaphore::new(shared.options.pool_size.max(1)));
+    let count = shared.options.pool_size.max(1);
+    let slots = Arc::new(Semaphore::new(count));
     let max_batch = shared.options.max_batch.max(1);
     loop {
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
@@ -1206,24 +1265,48 @@ async fn insert_batches(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
             return;
         };
         let mut batch = vec![first];
-        while batch.len() < max_batch {
+        let busy = slots.available_permits() + 1 < count;
+        gather(&mut queue, &mut batch, max_batch, busy).await;
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move { insert_batch(&shared, batch, slot).await });
+    }
+}
+
+/// Takes what is waiting in `queue` into `batch`, up to `max`. When `busy` (other statements
+/// are in flight, so callers are active), it first lets the tasks that are ready to run go
+/// once or twice: the callers just answered by the last statement then queue their next
+/// requests in time to join this one, instead of this statement leaving with the first of
+/// them alone (a woken task tends to run next, before the others woken with it).
+async fn gather<T>(
+    queue: &mut mpsc::UnboundedReceiver<T>,
+    batch: &mut Vec<T>,
+    max: usize,
+    busy: bool,
+) {
+    let rounds = if busy { 3 } else { 1 };
+    for round in 0..rounds {
+        if round > 0 {
+            tokio::task::yield_now().await;
+        }
+        while batch.len() < max {
             match queue.try_recv() {
                 Ok(op) => batch.push(op),
                 Err(_) => break,
             }
         }
-        let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            insert_batch(&shared, batch).await;
-            drop(slot);
-        });
     }
 }
 
-/// Inserts a batch in one statement and answers each caller once it committed. The rows go
-/// in id order (the first of one id in the batch wins), so concurrent batches that share ids
-/// take their index locks in the same order and cannot deadlock.
-async fn insert_batch(shared: &Shared, mut batch: Vec<CreateOp>) {
+/// Inserts a batch in one statement and answers each caller once it committed and its
+/// change notifications were sent. The statement slot is handed back as soon as the
+/// statement is done, so the next batch is inserted while this one's notifications go out.
+/// The rows go in id order (the first of one id in the batch wins), so concurrent batches
+/// that share ids take their index locks in the same order and cannot deadlock.
+async fn insert_batch(
+    shared: &Shared,
+    mut batch: Vec<CreateOp>,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) {
     // A caller that gave up waiting was told its task may not be stored: leave it out.
     batch.retain(|op| !op.reply.is_closed());
     if batch.is_empty() {
@@ -1245,6 +1328,7 @@ async fn insert_batch(shared: &Shared, mut batch: Vec<CreateOp>) {
             })
             .await
     };
+    drop(slot);
     match result {
         Ok(inserted) => {
             let status: std::collections::HashMap<&str, &str> = rows
@@ -1269,6 +1353,97 @@ async fn insert_batch(shared: &Shared, mut batch: Vec<CreateOp>) {
                     Err(StoreError::Duplicate(op.row.id))
                 };
                 let _ = op.reply.send(answer);
+            }
+        }
+        Err(error) => {
+            for op in batch {
+                let _ = op.reply.send(Err(error.clone()));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Batched reads
+
+/// The reader task: takes the `get`s that are waiting and reads them with one statement,
+/// with at most [`GET_SLOTS`] statements in flight. A `get` that finds a slot free goes at
+/// once, alone; the ones that arrive while every slot is taken share the next statement.
+/// Each `get` still reads what was committed when it was asked, or later.
+async fn read_batches(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<GetOp>) {
+    let count = GET_SLOTS.min(shared.options.pool_size).max(1);
+    let slots = Arc::new(Semaphore::new(count));
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let Some(first) = queue.recv().await else {
+            return;
+        };
+        let mut batch = vec![first];
+        let busy = slots.available_permits() + 1 < count;
+        gather(&mut queue, &mut batch, MAX_GET_BATCH, busy).await;
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            read_batch(&shared, batch).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Reads the tasks of a batch of `get`s and answers each caller.
+async fn read_batch(shared: &Shared, mut batch: Vec<GetOp>) {
+    batch.retain(|op| !op.reply.is_closed());
+    if batch.is_empty() {
+        return;
+    }
+    let result = if let [op] = batch.as_slice() {
+        let sql = &shared.sql.get;
+        let id = op.id.as_str();
+        shared
+            .read("cannot read a task", |client| async move {
+                let statement = client.prepare_cached(sql).await?;
+                let rows = client.query(&statement, &[&id]).await?;
+                rows.first()
+                    .map(decode)
+                    .transpose()
+                    .map(|found| found.map(|(record, _)| vec![record]).unwrap_or_default())
+            })
+            .await
+    } else {
+        let ids: Vec<&str> = batch.iter().map(|op| op.id.as_str()).collect();
+        let ids = &ids;
+        let sql = &shared.sql.get_many;
+        shared
+            .read("cannot read a task", |client| async move {
+                let statement = client.prepare_cached(sql).await?;
+                decode_all(&client.query(&statement, &[ids]).await?)
+            })
+            .await
+    };
+    match result {
+        Ok(records) => {
+            let mut found: std::collections::HashMap<String, TaskRecord> = records
+                .into_iter()
+                .map(|record| (record.id.clone(), record))
+                .collect();
+            // The same id may be asked more than once in a batch: each caller gets it.
+            let mut asked: std::collections::HashMap<String, usize> =
+                std::collections::HashMap::new();
+            for op in &batch {
+                *asked.entry(op.id.clone()).or_default() += 1;
+            }
+            for op in batch {
+                let left = asked.get_mut(&op.id).map_or(0, |n| {
+                    *n -= 1;
+                    *n
+                });
+                let record = if left > 0 {
+                    found.get(&op.id).cloned()
+                } else {
+                    found.remove(&op.id)
+                };
+                let _ = op.reply.send(Ok(record));
             }
         }
         Err(error) => {
@@ -1540,15 +1715,19 @@ impl TaskStore for PostgresTaskStore {
     }
 
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        let sql = &self.shared.sql.get;
-        self.shared
-            .read("cannot read a task", |client| async move {
-                let statement = client.prepare_cached(sql).await?;
-                let rows = client.query(&statement, &[&id]).await?;
-                rows.first().map(decode).transpose()
-            })
-            .await
-            .map(|found| found.map(|(record, _)| record))
+        let (reply, answer) = oneshot::channel();
+        let op = GetOp {
+            id: id.to_owned(),
+            reply,
+        };
+        if self.gets.send(op).is_err() {
+            return Err(self.shared.error("the store is closed"));
+        }
+        // The read is bounded by the store's timeout; this only guards a lost answer.
+        match within(self.shared.options.timeout * 2, answer).await {
+            Ok(Ok(result)) => result,
+            _ => Err(self.shared.error("cannot read a task: no answer in time")),
+        }
     }
 
     async fn compare_and_set(
@@ -1882,6 +2061,38 @@ mod tests {
         assert_eq!((ok, duplicate), (200, 200));
         let page = store.list(None, None, 1000).await.unwrap();
         assert_eq!(page.tasks.len(), 200);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_gets_batch_and_each_caller_gets_the_task_it_asked_for() {
+        let Some(db) = TestDatabase::create("getbatch") else {
+            return;
+        };
+        let store = Arc::new(open(&db, "getbatch").await);
+        let now = SystemTime::now();
+        for n in 0..50u32 {
+            let mut record = sample_record(&format!("t{n}"), None, now);
+            record.status_message = Some(format!("message {n}"));
+            store.create(record).await.unwrap();
+        }
+        let mut calls = tokio::task::JoinSet::new();
+        for n in 0..600u32 {
+            let store = Arc::clone(&store);
+            // Each id several times, and ten ids that do not exist.
+            let id = format!("t{}", n % 60);
+            calls.spawn(async move { (n % 60, store.get(&id).await) });
+        }
+        while let Some(joined) = calls.join_next().await {
+            let (n, got) = joined.unwrap();
+            let got = got.unwrap_or_else(|e| panic!("a get failed: {e}"));
+            if n < 50 {
+                let record = got.unwrap_or_else(|| panic!("t{n} was not found"));
+                assert_eq!(record.id, format!("t{n}"));
+                assert_eq!(record.status_message, Some(format!("message {n}")));
+            } else {
+                assert_eq!(got, None, "t{n} does not exist");
+            }
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
