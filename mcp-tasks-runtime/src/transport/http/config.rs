@@ -121,7 +121,7 @@ impl HttpConfig {
         Self::default()
     }
 
-    /// Sets the address [`Server::serve_http`] listens on (port 0 picks a free port).
+    /// Sets the address [`Server::serve_http`](crate::Server::serve_http) listens on (port 0 picks a free port).
     pub fn bind(mut self, addr: impl Into<SocketAddr>) -> Self {
         self.bind = addr.into();
         self
@@ -169,14 +169,14 @@ impl HttpConfig {
     }
 
     /// Sets how long a new connection may take to send its first request's headers (default
-    /// 10 s); a slower one is closed. Applies to [`Server::serve_http`].
+    /// 10 s); a slower one is closed. Applies to [`Server::serve_http`](crate::Server::serve_http).
     pub fn header_timeout(mut self, timeout: Duration) -> Self {
         self.header_timeout = timeout;
         self
     }
 
     /// Sets how long a kept-alive connection may wait for its next request's headers after a
-    /// response (default 60 s); then it is closed. Applies to [`Server::serve_http`].
+    /// response (default 60 s); then it is closed. Applies to [`Server::serve_http`](crate::Server::serve_http).
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
         self
@@ -185,7 +185,7 @@ impl HttpConfig {
     /// Sets how many connections may be open at once (default 1024). At the cap a new
     /// connection evicts the one that has waited longest without a request in progress;
     /// when every connection is busy it waits. The process running out of file descriptors
-    /// evicts the same way. Applies to [`Server::serve_http`].
+    /// evicts the same way. Applies to [`Server::serve_http`](crate::Server::serve_http).
     pub fn max_connections(mut self, n: usize) -> Self {
         self.max_connections = n.max(1);
         self
@@ -265,7 +265,7 @@ impl HttpConfig {
 
     /// Ends the GET and `subscriptions/listen` streams when `token` is cancelled, so that a
     /// graceful shutdown of a server this router is mounted in does not wait for them.
-    /// [`Server::serve_http`] does this itself.
+    /// [`Server::serve_http`](crate::Server::serve_http) does this itself.
     pub fn shutdown_signal(mut self, token: CancellationToken) -> Self {
         self.shutdown = token;
         self
