@@ -8,10 +8,9 @@
 mod support;
 
 use serde_json::json;
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use support::{Server, Store, TERMINAL, Worker, burst, claims, result_text};
+use support::{Server, Store, TERMINAL, burst, refused, result_text};
 
 /// A bound on any cross-process wait.
 const WITHIN: Duration = Duration::from_secs(30);
@@ -70,87 +69,10 @@ async fn creates_survive_every_connection_being_killed_during_a_burst() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_servers_and_two_workers_settle_every_task_once_with_its_own_result() {
-    const TASKS: usize = 80;
     let Some(store) = Store::postgres("load") else {
         return;
     };
-    // A lease long enough that a busy machine does not lapse it.
-    let lease = ["--no-execute", "--lease-ms", "5000"];
-    let mut servers = [
-        Server::on_with(&store, &lease),
-        Server::on_with(&store, &lease),
-    ];
-    let workers = [
-        Worker::start(&store, &lease[1..]),
-        Worker::start(&store, &lease[1..]),
-    ];
-    let mut tasks = Vec::new();
-    for n in 0..TASKS {
-        let label = format!("job-{n}");
-        let seconds = n % 2;
-        let id = servers[n % 2]
-            .start_task("durable_sleep", json!({"seconds": seconds, "label": label}))
-            .await;
-        tasks.push((id, format!("slept {seconds}s: {label}")));
-    }
-    let mut settled = Vec::new();
-    for (n, (id, want)) in tasks.iter().enumerate() {
-        let r = servers[(n + 1) % 2].wait_for(id, TERMINAL, WITHIN).await;
-        assert_eq!(r["result"]["status"], "completed", "{r}");
-        assert_eq!(
-            &result_text(&r),
-            want,
-            "task {id} has another task's result"
-        );
-        settled.push(r["result"].clone());
-    }
-    // Terminal means final: the tasks read the same from the other server afterwards.
-    for (n, (id, _)) in tasks.iter().enumerate() {
-        assert_eq!(servers[n % 2].get(id).await["result"], settled[n]);
-    }
-    // Each claim of a task holds a lease of its own epoch: no two workers ever ran one
-    // task under the same lease, and a second claim only follows a lapse.
-    let claims = claims(&[&workers[0], &workers[1]]);
-    for (id, _) in &tasks {
-        let of_task = claims.get(id).cloned().unwrap_or_default();
-        assert!(!of_task.is_empty(), "task {id} was never claimed");
-        let epochs: BTreeSet<&String> = of_task.iter().map(|(epoch, _)| epoch).collect();
-        assert_eq!(
-            epochs.len(),
-            of_task.len(),
-            "task {id} was claimed twice under one epoch: {of_task:?}"
-        );
-    }
-    assert!(
-        claims.values().flatten().any(|(_, w)| *w == 0)
-            && claims.values().flatten().any(|(_, w)| *w == 1),
-        "one worker ran every task"
-    );
-    let [a, b] = servers;
-    a.kill().await;
-    b.kill().await;
-    let [w0, w1] = workers;
-    w0.kill().await;
-    w1.kill().await;
-}
-
-/// Starts the fixture on `url` and returns what it wrote to stderr once it exited, which it
-/// must do, with a failure, within a bound.
-async fn refused(url: &str) -> String {
-    let child = tokio::process::Command::new(support::example("conformance-server"))
-        .args(["--stdio", "--store", url])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the conformance server");
-    let out = tokio::time::timeout(WITHIN, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("the server on {url} neither started nor failed"))
-        .unwrap();
-    assert!(!out.status.success(), "the server on {url} started");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    support::settle_every_task_once_under_load(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,11 +81,11 @@ async fn bad_store_settings_fail_at_startup_naming_the_problem() {
         return;
     };
     let db = store.database().expect("a PostgreSQL store");
-    let stderr = refused("postgres://postgres@127.0.0.1:1/postgres").await;
+    let stderr = refused("postgres://postgres@127.0.0.1:1/postgres", WITHIN).await;
     assert!(stderr.contains("unreachable"), "{stderr}");
-    let stderr = refused(&db.url_for("postgres", "no_such_database_here")).await;
+    let stderr = refused(&db.url_for("postgres", "no_such_database_here"), WITHIN).await;
     assert!(stderr.contains("database does not exist"), "{stderr}");
-    let stderr = refused(&db.url_for("no_such_role_here", &db.name())).await;
+    let stderr = refused(&db.url_for("no_such_role_here", &db.name()), WITHIN).await;
     assert!(stderr.contains("credentials"), "{stderr}");
     // A role that may log in (trust auth) but may create nothing in the database: no schema
     // for the tasks can be made. Roles belong to the whole server, so this one is dropped
@@ -176,7 +98,7 @@ async fn bad_store_settings_fail_at_startup_naming_the_problem() {
     ))
     .await;
     let url = db.url_for(&role, &db.name());
-    let attempt = tokio::spawn(async move { refused(&url).await }).await;
+    let attempt = tokio::spawn(async move { refused(&url, WITHIN).await }).await;
     db.execute(&format!("DROP ROLE {role}")).await;
     let stderr = attempt.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     assert!(stderr.contains("insufficient privileges"), "{stderr}");

@@ -8,10 +8,9 @@
 mod support;
 
 use serde_json::json;
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use support::{Server, Store, TERMINAL, Worker, burst, claims, result_text};
+use support::{Server, Store, TERMINAL, Worker, burst, refused, result_text};
 
 /// A bound on any cross-process wait.
 const WITHIN: Duration = Duration::from_secs(30);
@@ -164,86 +163,10 @@ async fn an_answer_sent_while_the_subscribers_reconnect_still_reaches_the_tool()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_servers_and_two_workers_settle_every_task_once_with_its_own_result() {
-    const TASKS: usize = 80;
     let Some(store) = Store::redis("load") else {
         return;
     };
-    // A lease long enough that a busy machine does not lapse it.
-    let lease = ["--no-execute", "--lease-ms", "5000"];
-    let mut servers = [
-        Server::on_with(&store, &lease),
-        Server::on_with(&store, &lease),
-    ];
-    let workers = [
-        Worker::start(&store, &lease[1..]),
-        Worker::start(&store, &lease[1..]),
-    ];
-    let mut tasks = Vec::new();
-    for n in 0..TASKS {
-        let label = format!("job-{n}");
-        let seconds = n % 2;
-        let id = servers[n % 2]
-            .start_task("durable_sleep", json!({"seconds": seconds, "label": label}))
-            .await;
-        tasks.push((id, format!("slept {seconds}s: {label}")));
-    }
-    let mut settled = Vec::new();
-    for (n, (id, want)) in tasks.iter().enumerate() {
-        let r = servers[(n + 1) % 2].wait_for(id, TERMINAL, WITHIN).await;
-        assert_eq!(r["result"]["status"], "completed", "{r}");
-        assert_eq!(
-            &result_text(&r),
-            want,
-            "task {id} has another task's result"
-        );
-        settled.push(r["result"].clone());
-    }
-    // Terminal means final: the tasks read the same from the other server afterwards.
-    for (n, (id, _)) in tasks.iter().enumerate() {
-        assert_eq!(servers[n % 2].get(id).await["result"], settled[n]);
-    }
-    // Each claim of a task holds a lease of its own epoch.
-    let claims = claims(&[&workers[0], &workers[1]]);
-    for (id, _) in &tasks {
-        let of_task = claims.get(id).cloned().unwrap_or_default();
-        assert!(!of_task.is_empty(), "task {id} was never claimed");
-        let epochs: BTreeSet<&String> = of_task.iter().map(|(epoch, _)| epoch).collect();
-        assert_eq!(
-            epochs.len(),
-            of_task.len(),
-            "task {id} was claimed twice under one epoch: {of_task:?}"
-        );
-    }
-    assert!(
-        claims.values().flatten().any(|(_, w)| *w == 0)
-            && claims.values().flatten().any(|(_, w)| *w == 1),
-        "one worker ran every task"
-    );
-    let [a, b] = servers;
-    a.kill().await;
-    b.kill().await;
-    let [w0, w1] = workers;
-    w0.kill().await;
-    w1.kill().await;
-}
-
-/// Starts the fixture on `url` and returns what it wrote to stderr once it exited, which it
-/// must do, with a failure, within a bound.
-async fn refused(url: &str) -> String {
-    let child = tokio::process::Command::new(support::example("conformance-server"))
-        .args(["--stdio", "--store", url])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the conformance server");
-    let out = tokio::time::timeout(WITHIN, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("the server on {url} neither started nor failed"))
-        .unwrap();
-    assert!(!out.status.success(), "the server on {url} started");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    support::settle_every_task_once_under_load(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -254,11 +177,15 @@ async fn bad_store_settings_fail_at_startup_naming_the_problem() {
     let redis = store.redis_prefix().expect("a Redis store");
     let url = redis.url();
     let server = url.rsplit_once('/').map_or(url.as_str(), |(s, _)| s);
-    let stderr = refused("redis://127.0.0.1:1/0").await;
+    let stderr = refused("redis://127.0.0.1:1/0", WITHIN).await;
     assert!(stderr.contains("unreachable"), "{stderr}");
-    let stderr = refused(&format!("{server}/4000")).await;
+    let stderr = refused(&format!("{server}/4000"), WITHIN).await;
     assert!(stderr.contains("database number"), "{stderr}");
-    let stderr = refused(&server.replacen("redis://", "redis://nobody:wrong@", 1)).await;
+    let stderr = refused(
+        &server.replacen("redis://", "redis://nobody:wrong@", 1),
+        WITHIN,
+    )
+    .await;
     assert!(stderr.contains("credentials"), "{stderr}");
     // The server starts on the real one, and says what a Redis restart would keep.
     let mut server = Server::on(&store);

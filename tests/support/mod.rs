@@ -5,7 +5,7 @@
 
 use mcp_tasks_runtime::store::testing::{TestDatabase, TestRedis};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -466,4 +466,89 @@ pub fn claims(workers: &[&Worker]) -> BTreeMap<String, Vec<(String, usize)>> {
         }
     }
     claims
+}
+
+/// Two servers (serving only) and two workers on `store` under a bounded load: every task
+/// reaches a terminal status once, with its own result, read the same from either server;
+/// each claim of a task holds a lease of its own epoch; both workers run tasks.
+pub async fn settle_every_task_once_under_load(store: &Store) {
+    const WITHIN: Duration = Duration::from_secs(30);
+    const TASKS: usize = 80;
+    // A lease long enough that a busy machine does not lapse it.
+    let lease = ["--no-execute", "--lease-ms", "5000"];
+    let mut servers = [
+        Server::on_with(store, &lease),
+        Server::on_with(store, &lease),
+    ];
+    let workers = [
+        Worker::start(store, &lease[1..]),
+        Worker::start(store, &lease[1..]),
+    ];
+    let mut tasks = Vec::new();
+    for n in 0..TASKS {
+        let label = format!("job-{n}");
+        let seconds = n % 2;
+        let id = servers[n % 2]
+            .start_task("durable_sleep", json!({"seconds": seconds, "label": label}))
+            .await;
+        tasks.push((id, format!("slept {seconds}s: {label}")));
+    }
+    let mut settled = Vec::new();
+    for (n, (id, want)) in tasks.iter().enumerate() {
+        let r = servers[(n + 1) % 2].wait_for(id, TERMINAL, WITHIN).await;
+        assert_eq!(r["result"]["status"], "completed", "{r}");
+        assert_eq!(
+            &result_text(&r),
+            want,
+            "task {id} has another task's result"
+        );
+        settled.push(r["result"].clone());
+    }
+    // Terminal means final: the tasks read the same from the other server afterwards.
+    for (n, (id, _)) in tasks.iter().enumerate() {
+        assert_eq!(servers[n % 2].get(id).await["result"], settled[n]);
+    }
+    // Each claim of a task holds a lease of its own epoch: no two workers ever ran one
+    // task under the same lease, and a second claim only follows a lapse.
+    let claims = claims(&[&workers[0], &workers[1]]);
+    for (id, _) in &tasks {
+        let of_task = claims.get(id).cloned().unwrap_or_default();
+        assert!(!of_task.is_empty(), "task {id} was never claimed");
+        let epochs: BTreeSet<&String> = of_task.iter().map(|(epoch, _)| epoch).collect();
+        assert_eq!(
+            epochs.len(),
+            of_task.len(),
+            "task {id} was claimed twice under one epoch: {of_task:?}"
+        );
+    }
+    assert!(
+        claims.values().flatten().any(|(_, w)| *w == 0)
+            && claims.values().flatten().any(|(_, w)| *w == 1),
+        "one worker ran every task"
+    );
+    let [a, b] = servers;
+    a.kill().await;
+    b.kill().await;
+    let [w0, w1] = workers;
+    w0.kill().await;
+    w1.kill().await;
+}
+
+/// Starts the fixture on `url` and returns what it wrote to stderr once it exited, which it
+/// must do, with a failure, within `within`.
+pub async fn refused(url: &str, within: Duration) -> String {
+    let child = tokio::process::Command::new(example("conformance-server"))
+        .args(["--stdio", "--store", url])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the conformance server");
+    let out = tokio::time::timeout(within, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("the server on {url} neither started nor failed"))
+        .unwrap();
+    assert!(!out.status.success(), "the server on {url} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
