@@ -262,3 +262,202 @@ impl Row {
         })
     }
 }
+
+/// How a decoder treats a stored field it cannot read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Unreadable {
+    /// The read fails with an error naming the task and the field.
+    Fail,
+    /// The field is logged and read as its default (a status as `failed`, an outcome as
+    /// none), so one damaged task does not hide the others from a scan.
+    Default,
+}
+
+/// A stored record as a backend's row holds it: the columns of [`Row`], read back, with the
+/// JSON columns borrowed from the row.
+#[derive(Debug)]
+pub(super) struct Stored<'a> {
+    pub(super) id: String,
+    pub(super) owner: Option<String>,
+    pub(super) tool: String,
+    pub(super) settle: &'a str,
+    pub(super) status: &'a str,
+    pub(super) status_message: Option<String>,
+    pub(super) created_at: i64,
+    pub(super) updated_at: i64,
+    pub(super) ttl_ms: Option<i64>,
+    pub(super) poll_interval_ms: i64,
+    pub(super) version: i64,
+    pub(super) input_seq: i64,
+    pub(super) arguments: &'a str,
+    pub(super) input_requests: &'a str,
+    pub(super) input_responses: &'a str,
+    pub(super) outcome: Option<&'a str>,
+    pub(super) client: &'a str,
+    pub(super) lease_worker: Option<String>,
+    pub(super) lease_until: Option<i64>,
+    pub(super) epoch: i64,
+    pub(super) cancel_at: Option<i64>,
+    pub(super) cancel_by: Option<String>,
+}
+
+impl Stored<'_> {
+    /// [`decode`](Self::decode) with [`Unreadable::Default`], which cannot fail.
+    pub(super) fn decode_or_default(self) -> TaskRecord {
+        self.decode(Unreadable::Default)
+            .expect("a decode that defaults unreadable fields does not fail")
+    }
+
+    /// The record these columns hold. Negative counters read as zero; the client
+    /// capabilities are shared with equal ones decoded before ([`CLIENT_CAPABILITIES`]).
+    pub(super) fn decode(self, unreadable: Unreadable) -> Result<TaskRecord, StoreError> {
+        let id = self.id;
+        let field = |what: &str, error: &dyn std::fmt::Display| match unreadable {
+            Unreadable::Fail => Err(StoreError::Backend(format!(
+                "task {id}: the stored {what} is unreadable: {error}"
+            ))),
+            Unreadable::Default => {
+                tracing::error!(task = %id, what, %error, "a stored task is unreadable");
+                Ok(())
+            }
+        };
+        fn json<T: serde::de::DeserializeOwned + Default>(
+            text: &str,
+            what: &str,
+            field: &dyn Fn(&str, &dyn std::fmt::Display) -> Result<(), StoreError>,
+        ) -> Result<T, StoreError> {
+            match serde_json::from_str(text) {
+                Ok(value) => Ok(value),
+                Err(e) => field(what, &e).map(|()| T::default()),
+            }
+        }
+        let settle = match self.settle.parse::<crate::task::SettlePolicy>() {
+            Ok(settle) => settle,
+            Err(e) => field("settle policy", &e).map(|()| Default::default())?,
+        };
+        let status = match self.status.parse::<crate::task::TaskStatus>() {
+            Ok(status) => status,
+            Err(e) => field("status", &e).map(|()| crate::task::TaskStatus::Failed)?,
+        };
+        let outcome = match self.outcome {
+            None => None,
+            Some(text) => match serde_json::from_str::<StoredOutcome>(text) {
+                Ok(outcome) => Some(outcome.into()),
+                Err(e) => field("outcome", &e).map(|()| None)?,
+            },
+        };
+        let unsigned = |n: i64| n.max(0).unsigned_abs();
+        let record = TaskRecord {
+            owner: self.owner,
+            tool: self.tool,
+            arguments: json(self.arguments, "arguments", &field)?,
+            settle,
+            status,
+            status_message: self.status_message,
+            created_at: from_millis(self.created_at),
+            updated_at: from_millis(self.updated_at),
+            ttl: self.ttl_ms.map(|ms| Duration::from_millis(unsigned(ms))),
+            poll_interval: Duration::from_millis(unsigned(self.poll_interval_ms)),
+            outcome,
+            input_requests: json(self.input_requests, "input requests", &field)?,
+            input_responses: json(self.input_responses, "input responses", &field)?,
+            input_seq: unsigned(self.input_seq),
+            client_capabilities: CLIENT_CAPABILITIES.share_owned(json(
+                self.client,
+                "client capabilities",
+                &field,
+            )?),
+            lease: self.lease_worker.map(|worker| crate::task::Lease {
+                worker,
+                until: from_millis(self.lease_until.unwrap_or(0)),
+            }),
+            epoch: unsigned(self.epoch),
+            cancel_requested: self.cancel_at.map(|at| crate::task::CancelRequest {
+                at: from_millis(at),
+                by: self.cancel_by,
+            }),
+            version: unsigned(self.version),
+            id: String::new(),
+        };
+        Ok(TaskRecord { id, ..record })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing::sample_record;
+    use crate::task::TaskStatus;
+
+    /// The stored form of `record`, read back through [`Stored`] with `damage` applied.
+    fn round_trip(
+        record: TaskRecord,
+        unreadable: Unreadable,
+        damage: impl FnOnce(&mut Stored<'_>),
+    ) -> Result<TaskRecord, StoreError> {
+        let row = Row::encode(record, usize::MAX).unwrap();
+        let mut stored = Stored {
+            id: row.id.clone(),
+            owner: row.owner.clone(),
+            tool: row.tool.clone(),
+            settle: row.settle,
+            status: row.status,
+            status_message: row.status_message.clone(),
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            ttl_ms: row.ttl_ms,
+            poll_interval_ms: row.poll_interval_ms,
+            version: row.version,
+            input_seq: row.input_seq,
+            arguments: &row.arguments,
+            input_requests: &row.input_requests,
+            input_responses: &row.input_responses,
+            outcome: row.outcome.as_deref(),
+            client: &row.client,
+            lease_worker: row.lease_worker.clone(),
+            lease_until: row.lease_until,
+            epoch: row.epoch,
+            cancel_at: row.cancel_at,
+            cancel_by: row.cancel_by.clone(),
+        };
+        damage(&mut stored);
+        stored.decode(unreadable)
+    }
+
+    #[test]
+    fn a_record_reads_back_as_written() {
+        let record = sample_record("t1", Some("alice"), SystemTime::now());
+        let read = round_trip(record.clone(), Unreadable::Fail, |_| {}).unwrap();
+        // Times are kept in whole milliseconds.
+        assert_eq!(millis(read.created_at), millis(record.created_at));
+        assert_eq!(
+            TaskRecord {
+                created_at: record.created_at,
+                updated_at: record.updated_at,
+                ..read
+            },
+            record
+        );
+    }
+
+    #[test]
+    fn an_unreadable_field_fails_or_reads_as_its_default() {
+        let record = sample_record("t2", None, SystemTime::now());
+        let err = round_trip(record.clone(), Unreadable::Fail, |s| s.status = "sleeping")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("task t2") && err.contains("status"), "{err}");
+        let err = round_trip(record.clone(), Unreadable::Fail, |s| s.arguments = "{")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("arguments"), "{err}");
+        let read = round_trip(record.clone(), Unreadable::Default, |s| {
+            s.status = "sleeping";
+            s.arguments = "[1]";
+        })
+        .unwrap();
+        assert_eq!(read.status, TaskStatus::Failed);
+        assert!(read.arguments.is_empty());
+        assert_eq!(read.tool, record.tool);
+    }
+}

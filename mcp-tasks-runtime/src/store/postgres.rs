@@ -1,13 +1,11 @@
 //! The PostgreSQL task store (cargo feature `postgres`). The design is described on
 //! [`PostgresTaskStore`].
 
-use super::codec::{Row, StoredOutcome, from_millis, millis};
+use super::codec::{Row, Stored, millis};
 use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
-use crate::model::{InputRequest, JsonObject};
-use crate::task::{CancelRequest, Lease, SettlePolicy, TaskRecord, TaskStatus, random_id};
+use crate::task::{TaskRecord, random_id};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
-use serde_json::Value;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -1599,83 +1597,31 @@ fn encode(record: TaskRecord, max_outcome_bytes: usize) -> Result<Row, StoreErro
 
 /// Reads a record (and its creation sequence number) from a row selected with [`COLUMNS`].
 fn decode(row: &tokio_postgres::Row) -> Result<(TaskRecord, i64), tokio_postgres::Error> {
-    let id: String = row.try_get(0)?;
-    let corrupt = |what: &str, error: &dyn fmt::Display| {
-        tracing::error!(task = %id, what, %error, "a stored task is unreadable");
-    };
-    let settle: SettlePolicy = row
-        .try_get::<_, &str>(3)?
-        .parse()
-        .inspect_err(|e: &String| corrupt("settle policy", e))
-        .unwrap_or_default();
-    let status: TaskStatus = row
-        .try_get::<_, &str>(4)?
-        .parse()
-        .inspect_err(|e: &String| corrupt("status", e))
-        .unwrap_or(TaskStatus::Failed);
-    fn json<T: serde::de::DeserializeOwned + Default>(
-        text: &str,
-        what: &str,
-        corrupt: &dyn Fn(&str, &dyn fmt::Display),
-    ) -> T {
-        serde_json::from_str(text)
-            .inspect_err(|e| corrupt(what, e))
-            .unwrap_or_default()
-    }
-    let arguments: JsonObject = json(row.try_get(12)?, "arguments", &corrupt);
-    let input_requests: BTreeMap<String, InputRequest> =
-        json(row.try_get(13)?, "input requests", &corrupt);
-    let input_responses: BTreeMap<String, Value> =
-        json(row.try_get(14)?, "input responses", &corrupt);
-    let outcome = match row.try_get::<_, Option<&str>>(15)? {
-        None => None,
-        Some(text) => serde_json::from_str::<StoredOutcome>(text)
-            .inspect_err(|e| corrupt("outcome", e))
-            .ok()
-            .map(Into::into),
-    };
-    let client_capabilities = super::codec::CLIENT_CAPABILITIES.share_owned(json(
-        row.try_get(17)?,
-        "client capabilities",
-        &corrupt,
-    ));
-    let ttl_ms: Option<i64> = row.try_get(8)?;
-    let poll_interval_ms: i64 = row.try_get(9)?;
-    let version: i64 = row.try_get(10)?;
-    let input_seq: i64 = row.try_get(11)?;
-    let lease_worker: Option<String> = row.try_get(18)?;
-    let lease_until: Option<i64> = row.try_get(19)?;
-    let epoch: i64 = row.try_get(20)?;
-    let cancel_at: Option<i64> = row.try_get(21)?;
-    let cancel_by: Option<String> = row.try_get(22)?;
-    let record = TaskRecord {
+    let columns = Stored {
+        id: row.try_get(0)?,
         owner: row.try_get(1)?,
         tool: row.try_get(2)?,
-        arguments,
-        settle,
-        status,
+        settle: row.try_get(3)?,
+        status: row.try_get(4)?,
         status_message: row.try_get(5)?,
-        created_at: from_millis(row.try_get(6)?),
-        updated_at: from_millis(row.try_get(7)?),
-        ttl: ttl_ms.map(|ms| Duration::from_millis(ms.max(0).unsigned_abs())),
-        poll_interval: Duration::from_millis(poll_interval_ms.max(0).unsigned_abs()),
-        outcome,
-        input_requests,
-        input_responses,
-        input_seq: input_seq.max(0).unsigned_abs(),
-        client_capabilities,
-        lease: lease_worker.map(|worker| Lease {
-            worker,
-            until: from_millis(lease_until.unwrap_or(0)),
-        }),
-        epoch: epoch.max(0).unsigned_abs(),
-        cancel_requested: cancel_at.map(|at| CancelRequest {
-            at: from_millis(at),
-            by: cancel_by,
-        }),
-        version: version.max(0).unsigned_abs(),
-        id,
+        created_at: row.try_get(6)?,
+        updated_at: row.try_get(7)?,
+        ttl_ms: row.try_get(8)?,
+        poll_interval_ms: row.try_get(9)?,
+        version: row.try_get(10)?,
+        input_seq: row.try_get(11)?,
+        arguments: row.try_get(12)?,
+        input_requests: row.try_get(13)?,
+        input_responses: row.try_get(14)?,
+        outcome: row.try_get(15)?,
+        client: row.try_get(17)?,
+        lease_worker: row.try_get(18)?,
+        lease_until: row.try_get(19)?,
+        epoch: row.try_get(20)?,
+        cancel_at: row.try_get(21)?,
+        cancel_by: row.try_get(22)?,
     };
+    let record = columns.decode_or_default();
     Ok((record, row.try_get(16)?))
 }
 
@@ -1959,6 +1905,7 @@ impl ClaimStore for PostgresTaskStore {
 mod tests {
     use super::*;
     use crate::store::testing::{TestDatabase, check_store, sample_record};
+    use serde_json::Value;
     use std::sync::atomic::AtomicUsize;
 
     static SCHEMAS: AtomicUsize = AtomicUsize::new(0);

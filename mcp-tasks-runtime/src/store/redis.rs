@@ -3,16 +3,14 @@
 
 mod scripts;
 
-use super::codec::{Row, StoredOutcome, from_millis, millis};
+use super::codec::{Row, Stored, millis};
 use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
-use crate::model::{InputRequest, JsonObject};
-use crate::task::{CancelRequest, Lease, SettlePolicy, TaskRecord, TaskStatus};
+use crate::task::TaskRecord;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{AsyncCommands, ErrorKind, RedisError};
 use futures_util::StreamExt;
 use scripts::Scripts;
-use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -717,82 +715,44 @@ fn decode(flat: Vec<String>) -> (TaskRecord, u64) {
     while let (Some(field), Some(value)) = (iter.next(), iter.next()) {
         fields.insert(field, value);
     }
-    let id = fields.remove("id").unwrap_or_default();
-    let corrupt = |what: &str, error: &dyn fmt::Display| {
-        tracing::error!(task = %id, what, %error, "a stored task is unreadable");
-    };
     let mut take = |name: &str| fields.remove(name);
     let int = |value: Option<String>| value.and_then(|v| v.parse::<i64>().ok());
-    let uint = |value: Option<String>| int(value).unwrap_or(0).max(0).unsigned_abs();
-    fn json<T: serde::de::DeserializeOwned + Default>(
-        text: Option<String>,
-        what: &str,
-        corrupt: &dyn Fn(&str, &dyn fmt::Display),
-    ) -> T {
-        serde_json::from_str(text.as_deref().unwrap_or("null"))
-            .inspect_err(|e| corrupt(what, e))
-            .unwrap_or_default()
+    let (settle, status) = (take("settle"), take("status"));
+    let (arguments, input_requests) = (take("arguments"), take("input_requests"));
+    let (input_responses, outcome, client) =
+        (take("input_responses"), take("outcome"), take("client"));
+    // A missing JSON field reads as `null`, which the decoder takes as unreadable (logged,
+    // then its default), except for the capabilities, where `null` is a value.
+    fn text(value: &Option<String>) -> &str {
+        value.as_deref().unwrap_or("null")
     }
-    let settle: SettlePolicy = take("settle")
-        .unwrap_or_default()
-        .parse()
-        .inspect_err(|e: &String| corrupt("settle policy", e))
-        .unwrap_or_default();
-    let status: TaskStatus = take("status")
-        .unwrap_or_default()
-        .parse()
-        .inspect_err(|e: &String| corrupt("status", e))
-        .unwrap_or(TaskStatus::Failed);
-    let arguments: JsonObject = json(take("arguments"), "arguments", &corrupt);
-    let input_requests: BTreeMap<String, InputRequest> =
-        json(take("input_requests"), "input requests", &corrupt);
-    let input_responses: BTreeMap<String, Value> =
-        json(take("input_responses"), "input responses", &corrupt);
-    let outcome = take("outcome").and_then(|text| {
-        serde_json::from_str::<StoredOutcome>(&text)
-            .inspect_err(|e| corrupt("outcome", e))
-            .ok()
-            .map(Into::into)
-    });
-    let client_capabilities = super::codec::CLIENT_CAPABILITIES.share_owned(json(
-        take("client"),
-        "client capabilities",
-        &corrupt,
-    ));
-    let lease_worker = take("lease_worker");
-    let lease_until = int(take("lease_until"));
-    let cancel_at = int(take("cancel_at"));
-    let cancel_by = take("cancel_by");
-    let ms = |v: Option<i64>| Duration::from_millis(v.unwrap_or(0).max(0).unsigned_abs());
-    let record = TaskRecord {
+    let columns = Stored {
+        id: take("id").unwrap_or_default(),
         owner: take("owner"),
         tool: take("tool").unwrap_or_default(),
-        arguments,
-        settle,
-        status,
+        settle: settle.as_deref().unwrap_or_default(),
+        status: status.as_deref().unwrap_or_default(),
         status_message: take("status_message"),
-        created_at: from_millis(int(take("created_at")).unwrap_or(0)),
-        updated_at: from_millis(int(take("updated_at")).unwrap_or(0)),
-        ttl: int(take("ttl_ms")).map(|v| ms(Some(v))),
-        poll_interval: ms(int(take("poll_interval_ms"))),
-        outcome,
-        input_requests,
-        input_responses,
-        input_seq: uint(take("input_seq")),
-        client_capabilities,
-        lease: lease_worker.map(|worker| Lease {
-            worker,
-            until: from_millis(lease_until.unwrap_or(0)),
-        }),
-        epoch: uint(take("epoch")),
-        cancel_requested: cancel_at.map(|at| CancelRequest {
-            at: from_millis(at),
-            by: cancel_by,
-        }),
-        version: uint(take("version")),
-        id,
+        created_at: int(take("created_at")).unwrap_or(0),
+        updated_at: int(take("updated_at")).unwrap_or(0),
+        ttl_ms: int(take("ttl_ms")),
+        poll_interval_ms: int(take("poll_interval_ms")).unwrap_or(0),
+        version: int(take("version")).unwrap_or(0),
+        input_seq: int(take("input_seq")).unwrap_or(0),
+        arguments: text(&arguments),
+        input_requests: text(&input_requests),
+        input_responses: text(&input_responses),
+        outcome: outcome.as_deref(),
+        client: text(&client),
+        lease_worker: take("lease_worker"),
+        lease_until: int(take("lease_until")),
+        epoch: int(take("epoch")).unwrap_or(0),
+        cancel_at: int(take("cancel_at")),
+        cancel_by: take("cancel_by"),
     };
-    (record, uint(take("seq")))
+    let seq = int(take("seq")).unwrap_or(0).max(0).unsigned_abs();
+    let record = columns.decode_or_default();
+    (record, seq)
 }
 
 fn parse_cursor(cursor: &str) -> Option<u64> {
@@ -1035,6 +995,7 @@ impl ClaimStore for RedisTaskStore {
 mod tests {
     use super::*;
     use crate::store::testing::{TestRedis, check_store, sample_record};
+    use crate::task::TaskStatus;
     use std::sync::atomic::AtomicUsize;
     use std::time::Instant;
 

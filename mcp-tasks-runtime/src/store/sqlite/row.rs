@@ -1,14 +1,9 @@
 //! How a record maps to a row: the column lists, the write statements, decoding, cursors.
 
 use super::sql_error;
-use crate::model::{InputRequest, JsonObject};
 use crate::store::StoreError;
-use crate::store::codec::{StoredOutcome, from_millis};
-use crate::task::{CancelRequest, Lease, SettlePolicy, TaskRecord, TaskStatus};
-use serde_json::Value;
-use std::collections::BTreeMap;
-use std::fmt;
-use std::time::Duration;
+use crate::store::codec::{Stored, Unreadable};
+use crate::task::TaskRecord;
 
 /// The columns a record is read from, in the order [`decode`] expects.
 pub(super) const COLUMNS: &str = "id, owner, tool, settle, status, status_message, created_at, \
@@ -45,78 +40,41 @@ pub(super) const EXPIRE_BATCH: usize = 1000;
 /// Reads a record (and its creation sequence number) from a row selected with [`COLUMNS`].
 pub(super) fn decode(row: &rusqlite::Row<'_>) -> Result<(TaskRecord, i64), StoreError> {
     let sql = |e| sql_error("cannot read a task", e);
-    let id: String = row.get(0).map_err(sql)?;
-    let corrupt = |what: &str, error: &dyn fmt::Display| {
-        StoreError::Backend(format!(
-            "task {id}: the stored {what} is unreadable: {error}"
-        ))
-    };
     let text = |n: usize| -> Result<&str, StoreError> {
         row.get_ref(n)
             .map_err(sql)?
             .as_str()
             .map_err(|e| sql_error("cannot read a task", e.into()))
     };
-    let settle: SettlePolicy = text(3)?
-        .parse()
-        .map_err(|e: String| corrupt("settle policy", &e))?;
-    let status: TaskStatus = text(4)?
-        .parse()
-        .map_err(|e: String| corrupt("status", &e))?;
-    let ttl_ms: Option<i64> = row.get(8).map_err(sql)?;
-    let poll_interval_ms: i64 = row.get(9).map_err(sql)?;
-    let version: i64 = row.get(10).map_err(sql)?;
-    let input_seq: i64 = row.get(11).map_err(sql)?;
-    let arguments: JsonObject =
-        serde_json::from_str(text(12)?).map_err(|e| corrupt("arguments", &e))?;
-    let input_requests: BTreeMap<String, InputRequest> =
-        serde_json::from_str(text(13)?).map_err(|e| corrupt("input requests", &e))?;
-    let input_responses: BTreeMap<String, Value> =
-        serde_json::from_str(text(14)?).map_err(|e| corrupt("input responses", &e))?;
     let outcome = match row.get_ref(15).map_err(sql)? {
         rusqlite::types::ValueRef::Null => None,
-        _ => Some(
-            serde_json::from_str::<StoredOutcome>(text(15)?)
-                .map_err(|e| corrupt("outcome", &e))?
-                .into(),
-        ),
+        _ => Some(text(15)?),
     };
-    let client_capabilities = crate::store::codec::CLIENT_CAPABILITIES.share_owned(
-        serde_json::from_str(text(17)?).map_err(|e| corrupt("client capabilities", &e))?,
-    );
-    let lease_worker: Option<String> = row.get(18).map_err(sql)?;
-    let lease_until: Option<i64> = row.get(19).map_err(sql)?;
-    let epoch: i64 = row.get(20).map_err(sql)?;
-    let cancel_at: Option<i64> = row.get(21).map_err(sql)?;
-    let cancel_by: Option<String> = row.get(22).map_err(sql)?;
-    let record = TaskRecord {
+    let record = Stored {
+        id: row.get(0).map_err(sql)?,
         owner: row.get(1).map_err(sql)?,
         tool: row.get(2).map_err(sql)?,
-        arguments,
-        settle,
-        status,
+        settle: text(3)?,
+        status: text(4)?,
         status_message: row.get(5).map_err(sql)?,
-        created_at: from_millis(row.get(6).map_err(sql)?),
-        updated_at: from_millis(row.get(7).map_err(sql)?),
-        ttl: ttl_ms.map(|ms| Duration::from_millis(ms.max(0).unsigned_abs())),
-        poll_interval: Duration::from_millis(poll_interval_ms.max(0).unsigned_abs()),
+        created_at: row.get(6).map_err(sql)?,
+        updated_at: row.get(7).map_err(sql)?,
+        ttl_ms: row.get(8).map_err(sql)?,
+        poll_interval_ms: row.get(9).map_err(sql)?,
+        version: row.get(10).map_err(sql)?,
+        input_seq: row.get(11).map_err(sql)?,
+        arguments: text(12)?,
+        input_requests: text(13)?,
+        input_responses: text(14)?,
         outcome,
-        input_requests,
-        input_responses,
-        input_seq: input_seq.max(0).unsigned_abs(),
-        client_capabilities,
-        lease: lease_worker.map(|worker| Lease {
-            worker,
-            until: from_millis(lease_until.unwrap_or(0)),
-        }),
-        epoch: epoch.max(0).unsigned_abs(),
-        cancel_requested: cancel_at.map(|at| CancelRequest {
-            at: from_millis(at),
-            by: cancel_by,
-        }),
-        version: version.max(0).unsigned_abs(),
-        id,
-    };
+        client: text(17)?,
+        lease_worker: row.get(18).map_err(sql)?,
+        lease_until: row.get(19).map_err(sql)?,
+        epoch: row.get(20).map_err(sql)?,
+        cancel_at: row.get(21).map_err(sql)?,
+        cancel_by: row.get(22).map_err(sql)?,
+    }
+    .decode(Unreadable::Fail)?;
     let seq = row.get(16).map_err(sql)?;
     Ok((record, seq))
 }
