@@ -268,6 +268,7 @@ impl Row {
 pub(super) enum Unreadable {
     /// The read fails with an error naming the task and the field.
     Fail,
+    #[cfg_attr(not(any(feature = "postgres", feature = "redis")), allow(dead_code))]
     /// The field is logged and read as its default (a status as `failed`, an outcome as
     /// none), so one damaged task does not hide the others from a scan.
     Default,
@@ -303,6 +304,7 @@ pub(super) struct Stored<'a> {
 
 impl Stored<'_> {
     /// [`decode`](Self::decode) with [`Unreadable::Default`], which cannot fail.
+    #[cfg_attr(not(any(feature = "postgres", feature = "redis")), allow(dead_code))]
     pub(super) fn decode_or_default(self) -> TaskRecord {
         self.decode(Unreadable::Default)
             .expect("a decode that defaults unreadable fields does not fail")
