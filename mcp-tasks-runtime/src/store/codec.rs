@@ -267,6 +267,7 @@ impl Row {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Unreadable {
     /// The read fails with an error naming the task and the field.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     Fail,
     #[cfg_attr(not(any(feature = "postgres", feature = "redis")), allow(dead_code))]
     /// The field is logged and read as its default (a status as `failed`, an outcome as
