@@ -1064,28 +1064,7 @@ mod tests {
         };
         let a = open(&redis, "two").await;
         let b = open(&redis, "two").await;
-        let start = b.changes(None, 100).await.unwrap();
-        let wake = b.changed();
-        a.create(sample_record("x", Some("alice"), SystemTime::now()))
-            .await
-            .unwrap();
-        tokio::time::timeout(Duration::from_secs(10), wake)
-            .await
-            .expect("a write of one store wakes the other");
-        let got = b.changes(Some(start.cursor), 100).await.unwrap();
-        assert_eq!(got.ids, ["x"]);
-        let claimed = b
-            .claim("wb", SystemTime::now() + Duration::from_secs(30), 10, &[])
-            .await
-            .unwrap();
-        assert_eq!(claimed.len(), 1);
-        assert!(
-            a.claim("wa", SystemTime::now(), 10, &[])
-                .await
-                .unwrap()
-                .is_empty()
-        );
-        assert!(a.get("x").await.unwrap().unwrap().is_held_by("wb", 1));
+        crate::store::testing::check_shared_stores(&a, &b).await;
         // Another prefix on the same database sees none of it.
         let other = open(&redis, "other").await;
         assert_eq!(other.get("x").await.unwrap(), None);

@@ -69,6 +69,35 @@ pub fn sample_record(id: &str, owner: Option<&str>, created_at: SystemTime) -> T
     }
 }
 
+/// Checks two handles `a` and `b` on one shared store (two processes, in effect): a task
+/// `a` creates wakes `b` ([`ClaimStore::changed`]) and shows in `b`'s change feed, `b`
+/// claims it, `a` then finds nothing to claim, and `a` reads it as held by `b`. For stores
+/// with a wake-up hook; `b` must see no task named `x` before.
+pub async fn check_shared_stores<S: TaskStore + ClaimStore>(a: &S, b: &S) {
+    let start = b.changes(None, 100).await.unwrap();
+    let wake = b.changed();
+    a.create(sample_record("x", Some("alice"), SystemTime::now()))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), wake)
+        .await
+        .expect("a write of one store wakes the other");
+    let got = b.changes(Some(start.cursor), 100).await.unwrap();
+    assert_eq!(got.ids, ["x"]);
+    let claimed = b
+        .claim("wb", SystemTime::now() + Duration::from_secs(30), 10, &[])
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert!(
+        a.claim("wa", SystemTime::now(), 10, &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(a.get("x").await.unwrap().unwrap().is_held_by("wb", 1));
+}
+
 /// Runs every check of the suite, each against a fresh store from `make`, and panics naming
 /// every check that failed.
 ///
