@@ -10,7 +10,7 @@ mod support;
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use support::{Server, Store, TERMINAL, burst, refused, result_text};
+use support::{Server, Store, burst, refused};
 
 /// A bound on any cross-process wait.
 const WITHIN: Duration = Duration::from_secs(30);
@@ -41,28 +41,16 @@ async fn creates_survive_every_connection_being_killed_during_a_burst() {
         errors_a.len() + errors_b.len()
     );
 
-    // A create that failed failed clearly, as an internal error naming the store.
-    for error in errors_a.iter().chain(&errors_b) {
-        assert_eq!(error["error"]["code"], -32603, "{error}");
-        let message = error["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("PostgreSQL task store"), "{error}");
-    }
-    // Every create that got a handle is there, and runs to its own result, seen from
-    // either server.
-    for (id, label) in handles_a.iter().chain(&handles_b) {
-        let r = a.wait_for(id, TERMINAL, WITHIN).await;
-        assert_eq!(r["result"]["status"], "completed", "{r}");
-        assert_eq!(result_text(&r), format!("slept 0s: {label}"));
-        assert_eq!(b.get(id).await["result"], r["result"]);
-    }
-    // Both servers carry on without a restart.
-    for s in [&mut a, &mut b] {
-        let id = s
-            .start_task("durable_sleep", json!({"seconds": 0, "label": "after"}))
-            .await;
-        let r = s.wait_for(&id, TERMINAL, WITHIN).await;
-        assert_eq!(result_text(&r), "slept 0s: after");
-    }
+    support::check_after_burst(
+        &mut a,
+        &mut b,
+        &handles_a,
+        &handles_b,
+        &errors_a,
+        &errors_b,
+        "PostgreSQL task store",
+    )
+    .await;
     a.kill().await;
     b.kill().await;
 }

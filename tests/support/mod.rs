@@ -552,3 +552,41 @@ pub async fn refused(url: &str, within: Duration) -> String {
     assert!(!out.status.success(), "the server on {url} started");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// After a [`burst`] of creates on `a` and `b` while their store's connections were being
+/// killed: every create that failed failed clearly, as an internal error naming the store
+/// (`store`, as its messages name it); every create that got a handle is there and runs to
+/// its own result, seen from either server; and both servers carry on without a restart.
+pub async fn check_after_burst(
+    a: &mut Server,
+    b: &mut Server,
+    handles_a: &[(String, String)],
+    handles_b: &[(String, String)],
+    errors_a: &[Value],
+    errors_b: &[Value],
+    store: &str,
+) {
+    const WITHIN: Duration = Duration::from_secs(30);
+    // A create that failed failed clearly, as an internal error naming the store.
+    for error in errors_a.iter().chain(errors_b) {
+        assert_eq!(error["error"]["code"], -32603, "{error}");
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(store), "{error}");
+    }
+    // Every create that got a handle is there, and runs to its own result, seen from
+    // either server.
+    for (id, label) in handles_a.iter().chain(handles_b) {
+        let r = a.wait_for(id, TERMINAL, WITHIN).await;
+        assert_eq!(r["result"]["status"], "completed", "{r}");
+        assert_eq!(result_text(&r), format!("slept 0s: {label}"));
+        assert_eq!(b.get(id).await["result"], r["result"]);
+    }
+    // Both servers carry on without a restart.
+    for s in [a, b] {
+        let id = s
+            .start_task("durable_sleep", json!({"seconds": 0, "label": "after"}))
+            .await;
+        let r = s.wait_for(&id, TERMINAL, WITHIN).await;
+        assert_eq!(result_text(&r), "slept 0s: after");
+    }
+}
