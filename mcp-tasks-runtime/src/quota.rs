@@ -30,6 +30,7 @@
 //! assert_eq!(quotas.usage("alice").live, 1);
 //! ```
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
@@ -179,6 +180,8 @@ struct Shard {
 
 #[derive(Debug)]
 struct Account {
+    /// The requestor, shared with the map's key and the tickets.
+    key: Arc<str>,
     live: usize,
     retained: usize,
     /// Creation tokens at `refilled`.
@@ -263,26 +266,16 @@ impl Quotas {
                 .requestors
                 .retain(|_, a| !a.forgettable(now, rate, burst));
         }
-        let key = match shard.requestors.get_key_value(requestor) {
-            Some((key, _)) => Arc::clone(key),
+        let account = match shard.requestors.get_mut(requestor) {
+            Some(a) => a,
             None => {
                 let key: Arc<str> = requestor.into();
-                shard.requestors.insert(
-                    Arc::clone(&key),
-                    Account {
-                        live: 0,
-                        retained: 0,
-                        tokens: burst,
-                        refilled: now,
-                    },
-                );
-                key
+                shard
+                    .requestors
+                    .entry(Arc::clone(&key))
+                    .or_insert(Account::new(key, burst, now))
             }
         };
-        let account = shard
-            .requestors
-            .get_mut(requestor)
-            .expect("the account was just found or made");
         if account.live >= config.max_live {
             return Err(QuotaError::LiveTasks {
                 limit: config.max_live,
@@ -308,7 +301,7 @@ impl Quotas {
         account.live += 1;
         Ok(Ticket {
             inner: Arc::clone(&self.inner),
-            key,
+            key: Arc::clone(&account.key),
             committed: false,
         })
     }
@@ -334,15 +327,16 @@ impl Quotas {
     pub fn restore(&self, requestor: &str, stage: Stage) {
         let burst = f64::from(self.inner.config.creation_burst.max(1));
         let mut shard = self.inner.shard(requestor);
-        let account = shard
-            .requestors
-            .entry(requestor.into())
-            .or_insert_with(|| Account {
-                live: 0,
-                retained: 0,
-                tokens: burst,
-                refilled: Instant::now(),
-            });
+        let account = match shard.requestors.get_mut(requestor) {
+            Some(a) => a,
+            None => {
+                let key: Arc<str> = requestor.into();
+                shard
+                    .requestors
+                    .entry(Arc::clone(&key))
+                    .or_insert(Account::new(key, burst, Instant::now()))
+            }
+        };
         match stage {
             Stage::Live => account.live += 1,
             Stage::Retained => account.retained += 1,
@@ -367,7 +361,7 @@ impl Quotas {
         self.inner
             .shards
             .iter()
-            .map(|s| s.lock().expect("quota shard").requestors.len())
+            .map(|s| s.locked().requestors.len())
             .sum()
     }
 }
@@ -375,7 +369,7 @@ impl Quotas {
 impl Inner {
     fn shard(&self, requestor: &str) -> std::sync::MutexGuard<'_, Shard> {
         let index = (self.hasher.hash_one(requestor) as usize) % self.shards.len();
-        self.shards[index].lock().expect("quota shard")
+        self.shards[index].locked()
     }
 
     /// Changes a requestor's counts; one that is not known has nothing to change.
@@ -387,6 +381,16 @@ impl Inner {
 }
 
 impl Account {
+    fn new(key: Arc<str>, tokens: f64, now: Instant) -> Self {
+        Self {
+            key,
+            live: 0,
+            retained: 0,
+            tokens,
+            refilled: now,
+        }
+    }
+
     fn refill(&mut self, now: Instant, rate: f64, burst: f64) {
         let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
         self.tokens = (self.tokens + elapsed * rate).min(burst);

@@ -321,38 +321,38 @@ impl SharedValues {
     /// `value` as a shared copy: one kept earlier when equal, else a new one (which then
     /// replaces the least recently used).
     pub(crate) fn share(&self, value: &Value) -> Arc<Value> {
-        self.find(value)
-            .unwrap_or_else(|| self.keep(Arc::new(value.clone())))
+        let mut recent = self.recent();
+        find(&mut recent, value).unwrap_or_else(|| keep(&mut recent, Arc::new(value.clone())))
     }
 
     /// [`share`](Self::share) for a value the caller owns.
     pub(crate) fn share_owned(&self, value: Value) -> Arc<Value> {
-        self.find(&value)
-            .unwrap_or_else(|| self.keep(Arc::new(value)))
-    }
-
-    fn find(&self, value: &Value) -> Option<Arc<Value>> {
-        let mut recent = self
-            .recent
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let at = recent.iter().position(|kept| **kept == *value)?;
-        let shared = Arc::clone(&recent[at]);
-        recent[..=at].rotate_right(1);
-        Some(shared)
-    }
-
-    fn keep(&self, value: Arc<Value>) -> Arc<Value> {
-        let mut recent = self
-            .recent
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if recent.len() >= SHARED_VALUES {
-            recent.pop();
+        let mut recent = self.recent();
+        match find(&mut recent, &value) {
+            Some(shared) => shared,
+            None => keep(&mut recent, Arc::new(value)),
         }
-        recent.insert(0, Arc::clone(&value));
-        value
     }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Value>>> {
+        crate::sync::LockExt::locked(&self.recent)
+    }
+}
+
+/// The kept copy equal to `value`, moved to the front.
+fn find(recent: &mut [Arc<Value>], value: &Value) -> Option<Arc<Value>> {
+    let at = recent.iter().position(|kept| **kept == *value)?;
+    recent[..=at].rotate_right(1);
+    Some(Arc::clone(&recent[0]))
+}
+
+/// Keeps `value` in front, dropping the least recently used when full.
+fn keep(recent: &mut Vec<Arc<Value>>, value: Arc<Value>) -> Arc<Value> {
+    if recent.len() >= SHARED_VALUES {
+        recent.pop();
+    }
+    recent.insert(0, Arc::clone(&value));
+    value
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! The background work of a process: the change feed, claims, lapsed leases, expiry, shutdown.
 
 use super::run::{keep_readable, settle};
-use super::{Engine, Run, lock, shard_of};
+use super::{Engine, Run, shard_of};
 use crate::error::{CallOutcome, Error};
+use crate::sync::LockExt;
 use crate::task::{Lease, TaskRecord, TaskStatus};
 use crate::tool::RestartPolicy;
 use std::collections::HashSet;
@@ -121,7 +122,9 @@ impl Engine {
                 if !seen.insert(id.as_str()) {
                     continue;
                 }
-                let counted = lock(&self.counted[shard_of(id)]).contains_key(id.as_str());
+                let counted = self.counted[shard_of(id)]
+                    .locked()
+                    .contains_key(id.as_str());
                 if self.live(id).is_none() && !counted {
                     unknown = true;
                     continue;
@@ -146,7 +149,7 @@ impl Engine {
         const BATCH: usize = 32;
         loop {
             let free = {
-                let slots = lock(&self.slots);
+                let slots = self.slots.locked();
                 self.config.max_running.max(1).saturating_sub(slots.running)
             };
             if free == 0 || self.stopping.load(Ordering::Acquire) {
@@ -174,7 +177,7 @@ impl Engine {
 
     /// Runs a task this process just claimed.
     pub(super) async fn run_claimed(&self, rec: TaskRecord) {
-        lock(&self.queued_here).remove(rec.id.as_str());
+        self.queued_here.locked().remove(rec.id.as_str());
         let Some(tool) = self.registry.get(&rec.tool).cloned() else {
             tracing::error!(task = %rec.id, tool = %rec.tool, "claimed a task of an unknown tool");
             let message = format!("the tool {:?} does not exist in this server", rec.tool);
@@ -192,7 +195,7 @@ impl Engine {
             return;
         };
         {
-            let mut slots = lock(&self.slots);
+            let mut slots = self.slots.locked();
             slots.running += 1;
             *slots.per_tool.entry(tool.name.to_string()).or_default() += 1;
         }
@@ -278,7 +281,13 @@ impl Engine {
 
     /// Drops from the queued count the tasks created here that another process claimed.
     pub(super) async fn forget_claimed(&self) {
-        let ids: Vec<Arc<str>> = lock(&self.queued_here).iter().take(256).cloned().collect();
+        let ids: Vec<Arc<str>> = self
+            .queued_here
+            .locked()
+            .iter()
+            .take(256)
+            .cloned()
+            .collect();
         for id in ids {
             let gone = match self.store.get(&id).await {
                 Ok(Some(rec)) => !rec.is_queued(),
@@ -286,7 +295,7 @@ impl Engine {
                 Err(_) => false,
             };
             if gone {
-                lock(&self.queued_here).remove(&id);
+                self.queued_here.locked().remove(&id);
             }
         }
     }
@@ -339,16 +348,17 @@ impl Engine {
         self.stopping.store(true, Ordering::Release);
         self.claim_wake.notify_one();
         let deadline = Instant::now() + grace;
-        while lock(&self.slots).running > 0 && Instant::now() < deadline {
+        while self.slots.locked().running > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let runs: Vec<(String, Arc<Run>)> = self
             .live
             .iter()
             .flat_map(|shard| {
-                lock(shard)
+                shard
+                    .locked()
                     .iter()
-                    .filter_map(|(id, live)| lock(&live.run).clone().map(|r| (id.clone(), r)))
+                    .filter_map(|(id, live)| live.run.locked().clone().map(|r| (id.clone(), r)))
                     .collect::<Vec<_>>()
             })
             .collect();

@@ -1,9 +1,10 @@
 //! How a task's questions, progress and logs reach its client, and who waits on a task.
 
-use super::{Engine, Run, lock};
+use super::{Engine, Run};
 use crate::context::{BoxFuture, CallBackend};
 use crate::error::ToolError;
 use crate::model::{InputRequest, LogLevel};
+use crate::sync::LockExt;
 use crate::task::TaskRecord;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -89,7 +90,7 @@ impl CallBackend for TaskBackend {
         };
         let now = Instant::now();
         {
-            let mut last = lock(&self.last_write);
+            let mut last = self.last_write.locked();
             if last
                 .is_some_and(|l| now.duration_since(l) < self.engine.config.progress_write_interval)
             {

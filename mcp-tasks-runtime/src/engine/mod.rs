@@ -25,12 +25,13 @@ use crate::error::Error;
 use crate::model::JsonObject;
 use crate::quota::Quotas;
 use crate::store::{ClaimStore, TaskStore};
+use crate::sync::LockExt;
 use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus, random_id};
 use crate::tool::{Registry, Tool};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -75,12 +76,6 @@ impl Live {
             delivery: Mutex::default(),
         })
     }
-}
-
-/// Locks a mutex whose critical sections leave their data consistent even when they
-/// panic (they only insert, remove or replace): a poisoned lock is still safe to use.
-fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Running tasks of this process, over all tools and per tool.
@@ -131,7 +126,7 @@ impl std::fmt::Debug for Engine {
         f.debug_struct("Engine")
             .field("worker", &self.worker)
             .field("config", &self.config)
-            .field("running", &lock(&self.slots).running)
+            .field("running", &self.slots.locked().running)
             .finish_non_exhaustive()
     }
 }
@@ -226,12 +221,13 @@ impl Engine {
     }
 
     fn live(&self, id: &str) -> Option<Arc<Live>> {
-        lock(&self.live[shard_of(id)]).get(id).cloned()
+        self.live[shard_of(id)].locked().get(id).cloned()
     }
 
     fn live_entry(&self, id: &str) -> Arc<Live> {
         Arc::clone(
-            lock(&self.live[shard_of(id)])
+            self.live[shard_of(id)]
+                .locked()
                 .entry(id.to_owned())
                 .or_insert_with(Live::new),
         )
@@ -239,11 +235,11 @@ impl Engine {
 
     /// Forgets a task nobody here runs, watches or delivers any more.
     fn release(&self, id: &str) {
-        let mut shard = lock(&self.live[shard_of(id)]);
+        let mut shard = self.live[shard_of(id)].locked();
         let idle = shard.get(id).is_some_and(|live| {
             live.changed.receiver_count() == 0
-                && lock(&live.run).is_none()
-                && lock(&live.delivery).is_none()
+                && live.run.locked().is_none()
+                && live.delivery.locked().is_none()
         });
         if idle {
             shard.remove(id);
@@ -260,7 +256,7 @@ impl Engine {
 
     /// Takes a running slot for `tool`, if one is free here.
     fn reserve(&self, tool: &str) -> bool {
-        let mut slots = lock(&self.slots);
+        let mut slots = self.slots.locked();
         if slots.running >= self.config.max_running.max(1) {
             return false;
         }
@@ -276,7 +272,7 @@ impl Engine {
 
     fn unreserve(&self, tool: &str) {
         {
-            let mut slots = lock(&self.slots);
+            let mut slots = self.slots.locked();
             slots.running = slots.running.saturating_sub(1);
             if let Some(n) = slots.per_tool.get_mut(tool) {
                 *n = n.saturating_sub(1);
@@ -290,7 +286,7 @@ impl Engine {
 
     /// The tools at their limit here, which a claim must leave for other processes.
     fn full_tools(&self) -> Vec<String> {
-        let slots = lock(&self.slots);
+        let slots = self.slots.locked();
         self.tool_limits
             .iter()
             .filter(|(tool, limit)| slots.per_tool.get(*tool).copied().unwrap_or(0) >= **limit)
@@ -302,8 +298,8 @@ impl Engine {
     /// may.
     fn admit(&self) -> Result<(), Error> {
         let limit = self.config.max_running + self.config.max_queued;
-        let running = lock(&self.slots).running;
-        let queued = lock(&self.queued_here).len();
+        let running = self.slots.locked().running;
+        let queued = self.queued_here.locked().len();
         if running + queued >= limit {
             return Err(Error::Busy(format!(
                 "too many tasks: {limit} are running or queued; try again later"

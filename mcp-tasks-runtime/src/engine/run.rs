@@ -1,10 +1,11 @@
 //! Creating a task and running its tool under a lease, to its settled end.
 
 use super::delivery::TaskBackend;
-use super::{Delivery, Engine, NewTask, Run, lock, principal_of, shard_of};
+use super::{Delivery, Engine, NewTask, Run, principal_of, shard_of};
 use crate::call::{CatchUnwind, RunEnd, outcome_of};
 use crate::context::{CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
+use crate::sync::LockExt;
 use crate::task::random_id;
 use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus};
 use crate::tool::{Tool, ToolFuture};
@@ -26,14 +27,18 @@ impl Engine {
         let requestor = record.owner.as_deref().unwrap_or("anonymous");
         let ticket = self.quotas.admit(requestor)?;
         let id: Arc<str> = record.id.as_str().into();
-        lock(&self.counted[shard_of(&record.id)]).insert(Arc::clone(&id), ticket.requestor_key());
+        self.counted[shard_of(&record.id)]
+            .locked()
+            .insert(Arc::clone(&id), ticket.requestor_key());
         if let Some(delivery) = &delivery {
-            *lock(&self.live_entry(&record.id).delivery) = Some(Arc::clone(delivery));
+            *self.live_entry(&record.id).delivery.locked() = Some(Arc::clone(delivery));
         }
         if let Err(e) = self.store.create(record.clone()).await {
-            lock(&self.counted[shard_of(&record.id)]).remove(record.id.as_str());
+            self.counted[shard_of(&record.id)]
+                .locked()
+                .remove(record.id.as_str());
             if let Some(live) = self.live(&record.id) {
-                *lock(&live.delivery) = None;
+                *live.delivery.locked() = None;
             }
             self.release(&record.id);
             return Err(e.into());
@@ -65,7 +70,7 @@ impl Engine {
             self.launch(new.tool, record.clone(), None);
         } else {
             let queued = {
-                let mut queued = lock(&self.queued_here);
+                let mut queued = self.queued_here.locked();
                 queued.insert(id);
                 queued.len()
             };
@@ -90,7 +95,7 @@ impl Engine {
         self.admit()?;
         let id = random_id()?;
         {
-            let mut slots = lock(&self.slots);
+            let mut slots = self.slots.locked();
             slots.running += 1;
             *slots.per_tool.entry(new.tool.name.to_string()).or_default() += 1;
         }
@@ -111,7 +116,7 @@ impl Engine {
             cancel,
             lost: AtomicBool::new(false),
         });
-        *lock(&self.live_entry(&record.id).run) = Some(Arc::clone(&run));
+        *self.live_entry(&record.id).run.locked() = Some(Arc::clone(&run));
         run
     }
 
@@ -188,7 +193,7 @@ impl Engine {
             )
             .increment(1);
             if let Some(live) = engine.live(&id) {
-                *lock(&live.run) = None;
+                *live.run.locked() = None;
             }
             engine.release(&id);
             engine.unreserve(&tool.name);

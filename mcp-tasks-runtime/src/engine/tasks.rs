@@ -1,11 +1,12 @@
 //! What clients do with tasks: read, list, cancel, answer, watch.
 
 use super::run::keep_readable;
-use super::{Delivery, Engine, TaskWatch, lock, shard_of};
+use super::{Delivery, Engine, TaskWatch, shard_of};
 use crate::error::Error;
 use crate::model::JsonObject;
 use crate::quota::Stage;
 use crate::store::{StoreError, TaskPage};
+use crate::sync::LockExt;
 use crate::task::{CancelRequest, TaskRecord, TaskStatus};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -65,7 +66,7 @@ impl Engine {
             return;
         };
         let status_changed = {
-            let mut seen = lock(&live.seen);
+            let mut seen = live.seen.locked();
             if seen.1.is_some() && rec.version <= seen.0 {
                 return;
             }
@@ -74,7 +75,7 @@ impl Engine {
             changed
         };
         live.changed.send_replace(rec.version);
-        let run = lock(&live.run).clone();
+        let run = live.run.locked().clone();
         if let Some(run) = run {
             if rec.status.is_terminal() {
                 run.cancel.cancel();
@@ -82,11 +83,11 @@ impl Engine {
                 self.lose(&rec.id, &run);
             }
         }
-        let delivery = lock(&live.delivery).clone();
+        let delivery = live.delivery.locked().clone();
         if let Some(delivery) = delivery {
             delivery.changed(&self.arc(), rec, status_changed);
             if rec.status.is_terminal() {
-                *lock(&live.delivery) = None;
+                *live.delivery.locked() = None;
             }
         }
         if rec.status.is_terminal() {
@@ -97,22 +98,23 @@ impl Engine {
 
     /// A task this process created ended: it counts as retained until it expires.
     pub(super) fn uncount(&self, rec: &TaskRecord) {
-        let Some((id, requestor)) =
-            lock(&self.counted[shard_of(&rec.id)]).remove_entry(rec.id.as_str())
+        let Some((id, requestor)) = self.counted[shard_of(&rec.id)]
+            .locked()
+            .remove_entry(rec.id.as_str())
         else {
             return;
         };
         self.quotas.finished(&requestor);
         // A task kept until deleted stays counted as retained.
         if let Some(at) = rec.expires_at() {
-            lock(&self.retained).insert((at, id, requestor));
+            self.retained.locked().insert((at, id, requestor));
         }
     }
 
     /// Stops counting finished tasks whose time to be kept is over.
     pub(super) fn uncount_expired(&self) {
         let now = SystemTime::now();
-        let mut retained = lock(&self.retained);
+        let mut retained = self.retained.locked();
         while retained.first().is_some_and(|first| first.0 <= now) {
             if let Some((_, _, requestor)) = retained.pop_first() {
                 self.quotas.gone(&requestor, Stage::Retained);
@@ -237,7 +239,8 @@ impl Engine {
 
     /// The delivery attached to a task in this process.
     pub(crate) fn delivery(&self, id: &str) -> Option<Arc<dyn Delivery>> {
-        self.live(id).and_then(|live| lock(&live.delivery).clone())
+        self.live(id)
+            .and_then(|live| live.delivery.locked().clone())
     }
 
     /// Attaches `delivery` to a task unless a delivery whose client is still there is
@@ -250,7 +253,7 @@ impl Engine {
         self.ensure_background();
         let live = self.live_entry(id);
         let attached = {
-            let mut slot = lock(&live.delivery);
+            let mut slot = live.delivery.locked();
             match &*slot {
                 Some(current) if !current.is_closed() => return Ok(Arc::clone(current)),
                 _ => {
@@ -262,7 +265,7 @@ impl Engine {
         if let Some(rec) = self.store.get(id).await? {
             attached.changed(&self.arc(), &rec, false);
             if rec.status.is_terminal() {
-                *lock(&live.delivery) = None;
+                *live.delivery.locked() = None;
             }
         }
         drop(live);
