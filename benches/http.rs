@@ -2,11 +2,20 @@
 //! eras, at 1, 16 and 64 concurrent clients (each with its own keep-alive connection).
 //!
 //! ```text
-//! cargo bench --bench http                 # the full table (a few seconds per row)
+//! cargo bench --bench http                 # both tables (a few seconds per row)
 //! MCP_BENCH_SECS=0.5 cargo bench --bench http
+//! MCP_BENCH_HTTP=prebuilt cargo bench --bench http   # only the pre-built-request table
+//! MCP_BENCH_HTTP=clients cargo bench --bench http    # only the JSON-client table
+//! # one row of the first table, a fixed number of requests (for instruction profiles):
+//! MCP_BENCH_HTTP=prebuilt MCP_BENCH_OP=sync MCP_BENCH_CONNECTIONS=16 MCP_BENCH_COUNT=2000 \
+//!     valgrind --tool=callgrind target/release/deps/http-…
 //! ```
 //!
-//! Prints a Markdown table: requests per second and latency percentiles per row.
+//! Prints two Markdown tables. The first drives the server with pre-built requests over raw
+//! keep-alive connections from one thread (the load generator does next to nothing per
+//! request, so the server is the limit) and puts a bare axum server answering a fixed JSON
+//! body beside it, as the ceiling of HTTP on this machine. The second uses a JSON HTTP client
+//! per connection, as a real client would.
 
 use mcp_tasks::prelude::*;
 use mcp_tasks::transport::http::HttpConfig;
@@ -213,6 +222,262 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
+/// The load generator of the first table: pre-built HTTP/1.1 requests over raw keep-alive
+/// connections, all driven from one thread, so that the server is the limit.
+mod prebuilt {
+    use super::{Row, V2026, meta};
+    use serde_json::{Value, json};
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    /// One complete request: request line, headers and body.
+    pub(super) fn request(addr: SocketAddr, headers: &[(&str, &str)], body: &Value) -> Vec<u8> {
+        let body = body.to_string();
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\ncontent-length: {}\r\n",
+            body.len()
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        let mut bytes = head.into_bytes();
+        bytes.extend_from_slice(body.as_bytes());
+        bytes
+    }
+
+    /// A 2026-07-28 request with its full header set.
+    pub(super) fn stateless(addr: SocketAddr, method: &str, name: &str, params: Value) -> Vec<u8> {
+        let mut params = params;
+        params["_meta"] = meta();
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        request(
+            addr,
+            &[
+                ("mcp-protocol-version", V2026),
+                ("mcp-method", method),
+                ("mcp-name", name),
+            ],
+            &body,
+        )
+    }
+
+    /// Sends one request and reads its response; returns the response body.
+    pub(super) async fn exchange(
+        stream: &mut TcpStream,
+        request: &[u8],
+        buf: &mut Vec<u8>,
+    ) -> std::io::Result<Vec<u8>> {
+        stream.write_all(request).await?;
+        buf.clear();
+        let (head_len, body_len) = loop {
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = std::str::from_utf8(&buf[..end]).expect("response head is text");
+                assert!(
+                    head.starts_with("HTTP/1.1 200"),
+                    "unexpected response: {head}"
+                );
+                let length = head
+                    .lines()
+                    .find_map(|line| {
+                        let (name, value) = line.split_once(':')?;
+                        name.eq_ignore_ascii_case("content-length")
+                            .then(|| value.trim().parse::<usize>().ok())?
+                    })
+                    .unwrap_or_else(|| panic!("no content-length: {head}"));
+                break (end + 4, length);
+            }
+            read_more(stream, buf).await?;
+        };
+        while buf.len() < head_len + body_len {
+            read_more(stream, buf).await?;
+        }
+        Ok(buf[head_len..head_len + body_len].to_vec())
+    }
+
+    async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
+        buf.reserve(16 * 1024);
+        if stream.read_buf(buf).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(())
+    }
+
+    /// Opens a kept-alive connection.
+    pub(super) async fn connect(addr: SocketAddr) -> TcpStream {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).expect("TCP_NODELAY");
+        stream
+    }
+
+    /// Sends `request` over `connections` connections for `secs`, from one thread, and
+    /// checks the first answer on each with `check`.
+    pub(super) fn measure(
+        addr: SocketAddr,
+        request: Vec<u8>,
+        connections: usize,
+        secs: f64,
+        check: fn(&Value) -> bool,
+    ) -> Row {
+        let request: Arc<[u8]> = request.into();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("load generator runtime");
+            runtime.block_on(async move {
+                let start_line = Arc::new(tokio::sync::Barrier::new(connections));
+                let mut workers = Vec::new();
+                for _ in 0..connections {
+                    let request = Arc::clone(&request);
+                    let barrier = Arc::clone(&start_line);
+                    workers.push(tokio::spawn(async move {
+                        let mut stream = connect(addr).await;
+                        let mut buf = Vec::with_capacity(16 * 1024);
+                        let first = exchange(&mut stream, &request, &mut buf).await.unwrap();
+                        let value: Value = serde_json::from_slice(&first).unwrap();
+                        assert!(check(&value), "unexpected answer: {value}");
+                        for _ in 0..50 {
+                            exchange(&mut stream, &request, &mut buf).await.unwrap();
+                        }
+                        barrier.wait().await;
+                        let until = Instant::now() + Duration::from_secs_f64(secs);
+                        // A fixed count instead of a duration, for instruction-count profiles.
+                        let count: Option<usize> = std::env::var("MCP_BENCH_COUNT")
+                            .ok()
+                            .and_then(|c| c.parse().ok());
+                        let mut latencies = Vec::with_capacity(1 << 16);
+                        while count.map_or(Instant::now() < until, |c| latencies.len() < c) {
+                            let t = Instant::now();
+                            exchange(&mut stream, &request, &mut buf).await.unwrap();
+                            latencies.push(t.elapsed());
+                        }
+                        latencies
+                    }));
+                }
+                let mut latencies = Vec::new();
+                for w in workers {
+                    latencies.extend(w.await.unwrap());
+                }
+                latencies.sort();
+                Row {
+                    requests: latencies.len(),
+                    latencies,
+                }
+            })
+        })
+        .join()
+        .expect("load generator")
+    }
+
+    /// A bare axum server answering every POST with `body`: the ceiling of HTTP here.
+    pub(super) async fn echo_server(body: Vec<u8>) -> SocketAddr {
+        use axum::serve::ListenerExt;
+        let body = axum::body::Bytes::from(body);
+        let app = axum::Router::new().route(
+            "/mcp",
+            axum::routing::post(move |_request: axum::body::Bytes| {
+                let body = body.clone();
+                async move {
+                    (
+                        [(axum::http::header::CONTENT_TYPE, "application/json")],
+                        body,
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        addr
+    }
+}
+
+/// The first table: pre-built 2026-07-28 requests against the server, and the same load
+/// against a bare axum server answering the server's own sync-call response.
+async fn prebuilt_table(url: &str, secs: f64) {
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .expect("server address");
+    let sync = prebuilt::stateless(
+        addr,
+        "tools/call",
+        "echo",
+        json!({"name": "echo", "arguments": {"text": "hi"}}),
+    );
+    let create = prebuilt::stateless(
+        addr,
+        "tools/call",
+        "quick_job",
+        json!({"name": "quick_job", "arguments": {}}),
+    );
+    let mut stream = prebuilt::connect(addr).await;
+    let mut buf = Vec::new();
+    let created: Value = serde_json::from_slice(
+        &prebuilt::exchange(&mut stream, &create, &mut buf)
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let task_id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task created: {created}"))
+        .to_owned();
+    let get = prebuilt::stateless(addr, "tasks/get", &task_id, json!({"taskId": task_id}));
+    // The echo answers with the server's own answer to a sync call, byte for byte.
+    let answer = prebuilt::exchange(&mut stream, &sync, &mut buf)
+        .await
+        .unwrap();
+    drop(stream);
+    let echo = prebuilt::echo_server(answer).await;
+    let echo_sync = prebuilt::request(echo, &[], &json!({}));
+
+    fn has_result(v: &Value) -> bool {
+        v.get("result").is_some()
+    }
+    println!("| server | operation | connections | requests/s | p50 | p99 |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: |");
+    let counts: Vec<usize> = match std::env::var("MCP_BENCH_CONNECTIONS") {
+        Ok(list) => list.split(',').filter_map(|n| n.parse().ok()).collect(),
+        Err(_) => vec![1, 16, 64],
+    };
+    for connections in counts {
+        let rows: [(&str, &str, std::net::SocketAddr, &Vec<u8>); 3] = [
+            ("bare axum, fixed body", "POST /mcp", echo, &echo_sync),
+            ("mcp-tasks 2026-07-28", "sync tools/call", addr, &sync),
+            ("mcp-tasks 2026-07-28", "tasks/get", addr, &get),
+        ];
+        let only = std::env::var("MCP_BENCH_OP").unwrap_or_default();
+        for (server, op, target, request) in rows {
+            if !only.is_empty() && !op.contains(&only) {
+                continue;
+            }
+            let request = request.clone();
+            // The load generator blocks its own thread, never one of the server's workers.
+            let row = tokio::task::spawn_blocking(move || {
+                prebuilt::measure(target, request, connections, secs, has_result)
+            })
+            .await
+            .unwrap();
+            println!(
+                "| {server} | {op} | {connections} | {:.0} | {:.3} ms | {:.3} ms |",
+                row.requests as f64 / secs,
+                percentile(&row.latencies, 0.50).as_secs_f64() * 1e3,
+                percentile(&row.latencies, 0.99).as_secs_f64() * 1e3,
+            );
+        }
+    }
+}
+
 fn main() {
     let secs: f64 = std::env::var("MCP_BENCH_SECS")
         .ok()
@@ -241,6 +506,15 @@ fn main() {
             .await
             .unwrap();
         let url = handle.url("/mcp");
+        let tables = std::env::var("MCP_BENCH_HTTP").unwrap_or_default();
+        if tables != "clients" {
+            prebuilt_table(&url, secs).await;
+        }
+        if tables == "prebuilt" {
+            handle.shutdown().await.unwrap();
+            return;
+        }
+        println!();
         println!("| era | operation | clients | requests/s | p50 | p99 |");
         println!("| --- | --- | ---: | ---: | ---: | ---: |");
         for era in [Era::Stateless, Era::Stateful] {

@@ -523,9 +523,10 @@ pub(crate) async fn run_tool(
     args: JsonObject,
     cancel: &CancellationToken,
 ) -> RunEnd {
-    if let Err(e) = tool.check_arguments(&args) {
-        return RunEnd::Returned(Err(e));
-    }
+    let args = match tool.check_arguments(args) {
+        Ok(args) => args,
+        Err(e) => return RunEnd::Returned(Err(e)),
+    };
     let mut future = CatchUnwind::new((tool.handler)(cx, args));
     tokio::select! {
         end = &mut future => match end {

@@ -155,6 +155,11 @@ impl Response {
         }
     }
 
+    /// The response as JSON text, written straight from the response (no copy of its result).
+    pub fn to_json(&self) -> String {
+        to_json(self)
+    }
+
     /// The response as a JSON value.
     pub fn to_value(&self) -> Value {
         let mut obj = Map::new();
@@ -177,6 +182,11 @@ impl Response {
 }
 
 impl Request {
+    /// The request as JSON text.
+    pub fn to_json(&self) -> String {
+        to_json(self)
+    }
+
     /// The request as a JSON value.
     pub fn to_value(&self) -> Value {
         let mut obj = Map::new();
@@ -202,6 +212,11 @@ impl Notification {
         }
     }
 
+    /// The notification as JSON text.
+    pub fn to_json(&self) -> String {
+        to_json(self)
+    }
+
     /// The notification as a JSON value.
     pub fn to_value(&self) -> Value {
         let mut obj = Map::new();
@@ -220,13 +235,19 @@ impl Message {
     /// On failure returns the error response to send back: `-32700` for text that is not JSON,
     /// `-32600` for JSON that is not a valid message (with the request's id when it could be read).
     pub fn parse(text: &str) -> Result<Self, Response> {
-        let value: Value = serde_json::from_str(text).map_err(|e| {
+        // The envelope is read member by member straight from the text; only the members'
+        // values become JSON values (no map of the envelope itself is built).
+        let top: envelope::Top = serde_json::from_str(text).map_err(|e| {
             Response::error(
                 None,
                 ErrorObject::new(PARSE_ERROR, format!("parse error: {e}")),
             )
         })?;
-        Self::from_value(value)
+        match top {
+            envelope::Top::Object(members) => Self::from_members(members),
+            envelope::Top::Array => Err(invalid(None, "batches are not supported")),
+            envelope::Top::Other => Err(invalid(None, "a message must be a JSON object")),
+        }
     }
 
     /// Reads a message from a parsed JSON value, with the same errors as [`Message::parse`].
@@ -239,7 +260,26 @@ impl Message {
             };
             return Err(invalid(None, what));
         };
-        let id_value = obj.remove("id");
+        Self::from_members(envelope::Members {
+            jsonrpc: obj.remove("jsonrpc"),
+            id: obj.remove("id"),
+            method: obj.remove("method"),
+            params: obj.remove("params"),
+            result: obj.remove("result"),
+            error: obj.remove("error"),
+        })
+    }
+
+    /// Reads a message from the members of its object.
+    fn from_members(members: envelope::Members) -> Result<Self, Response> {
+        let envelope::Members {
+            jsonrpc,
+            id: id_value,
+            method,
+            params,
+            result,
+            error,
+        } = members;
         let id = match &id_value {
             None => None,
             Some(v) => match RequestId::from_value(v) {
@@ -249,14 +289,13 @@ impl Message {
                 }
             },
         };
-        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        if jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
             return Err(invalid(id, "`jsonrpc` must be \"2.0\""));
         }
-        if let Some(method) = obj.remove("method") {
+        if let Some(method) = method {
             let Value::String(method) = method else {
                 return Err(invalid(id, "`method` must be a string"));
             };
-            let params = obj.remove("params");
             if let Some(p) = &params
                 && !(p.is_object() || p.is_array())
             {
@@ -267,7 +306,7 @@ impl Message {
                 None => Self::Notification(Notification { method, params }),
             });
         }
-        let outcome = match (obj.remove("result"), obj.remove("error")) {
+        let outcome = match (result, error) {
             (Some(result), None) => Ok(result),
             (None, Some(error)) => match serde_json::from_value::<ErrorObject>(error) {
                 Ok(error) => Err(error),
@@ -289,12 +328,209 @@ impl Message {
         }
     }
 
+    /// The message as JSON text.
+    pub fn to_json(&self) -> String {
+        to_json(self)
+    }
+
     /// The message as a JSON value.
     pub fn to_value(&self) -> Value {
         match self {
             Self::Request(r) => r.to_value(),
             Self::Notification(n) => n.to_value(),
             Self::Response(r) => r.to_value(),
+        }
+    }
+}
+
+/// Reading a message object member by member.
+mod envelope {
+    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde_json::Value;
+    use std::fmt;
+
+    /// The members of a message object that mean something to JSON-RPC: `Some` for each one
+    /// present, even as `null`. A member given twice keeps its last value, as a JSON object
+    /// read into a map does.
+    #[derive(Default)]
+    pub(super) struct Members {
+        pub(super) jsonrpc: Option<Value>,
+        pub(super) id: Option<Value>,
+        pub(super) method: Option<Value>,
+        pub(super) params: Option<Value>,
+        pub(super) result: Option<Value>,
+        pub(super) error: Option<Value>,
+    }
+
+    /// A message's text at the top level.
+    pub(super) enum Top {
+        /// An object, with its members.
+        Object(Members),
+        /// An array (a batch), read to its end and dropped.
+        Array,
+        /// Any other JSON value.
+        Other,
+    }
+
+    /// A member name, matched without being copied.
+    enum Key {
+        Jsonrpc,
+        Id,
+        Method,
+        Params,
+        Result,
+        Error,
+        Other,
+    }
+
+    impl<'de> Deserialize<'de> for Key {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct KeyVisitor;
+            impl Visitor<'_> for KeyVisitor {
+                type Value = Key;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a member name")
+                }
+                fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Key, E> {
+                    Ok(match name {
+                        "jsonrpc" => Key::Jsonrpc,
+                        "id" => Key::Id,
+                        "method" => Key::Method,
+                        "params" => Key::Params,
+                        "result" => Key::Result,
+                        "error" => Key::Error,
+                        _ => Key::Other,
+                    })
+                }
+            }
+            deserializer.deserialize_identifier(KeyVisitor)
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Top {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            deserializer.deserialize_any(TopVisitor)
+        }
+    }
+
+    struct TopVisitor;
+
+    impl<'de> Visitor<'de> for TopVisitor {
+        type Value = Top;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
+            let mut members = Members::default();
+            while let Some(key) = map.next_key::<Key>()? {
+                let slot = match key {
+                    Key::Jsonrpc => &mut members.jsonrpc,
+                    Key::Id => &mut members.id,
+                    Key::Method => &mut members.method,
+                    Key::Params => &mut members.params,
+                    Key::Result => &mut members.result,
+                    Key::Error => &mut members.error,
+                    Key::Other => {
+                        map.next_value::<IgnoredAny>()?;
+                        continue;
+                    }
+                };
+                *slot = Some(map.next_value()?);
+            }
+            Ok(Top::Object(members))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Top, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(Top::Array)
+        }
+
+        fn visit_bool<E>(self, _: bool) -> Result<Top, E> {
+            Ok(Top::Other)
+        }
+
+        fn visit_i64<E>(self, _: i64) -> Result<Top, E> {
+            Ok(Top::Other)
+        }
+
+        fn visit_u64<E>(self, _: u64) -> Result<Top, E> {
+            Ok(Top::Other)
+        }
+
+        fn visit_f64<E>(self, _: f64) -> Result<Top, E> {
+            Ok(Top::Other)
+        }
+
+        fn visit_str<E>(self, _: &str) -> Result<Top, E> {
+            Ok(Top::Other)
+        }
+
+        fn visit_unit<E>(self) -> Result<Top, E> {
+            Ok(Top::Other)
+        }
+    }
+}
+
+/// Serialises a message. A message is strings, numbers and JSON values, none of which can
+/// fail to serialise (map keys are strings), so an error here is a bug, reported as JSON null.
+fn to_json(message: &impl Serialize) -> String {
+    serde_json::to_string(message).unwrap_or_else(|e| {
+        debug_assert!(false, "a JSON-RPC message failed to serialise: {e}");
+        "null".to_owned()
+    })
+}
+
+/// The envelope fields in the order the wire shows them: `jsonrpc`, `id`, `method`, then
+/// `params`, `result` or `error`.
+impl Serialize for Request {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("jsonrpc", "2.0")?;
+        map.serialize_entry("id", &self.id)?;
+        map.serialize_entry("method", &self.method)?;
+        if let Some(params) = &self.params {
+            map.serialize_entry("params", params)?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for Notification {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("jsonrpc", "2.0")?;
+        map.serialize_entry("method", &self.method)?;
+        if let Some(params) = &self.params {
+            map.serialize_entry("params", params)?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for Response {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("jsonrpc", "2.0")?;
+        map.serialize_entry("id", &self.id)?;
+        match &self.outcome {
+            Ok(result) => map.serialize_entry("result", result)?,
+            Err(error) => map.serialize_entry("error", error)?,
+        }
+        map.end()
+    }
+}
+
+impl Serialize for Message {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Request(r) => r.serialize(serializer),
+            Self::Notification(n) => n.serialize(serializer),
+            Self::Response(r) => r.serialize(serializer),
         }
     }
 }
@@ -329,6 +565,71 @@ mod tests {
             json!("1")
         );
         assert_eq!(Response::result(b.id, json!({})).to_value()["id"], json!(1));
+    }
+
+    #[test]
+    fn json_text_is_the_json_value() {
+        let messages = [
+            Message::Request(Request {
+                id: "a".into(),
+                method: "tools/call".into(),
+                params: Some(json!({"name": "x", "arguments": {"n": [1, 2.5, null]}})),
+            }),
+            Message::Request(Request {
+                id: 7.into(),
+                method: "ping".into(),
+                params: None,
+            }),
+            Message::Notification(Notification::new("notifications/progress", json!({"p": 1}))),
+            Message::Notification(Notification {
+                method: "notifications/initialized".into(),
+                params: None,
+            }),
+            Message::Response(Response::result(3.into(), json!({"content": []}))),
+            Message::Response(Response::error(
+                None,
+                ErrorObject::new(PARSE_ERROR, "parse error").with_data(json!({"at": 1})),
+            )),
+            Message::Response(Response::error(
+                Some("x".into()),
+                ErrorObject::new(INVALID_PARAMS, "bad"),
+            )),
+        ];
+        for message in messages {
+            let text = message.to_json();
+            let value: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(value, message.to_value(), "{text}");
+            assert!(text.starts_with(r#"{"jsonrpc":"2.0""#), "{text}");
+            if !matches!(&message, Message::Response(Response { id: None, .. })) {
+                assert_eq!(Message::parse(&text).unwrap(), message, "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn text_and_value_read_the_same() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x"},"extra":[1,{"a":2}]}"#,
+            r#"{"id":1,"id":2,"jsonrpc":"2.0","method":"m","method":"n"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","met\u0068od":"ping","id":3}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":1}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"x"}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized","params":[]}"#,
+            r#"{"jsonrpc":2,"id":1,"method":"ping"}"#,
+            r#"[]"#,
+            r#"[1,[2],{"a":3}]"#,
+            r#""text""#,
+            r#"null"#,
+            r#"true"#,
+            r#"-1.5"#,
+            r#"{}"#,
+        ] {
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(Message::parse(text), Message::from_value(value), "{text}");
+        }
     }
 
     #[test]

@@ -64,8 +64,8 @@ impl Session {
     /// concurrently so that cancellations and answers to server requests get through.
     pub async fn handle_text(&self, text: &str) -> Option<String> {
         match Message::parse(text) {
-            Ok(message) => self.handle(message).await.map(|r| r.to_value().to_string()),
-            Err(error) => Some(error.to_value().to_string()),
+            Ok(message) => self.handle(message).await.map(|r| r.to_json()),
+            Err(error) => Some(error.to_json()),
         }
     }
 

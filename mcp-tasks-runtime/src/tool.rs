@@ -345,28 +345,16 @@ impl Tool {
     }
 
     /// Checks raw arguments against the input schema, when the handler does not parse them
-    /// into a typed struct itself.
-    pub(crate) fn check_arguments(&self, args: &JsonObject) -> Result<(), ToolError> {
-        let Some(validator) = &self.validator else {
-            return Ok(());
-        };
-        let value = Value::Object(args.clone());
-        let problems: Vec<String> = validator
-            .iter_errors(&value)
-            .take(5)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                if path.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{path}: {e}")
-                }
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ToolError::invalid_arguments(problems.join("; ")))
+    /// into a typed struct itself; hands them back unchanged when they pass.
+    pub(crate) fn check_arguments(&self, args: JsonObject) -> Result<JsonObject, ToolError> {
+        check_arguments(self.validator.as_deref(), args)
+    }
+
+    /// What a call needs of this tool to run it, without a copy of the tool.
+    pub(crate) fn runner(&self) -> Runner {
+        Runner {
+            handler: Arc::clone(&self.handler),
+            validator: self.validator.clone(),
         }
     }
 
@@ -630,6 +618,54 @@ impl ToolRegistration {
     }
 }
 
+/// A tool's handler and its argument check: what one call needs to run the tool.
+#[derive(Clone)]
+pub(crate) struct Runner {
+    handler: ToolHandler,
+    validator: Option<Arc<jsonschema::Validator>>,
+}
+
+impl Runner {
+    /// Checks the arguments and starts the handler on them.
+    pub(crate) fn call(self, cx: TaskContext, args: JsonObject) -> ToolFuture {
+        match check_arguments(self.validator.as_deref(), args) {
+            Ok(args) => (self.handler)(cx, args),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    }
+}
+
+/// Checks arguments against an input schema's validator. The arguments are validated in
+/// place (wrapped as a JSON value and unwrapped again), never copied.
+fn check_arguments(
+    validator: Option<&jsonschema::Validator>,
+    args: JsonObject,
+) -> Result<JsonObject, ToolError> {
+    let Some(validator) = validator else {
+        return Ok(args);
+    };
+    let value = Value::Object(args);
+    let problems: Vec<String> = validator
+        .iter_errors(&value)
+        .take(5)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("{path}: {e}")
+            }
+        })
+        .collect();
+    if !problems.is_empty() {
+        return Err(ToolError::invalid_arguments(problems.join("; ")));
+    }
+    match value {
+        Value::Object(args) => Ok(args),
+        _ => unreachable!("the arguments were wrapped as an object above"),
+    }
+}
+
 /// Every tool of a server, by name.
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
@@ -739,9 +775,9 @@ mod tests {
             "properties": {"n": {"type": "integer"}},
             "required": ["n"]
         }));
-        assert!(tool.check_arguments(&JsonObject::new()).is_err());
+        assert!(tool.check_arguments(JsonObject::new()).is_err());
         let mut ok = JsonObject::new();
         ok.insert("n".into(), 3.into());
-        assert!(tool.check_arguments(&ok).is_ok());
+        assert_eq!(tool.check_arguments(ok.clone()).unwrap(), ok);
     }
 }

@@ -142,10 +142,7 @@ impl Engine {
                 self.state.clone(),
             );
             cx.set_task_id(&record.id);
-            match tool.check_arguments(&record.arguments) {
-                Ok(()) => (tool.handler)(cx, record.arguments.clone()),
-                Err(e) => Box::pin(async move { Err(e) }),
-            }
+            tool.runner().call(cx, record.arguments.clone())
         });
         self.spawn_run(tool, record, run, future);
     }

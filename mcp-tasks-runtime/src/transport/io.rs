@@ -117,7 +117,7 @@ where
             continue;
         }
         match Message::parse(text) {
-            Err(error) => sink(&error.to_value().to_string()),
+            Err(error) => sink(&error.to_json()),
             Ok(Message::Request(request)) => {
                 let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
                     break Ok(());
@@ -126,7 +126,7 @@ where
                 let sink = sink.clone();
                 let mut handling: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
                     if let Some(response) = session.handle_request(request).await {
-                        sink(&response.to_value().to_string());
+                        sink(&response.to_json());
                     }
                     drop(permit);
                 });
@@ -192,8 +192,7 @@ fn parse_error(message: &str) -> String {
             format!("parse error: {message}"),
         ),
     )
-    .to_value()
-    .to_string()
+    .to_json()
 }
 
 fn outbound_sender(

@@ -653,19 +653,18 @@ async fn tools_call(
         };
         return Some(Ok(create_task_result(server, &rec)));
     }
-    let runner = tool.clone();
+    let runner = tool.runner();
     let run_args = args.clone();
+    // A call with a prelude may become a task, which takes the arguments again.
+    let task_args = as_task.then(|| args.clone());
     let call = SyncCall {
         target: tool.name.to_string(),
         name: Arc::clone(&tool.name),
-        args: args.clone(),
+        args,
         policy: tool.on_unresumable,
         prelude: as_task,
         work: Box::new(move |cx| {
-            Box::pin(async move {
-                runner.check_arguments(&run_args)?;
-                (runner.handler)(cx, run_args).await.map(Produced::Tool)
-            })
+            Box::pin(async move { runner.call(cx, run_args).await.map(Produced::Tool) })
         }),
     };
     let round = interact(server, conn, request, rounds, &meta, sink, call).await?;
@@ -681,7 +680,17 @@ async fn tools_call(
             Some(CallOutcome::Error(e)) => Err(e),
             None => Err(Error::Internal("the tool ended without an outcome".into()).into()),
         },
-        Ok(Round::Detached(call)) => adopt(server, conn, tool, args, meta, call).await,
+        Ok(Round::Detached(call)) => {
+            adopt(
+                server,
+                conn,
+                tool,
+                task_args.unwrap_or_default(),
+                meta,
+                call,
+            )
+            .await
+        }
     })
 }
 

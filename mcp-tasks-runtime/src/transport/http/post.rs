@@ -298,7 +298,7 @@ pub(super) async fn stateful(
                 Out::Message(m) => pump_log.push(&m),
                 Out::Done(response) => {
                     if let Some(r) = response {
-                        pump_log.push(&r.to_value().to_string());
+                        pump_log.push(&r.to_json());
                     }
                     break;
                 }

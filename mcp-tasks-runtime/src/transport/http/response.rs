@@ -18,7 +18,7 @@ pub(super) fn json(status: StatusCode, response: &Response) -> HttpResponse {
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
-        response.to_value().to_string(),
+        response.to_json(),
     )
         .into_response()
 }

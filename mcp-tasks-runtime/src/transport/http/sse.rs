@@ -169,9 +169,7 @@ impl http_body::Body for LiveSse {
             Poll::Ready(Some(Out::Done(response))) => {
                 this.guard.disarm();
                 this.done = true;
-                Poll::Ready(
-                    response.map(|r| Ok(Frame::data(event(None, &r.to_value().to_string())))),
-                )
+                Poll::Ready(response.map(|r| Ok(Frame::data(event(None, &r.to_json())))))
             }
             Poll::Ready(None) => {
                 this.done = true;
