@@ -561,6 +561,8 @@ use proc_macro::TokenStream;
 /// async fn render(pages: u32, progress: Progress) -> String { ... } // untouched
 ///
 /// const _: () = {
+///     const _: () = assert_fn_tool_name("render"); // the runtime's name rule, while compiling
+///
 ///     #[derive(Deserialize, JsonSchema)]
 ///     #[serde(deny_unknown_fields)]
 ///     struct __McpTasksInput { pages: u32 }
