@@ -54,6 +54,7 @@
 /// [`ToolError`]: crate::ToolError
 /// [`ToolError::new`]: crate::ToolError::new
 /// [`TaskSupport`]: crate::model::TaskSupport
+/// [`is_valid_tool_name`]: crate::tool::is_valid_tool_name
 /// [`Server::from_registry`]: crate::Server::from_registry
 /// [Json]: crate::Json
 #[doc(inline)]

@@ -11,6 +11,7 @@ use mcp_tasks::prelude::*;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
+use support::http::HttpFixture;
 use tokio::io::AsyncBufReadExt;
 use tokio::time::Instant;
 
@@ -24,33 +25,9 @@ fn fixture_stdio() -> String {
     )
 }
 
-/// A fixture process serving HTTP on a free port, and its endpoint.
-struct HttpFixture {
-    _child: tokio::process::Child,
-    url: String,
-}
-
+/// A fixture process serving HTTP on a free port with tasks in memory.
 async fn fixture_http() -> HttpFixture {
-    let mut child = tokio::process::Command::new(support::example("conformance-server"))
-        .args(["--http", "127.0.0.1:0", "--store", "memory"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the conformance server");
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(WITHIN, async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("listening on ") {
-                return url.to_owned();
-            }
-        }
-        panic!("the fixture exited before listening");
-    })
-    .await
-    .expect("the fixture listens within 30 s");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    HttpFixture { _child: child, url }
+    HttpFixture::start(&["--store", "memory"]).await
 }
 
 fn deadline() -> Option<Instant> {

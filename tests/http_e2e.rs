@@ -1,11 +1,17 @@
 //! The Streamable HTTP transport end to end: a real server on an ephemeral loopback port,
 //! driven by a real HTTP client through both protocol eras.
 
+mod support;
+
 use mcp_tasks::prelude::*;
 use mcp_tasks::transport::http::{AuthError, HttpConfig, HttpHandle};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use support::http::{
+    Events, TASKS_EXT, V2025, V2026, init_params, json_of, meta, post, serve, session_get,
+    session_post, stateless,
+};
 use tokio::sync::Notify;
 
 // ---- Fixture tools ----
@@ -91,173 +97,19 @@ async fn long_job(cancel: CancellationToken) -> Result<String, ToolError> {
 
 // ---- Helpers ----
 
-const V2026: &str = "2026-07-28";
-const V2025: &str = "2025-11-25";
-const TASKS_EXT: &str = "io.modelcontextprotocol/tasks";
-
 async fn start(config: HttpConfig) -> (HttpHandle, String) {
-    let server = Server::builder()
-        .name("http-e2e")
-        .registry_tools()
-        .build()
-        .unwrap();
-    let handle = server.serve_http(config).await.unwrap();
-    let url = handle.url("/mcp");
-    (handle, url)
-}
-
-fn meta(capabilities: Value) -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": V2026,
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-    })
+    serve(Server::builder().name("http-e2e").registry_tools(), config).await
 }
 
 fn client() -> reqwest::Client {
     reqwest::Client::new()
 }
 
-/// A 2026-07-28 request with every header it needs, plus `extra` headers (which replace).
-fn stateless(
-    url: &str,
-    id: u64,
-    method: &str,
-    mut params: Value,
-    extra: &[(&str, &str)],
-) -> reqwest::RequestBuilder {
-    if params.get("_meta").is_none() {
-        params["_meta"] = meta(json!({}));
-    }
-    let name = params
-        .get("name")
-        .or_else(|| params.get("taskId"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let mut headers = vec![
-        ("mcp-protocol-version".to_owned(), V2026.to_owned()),
-        ("mcp-method".to_owned(), method.to_owned()),
-    ];
-    if let Some(name) = name {
-        headers.push(("mcp-name".to_owned(), name));
-    }
-    for (k, v) in extra {
-        headers.retain(|(h, _)| !h.eq_ignore_ascii_case(k));
-        headers.push(((*k).to_owned(), (*v).to_owned()));
-    }
-    let mut request = client()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body.to_string());
-    for (k, v) in headers {
-        request = request.header(k, v);
-    }
-    request
-}
-
-async fn json_of(response: reqwest::Response) -> (u16, Value) {
-    let status = response.status().as_u16();
-    assert_eq!(
-        response.headers()["content-type"],
-        "application/json",
-        "status {status}"
-    );
-    let body = response.bytes().await.unwrap();
-    (status, serde_json::from_slice(&body).unwrap())
-}
-
-/// One server-sent event.
-#[derive(Debug, Default)]
-struct Event {
-    id: Option<String>,
-    retry: Option<u64>,
-    data: String,
-}
-
-impl Event {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.data).unwrap_or(Value::Null)
-    }
-}
-
-/// Reads events from an SSE response, chunk by chunk.
-struct Events {
-    response: reqwest::Response,
-    buffer: String,
-}
-
-impl Events {
-    fn new(response: reqwest::Response) -> Self {
-        assert_eq!(response.headers()["content-type"], "text/event-stream");
-        assert_eq!(response.headers()["x-accel-buffering"], "no");
-        Self {
-            response,
-            buffer: String::new(),
-        }
-    }
-
-    /// The next event, or `None` at the end of the stream. Comments are skipped.
-    async fn next(&mut self) -> Option<Event> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let mut event = Event::default();
-                let mut any = false;
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("id: ") {
-                        event.id = Some(v.to_owned());
-                        any = true;
-                    } else if let Some(v) = line.strip_prefix("retry: ") {
-                        event.retry = v.parse().ok();
-                        any = true;
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        event.data.push_str(v.trim_start());
-                        any = true;
-                    }
-                }
-                if any {
-                    return Some(event);
-                }
-                continue;
-            }
-            let chunk = tokio::time::timeout(Duration::from_secs(30), self.response.chunk())
-                .await
-                .expect("the stream stalled")
-                .unwrap()?;
-            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
-        }
-    }
-
-    /// Events up to and including the first that satisfies `done`.
-    async fn until(&mut self, done: impl Fn(&Value) -> bool) -> Vec<Event> {
-        let mut seen = Vec::new();
-        while let Some(event) = self.next().await {
-            let stop = done(&event.json());
-            seen.push(event);
-            if stop {
-                return seen;
-            }
-        }
-        panic!("the stream ended before the expected event: {seen:?}");
-    }
-}
-
 /// A 2025-11-25 session: `initialize`, then `notifications/initialized`.
 async fn open_session(url: &str, capabilities: Value) -> String {
-    let response = client()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(
-            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": V2025, "capabilities": capabilities,
-                "clientInfo": {"name": "e2e", "version": "1"}}})
-            .to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": init_params("e2e", capabilities)});
+    let response = post(&client(), url, &initialize).send().await.unwrap();
     let session = response.headers()["mcp-session-id"]
         .to_str()
         .unwrap()
@@ -282,21 +134,11 @@ fn stateful(url: &str, session: &str, message: Value) -> reqwest::RequestBuilder
 }
 
 fn stateful_as(url: &str, session: &str, version: &str, message: Value) -> reqwest::RequestBuilder {
-    client()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", session)
-        .header("mcp-protocol-version", version)
-        .body(message.to_string())
+    session_post(&client(), url, session, version, &message)
 }
 
 fn get_stream(url: &str, session: &str, last_event_id: Option<&str>) -> reqwest::RequestBuilder {
-    let request = client()
-        .get(url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", session)
-        .header("mcp-protocol-version", V2025);
+    let request = session_get(&client(), url, session);
     match last_event_id {
         Some(id) => request.header("last-event-id", id),
         None => request,

@@ -1,11 +1,17 @@
 //! The Streamable HTTP transport against real clients that bend the rules and hostile ones:
 //! a real server on an ephemeral loopback port, driven by real sockets.
 
+mod support;
+
 use mcp_tasks::EngineConfig;
 use mcp_tasks::prelude::*;
 use mcp_tasks::transport::http::{HttpConfig, HttpHandle};
 use serde_json::{Value, json};
 use std::time::Duration;
+use support::http::{
+    HttpFixture, V2025, V2026, init_params, json_of, post, serve, session_get, session_post,
+    stateless_with, tasks_meta,
+};
 
 // ---- Fixture tools ----
 
@@ -20,65 +26,28 @@ async fn long_job(cancel: CancellationToken) -> Result<String, ToolError> {
 
 // ---- Helpers ----
 
-const V2026: &str = "2026-07-28";
-const TASKS_EXT: &str = "io.modelcontextprotocol/tasks";
-
 async fn start(config: HttpConfig) -> (HttpHandle, String) {
     start_with(config, EngineConfig::default()).await
 }
 
 async fn start_with(config: HttpConfig, engine: EngineConfig) -> (HttpHandle, String) {
-    let server = Server::builder()
+    let builder = Server::builder()
         .name("http-hardening")
         .registry_tools()
-        .engine_config(engine)
-        .build()
-        .unwrap();
-    let handle = server.serve_http(config).await.unwrap();
-    let url = handle.url("/mcp");
-    (handle, url)
+        .engine_config(engine);
+    serve(builder, config).await
 }
 
-/// The 2026-07-28 `_meta` of a client that speaks the tasks extension.
-fn tasks_meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": V2026,
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXT: {}}},
-    })
-}
-
-/// A 2026-07-28 request with exactly the headers given (besides the content headers).
+/// A 2026-07-28 request of a client that speaks the tasks extension, with exactly the
+/// headers given (besides the content headers): no `Mcp-Name` unless `headers` has one.
 fn stateless(
     url: &str,
     id: u64,
     method: &str,
-    mut params: Value,
+    params: Value,
     headers: &[(&str, &str)],
 ) -> reqwest::RequestBuilder {
-    params["_meta"] = tasks_meta();
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let mut request = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", V2026)
-        .header("mcp-method", method)
-        .body(body.to_string());
-    for (k, v) in headers {
-        request = request.header(*k, *v);
-    }
-    request
-}
-
-async fn json_of(response: reqwest::Response) -> (u16, Value) {
-    let status = response.status().as_u16();
-    assert_eq!(
-        response.headers()["content-type"],
-        "application/json",
-        "status {status}"
-    );
-    let body = response.bytes().await.unwrap();
-    (status, serde_json::from_slice(&body).unwrap())
+    stateless_with(url, id, method, params, tasks_meta(), headers)
 }
 
 /// Starts a `long_job` task and returns its id.
@@ -519,8 +488,6 @@ async fn a_full_connection_table_evicts_idle_connections_for_new_clients() {
 
 // ---- Sessions ----
 
-const V2025: &str = "2025-11-25";
-
 /// A client whose connections come from `source` (any address on loopback).
 fn client_from(source: [u8; 4]) -> reqwest::Client {
     reqwest::Client::builder()
@@ -535,16 +502,9 @@ async fn initialize(
     url: &str,
     token: Option<&str>,
 ) -> Result<String, u16> {
-    let mut request = client
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(
-            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": V2025, "capabilities": {},
-                "clientInfo": {"name": "hardening", "version": "1"}}})
-            .to_string(),
-        );
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": init_params("hardening", json!({}))});
+    let mut request = post(client, url, &initialize);
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
@@ -570,13 +530,8 @@ async fn use_session(
     session: &str,
     token: Option<&str>,
 ) -> u16 {
-    let mut request = client
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", session)
-        .header("mcp-protocol-version", V2025)
-        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string());
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let mut request = session_post(client, url, session, V2025, &list);
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
@@ -585,14 +540,7 @@ async fn use_session(
 
 /// Opens the GET stream of a session, which keeps it busy while the response lives.
 async fn open_stream(client: &reqwest::Client, url: &str, session: &str) -> reqwest::Response {
-    let response = client
-        .get(url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", session)
-        .header("mcp-protocol-version", V2025)
-        .send()
-        .await
-        .unwrap();
+    let response = session_get(client, url, session).send().await.unwrap();
     assert_eq!(response.status(), 200);
     response
 }
@@ -657,44 +605,16 @@ async fn a_full_session_table_makes_room_instead_of_refusing() {
     handle.shutdown().await.unwrap();
 }
 
-/// The conformance server's binary, built with the examples.
-fn conformance_server() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let path = dir.join("examples").join("conformance-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with `cargo test --workspace`, which builds the examples",
-        path.display()
-    );
-    path
-}
-
 #[tokio::test]
 async fn a_server_out_of_file_descriptors_evicts_idle_connections_for_new_clients() {
-    use tokio::io::AsyncBufReadExt as _;
     // The server may open 128 files; it gets more idle connections than that.
-    let mut child = tokio::process::Command::new("sh")
+    let mut command = tokio::process::Command::new("sh");
+    command
         .arg("-c")
         .arg(r#"ulimit -n 128 && exec "$0" --http 127.0.0.1:0 --store memory"#)
-        .arg(conformance_server())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the conformance server");
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("listening on ") {
-                return url.to_owned();
-            }
-        }
-        panic!("the server ended before it listened");
-    })
-    .await
-    .expect("the server did not start");
+        .arg(support::example("conformance-server"));
+    let fixture = HttpFixture::spawn(command).await;
+    let url = fixture.url.clone();
     let addr = url
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
@@ -714,5 +634,5 @@ async fn a_server_out_of_file_descriptors_evicts_idle_connections_for_new_client
         assert_eq!(response.status(), 200);
     }
     drop(idle);
-    child.kill().await.unwrap();
+    fixture.kill().await;
 }

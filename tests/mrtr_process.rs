@@ -8,10 +8,10 @@ use serde_json::{Value, json};
 use std::process::Stdio;
 use std::time::Duration;
 use support::example;
+use support::http::{self, HttpFixture};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
-const V2026: &str = "2026-07-28";
 /// The longest any single exchange with the server may take.
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -29,10 +29,7 @@ fn spawn(args: &[&str]) -> Child {
 /// The params of a request from a client that can answer elicitations but has no tasks
 /// extension, plus `extra`.
 fn params(name: &str, extra: Value) -> Value {
-    let mut params = json!({"name": name, "_meta": {
-        "io.modelcontextprotocol/protocolVersion": V2026,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-    }});
+    let mut params = json!({"name": name, "_meta": http::meta(json!({"elicitation": {}}))});
     params
         .as_object_mut()
         .unwrap()
@@ -127,43 +124,17 @@ async fn over_stdio_a_question_resumes_the_call() {
 }
 
 struct HttpClient {
-    client: reqwest::Client,
     url: String,
 }
 
 impl Transport for HttpClient {
     async fn call(&mut self, id: u64, params: Value) -> Value {
-        let name = params["name"].as_str().unwrap().to_owned();
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
-        let response = self
-            .client
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", V2026)
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", name)
-            .body(body.to_string())
+        let response = http::stateless(&self.url, id, "tools/call", params, &[])
             .timeout(LIMIT)
             .send()
             .await
             .unwrap();
-        let kind = response.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .to_owned();
-        let text = response.text().await.unwrap();
-        let response: Value = if kind.starts_with("text/event-stream") {
-            // The response is the last `data:` line of the stream.
-            let data = text
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .next_back()
-                .expect("an event with the response");
-            serde_json::from_str(data.trim()).unwrap()
-        } else {
-            serde_json::from_str(&text).unwrap()
-        };
+        let response = http::answer(response).await;
         assert_eq!(response["id"], id);
         response
     }
@@ -171,23 +142,10 @@ impl Transport for HttpClient {
 
 #[tokio::test]
 async fn over_http_a_question_resumes_the_call() {
-    let mut child = spawn(&["--http", "127.0.0.1:0", "--store", "memory"]);
-    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(LIMIT, async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("listening on ") {
-                return url.trim().to_owned();
-            }
-        }
-        panic!("the server ended before it listened")
-    })
-    .await
-    .expect("the server listens in time");
+    let fixture = HttpFixture::start(&["--store", "memory"]).await;
+    let url = fixture.url.clone();
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    let mut t = HttpClient {
-        client: reqwest::Client::new(),
-        url,
-    };
+    let mut t = HttpClient { url };
     side_effect_runs_once(&mut t).await;
-    child.kill().await.unwrap();
+    fixture.kill().await;
 }

@@ -6,11 +6,11 @@ mod support;
 
 use serde_json::{Value, json};
 use std::time::Duration;
+use support::http::{HttpFixture, V2025, answer, post, session_post};
 use support::{Server, temp_db};
 
 fn init_params() -> Value {
-    json!({"protocolVersion": "2025-11-25", "clientInfo": {"name": "t", "version": "1"},
-           "capabilities": {}})
+    support::http::init_params("t", json!({}))
 }
 
 /// A fresh 2025-11-25 session on a stdio process.
@@ -74,76 +74,24 @@ async fn a_stdio_client_resumes_its_task_after_a_restart() {
     stdio_resume(true).await;
 }
 
-/// The fixture serving HTTP on a free loopback port.
-struct HttpFixture {
-    child: tokio::process::Child,
-    url: String,
+/// The fixture serving HTTP on a free loopback port, on the SQLite file `db`.
+async fn http_fixture(db: &std::path::Path) -> HttpFixture {
+    let store = format!("sqlite:{}", db.display());
+    let lease = support::LEASE_MS.to_string();
+    HttpFixture::start(&["--store", &store, "--lease-ms", &lease]).await
 }
 
-impl HttpFixture {
-    async fn start(db: &std::path::Path) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let child = tokio::process::Command::new(support::example("conformance-server"))
-            .args(["--http", &format!("127.0.0.1:{port}"), "--store"])
-            .arg(format!("sqlite:{}", db.display()))
-            .args(["--lease-ms", &support::LEASE_MS.to_string()])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn the fixture");
-        let url = format!("http://127.0.0.1:{port}/mcp");
-        for _ in 0..200 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                return Self { child, url };
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("the HTTP fixture did not start");
+/// A POST of `body`, in `session` when there is one.
+fn post_in(url: &str, session: Option<&str>, body: Value) -> reqwest::RequestBuilder {
+    let client = reqwest::Client::new();
+    match session {
+        Some(session) => session_post(&client, url, session, V2025, &body),
+        None => post(&client, url, &body),
     }
-
-    async fn kill(mut self) {
-        self.child.start_kill().unwrap();
-        self.child.wait().await.unwrap();
-    }
-}
-
-fn post(url: &str, session: Option<&str>, body: Value) -> reqwest::RequestBuilder {
-    let mut request = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body.to_string());
-    if let Some(session) = session {
-        request = request
-            .header("mcp-session-id", session)
-            .header("mcp-protocol-version", "2025-11-25");
-    }
-    request
-}
-
-/// The JSON-RPC answer in a JSON or SSE response.
-async fn answer(response: reqwest::Response) -> Value {
-    let text = response.text().await.unwrap();
-    if let Ok(v) = serde_json::from_str::<Value>(&text) {
-        return v;
-    }
-    text.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .find(|m| m.get("id").is_some() && m.get("method").is_none())
-        .unwrap_or_else(|| panic!("no answer in {text}"))
 }
 
 async fn http_session(url: &str) -> String {
-    let response = post(
+    let response = post_in(
         url,
         None,
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params()}),
@@ -155,7 +103,7 @@ async fn http_session(url: &str) -> String {
         .to_str()
         .unwrap()
         .to_owned();
-    post(
+    post_in(
         url,
         Some(&session),
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
@@ -168,7 +116,7 @@ async fn http_session(url: &str) -> String {
 
 async fn http_request(url: &str, session: &str, id: u64, method: &str, params: Value) -> Value {
     answer(
-        post(
+        post_in(
             url,
             Some(session),
             json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
@@ -186,7 +134,7 @@ async fn http_resume(restart: bool) {
     } else {
         "resume-http"
     });
-    let first = HttpFixture::start(&db).await;
+    let first = http_fixture(&db).await;
     let session = http_session(&first.url).await;
     let r = http_request(
         &first.url,
@@ -203,7 +151,7 @@ async fn http_resume(restart: bool) {
     let server = if restart {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         first.kill().await;
-        HttpFixture::start(&db).await
+        http_fixture(&db).await
     } else {
         first
     };

@@ -34,7 +34,7 @@ pub(crate) struct TaskToolArgs {
     pub(crate) poll_interval_ms: Option<u64>,
     /// `ttl = "..."`: `Some(None)` for `"none"`.
     pub(crate) ttl_ms: Option<Option<u64>>,
-    /// `name = "..."`, already checked against the tool-name rule.
+    /// `name = "..."`; the generated code checks it against the runtime's tool-name rule.
     pub(crate) name: Option<LitStr>,
     /// `title = "..."`.
     pub(crate) title: Option<LitStr>,
@@ -157,15 +157,7 @@ impl TaskToolArgs {
                     }
                 });
             }
-            "name" => {
-                self.name = string(key, value, errors).filter(|lit| {
-                    let ok = is_valid_tool_name(&lit.value());
-                    if !ok {
-                        errors.spanned(lit, invalid_name_message(&lit.value()));
-                    }
-                    ok
-                });
-            }
+            "name" => self.name = string(key, value, errors),
             "title" => self.title = string(key, value, errors),
             "description" => self.description = string(key, value, errors),
             "read_only" => self.read_only = boolean(key, value, errors),
@@ -298,19 +290,6 @@ fn millis(key: &str, lit: &LitStr, errors: &mut Errors) -> Option<u64> {
     }
 }
 
-/// The runtime's tool-name rule, `[A-Za-z0-9_.-]{1,64}`, checked at compile time.
-pub(crate) fn is_valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-}
-
-/// The error for a name that breaks the rule.
-pub(crate) fn invalid_name_message(name: &str) -> String {
-    format!("invalid tool name {name:?}: use 1 to 64 of `A-Z a-z 0-9 _ - .`")
-}
-
 /// " `key`", or nothing when the key is not a plain identifier.
 pub(crate) fn named(key: &str) -> String {
     if key.is_empty() {
@@ -405,7 +384,6 @@ mod tests {
             ttl = "2 days",
             colour = "red",
             mode = "optional",
-            name = "",
             read_only = "yes",
             on_restart = "retry",
             on_unresumable = "resume",
@@ -418,7 +396,6 @@ mod tests {
                 "invalid `ttl` \"2 days\": expected `\"none\"` or a number followed by `ms`, `s`, `m` or `h`",
                 "unknown `#[task_tool]` argument `colour`; expected one of: `mode`, `poll_interval`, `ttl`, `name`, `title`, `description`, `read_only`, `destructive`, `idempotent`, `open_world`, `on_restart`, `on_unresumable`, `prelude`, `crate`",
                 "`mode` specified more than once",
-                "invalid tool name \"\": use 1 to 64 of `A-Z a-z 0-9 _ - .`",
                 "`read_only` expects `true` or `false`",
                 "invalid `on_restart` \"retry\": expected `\"fail\"` or `\"rerun\"`",
                 "invalid `on_unresumable` \"resume\": expected `\"fail\"` or `\"rerun\"`",
@@ -441,15 +418,5 @@ mod tests {
             ["`crate` expects a path such as `::mcp_tasks`"]
         );
         assert_eq!(messages(quote!(mode("x"))), ["expected `=` after `mode`"]);
-    }
-
-    #[test]
-    fn tool_names_follow_the_runtime_rule() {
-        for ok in ["a", "get_weather", "v1.2-beta", &"x".repeat(64)] {
-            assert!(is_valid_tool_name(ok), "{ok}");
-        }
-        for bad in ["", "has space", "slash/name", "ünï", &"x".repeat(65)] {
-            assert!(!is_valid_tool_name(bad), "{bad}");
-        }
     }
 }

@@ -111,6 +111,7 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
     };
 
     let registration = registration(args, task, &rt, &ret_trait, &input_trait);
+    let name_check = name_check(args, task, &rt);
     // The application state the injected parameters need, checked when the server is built.
     let required_state = task
         .params
@@ -133,6 +134,8 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
 
         #(#cfgs)*
         const _: () = {
+            #name_check
+
             #input_items
 
             fn __mcp_tasks_required_state() -> #p::Vec<#p::StateRequirement> {
@@ -155,6 +158,31 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
     }
 }
 
+/// The tool's name: `name = "..."`, or the function's name without its `r#`.
+fn tool_name(args: &TaskToolArgs, ident: &syn::Ident) -> LitStr {
+    args.name
+        .clone()
+        .unwrap_or_else(|| LitStr::new(&ident.unraw().to_string(), ident.span()))
+}
+
+/// A `const` that checks the tool's name against the runtime's rule while compiling, spanned
+/// on the `name = "..."` literal, or on the function's name when the name is derived from
+/// it, so that a bad name is an error there.
+fn name_check(args: &TaskToolArgs, task: &TaskFn<'_>, rt: &Runtime) -> TokenStream {
+    let ident = &task.original.sig.ident;
+    let name = tool_name(args, ident);
+    let span = name.span();
+    let p = rt.private(span);
+    let assert = if args.name.is_some() {
+        quote_spanned!(span=> assert_tool_name)
+    } else {
+        quote_spanned!(span=> assert_fn_tool_name)
+    };
+    quote_spanned! {span=>
+        const _: () = #p::#assert(#name);
+    }
+}
+
 /// The `inventory::submit!` of the tool's `ToolRegistration`.
 fn registration(
     args: &TaskToolArgs,
@@ -165,10 +193,7 @@ fn registration(
 ) -> TokenStream {
     let ident = &task.original.sig.ident;
     let p = rt.private(Span::call_site());
-    let name = args
-        .name
-        .clone()
-        .unwrap_or_else(|| LitStr::new(&ident.unraw().to_string(), ident.span()));
+    let name = tool_name(args, ident);
     let title = match &args.title {
         Some(title) => quote!(#p::Option::Some(#title)),
         None => quote!(#p::Option::None),
@@ -621,6 +646,47 @@ mod tests {
         assert_eq!(field(&reg, "line"), ":: core :: line ! ()");
     }
 
+    /// The `const _: () = <check>;` inside the block, as a string.
+    fn name_check(items: &[Item]) -> String {
+        let checks: Vec<String> = items
+            .iter()
+            .filter_map(|item| match item {
+                Item::Const(check) if matches!(*check.ty, syn::Type::Tuple(_)) => {
+                    Some(check.expr.to_token_stream().to_string())
+                }
+                _ => None,
+            })
+            .collect();
+        let [check] = &checks[..] else {
+            panic!("expected one name check, got {checks:?}");
+        };
+        check.clone()
+    }
+
+    #[test]
+    fn the_name_is_checked_by_the_runtime_while_compiling() {
+        let (_, items) = expand_ok(
+            quote!(name = "render report"),
+            quote!(
+                async fn render() {}
+            ),
+        );
+        assert_eq!(
+            name_check(&items),
+            ":: mcp_tasks :: __private :: assert_tool_name (\"render report\")"
+        );
+        let (_, items) = expand_ok(
+            quote!(crate = crate::rt),
+            quote!(
+                async fn r#type() {}
+            ),
+        );
+        assert_eq!(
+            name_check(&items),
+            "crate :: rt :: __private :: assert_fn_tool_name (\"type\")"
+        );
+    }
+
     #[test]
     fn defaults_fill_in_what_is_not_given() {
         let (_, items) = expand_ok(
@@ -786,7 +852,9 @@ mod tests {
             let name = match item {
                 Item::Fn(f) => f.sig.ident.to_string(),
                 Item::Struct(s) => s.ident.to_string(),
+                // `const _`, the name check: it names nothing.
                 Item::Macro(_) => continue,
+                Item::Const(check) if check.ident == "_" => continue,
                 other => panic!("unexpected item {}", other.to_token_stream()),
             };
             assert!(

@@ -527,6 +527,13 @@ use proc_macro::TokenStream;
 /// | `on_restart = "rerun"` or `on_unresumable = "rerun"` without `idempotent` | `"rerun"` |
 /// | a function name that is not a valid tool name | the name (use `name = "..."`) |
 ///
+/// The tool's name is held to the rule tool registration applies, the runtime's
+/// [`is_valid_tool_name`]: the generated code calls it in a `const`, so a bad name fails that
+/// constant's evaluation (`error[E0080]: evaluation panicked: invalid tool name: ...`) on the
+/// `name = "..."` literal or the function's name, under `cargo check` too. The constant is
+/// only generated once the attribute has no other error, so a bad name is reported after
+/// those.
+///
 /// For instance, a tool must be an `async fn`:
 ///
 /// ```compile_fail
@@ -554,6 +561,8 @@ use proc_macro::TokenStream;
 /// async fn render(pages: u32, progress: Progress) -> String { ... } // untouched
 ///
 /// const _: () = {
+///     const _: () = assert_fn_tool_name("render"); // the runtime's name rule, while compiling
+///
 ///     #[derive(Deserialize, JsonSchema)]
 ///     #[serde(deny_unknown_fields)]
 ///     struct __McpTasksInput { pages: u32 }
@@ -605,6 +614,10 @@ use proc_macro::TokenStream;
     doc = "[`ToolError::new`]: ../mcp_tasks/struct.ToolError.html#method.new"
 )]
 #[cfg_attr(doc, doc = "[`TaskSupport`]: ../mcp_tasks/model/enum.TaskSupport.html")]
+#[cfg_attr(
+    doc,
+    doc = "[`is_valid_tool_name`]: ../mcp_tasks/tool/fn.is_valid_tool_name.html"
+)]
 #[cfg_attr(
     doc,
     doc = "[`Server::from_registry`]: ../mcp_tasks/struct.Server.html#method.from_registry"

@@ -3,7 +3,7 @@
 //! Each error points at the smallest token that is wrong, and all of them are reported
 //! together.
 
-use crate::args::{self, TaskToolArgs};
+use crate::args::TaskToolArgs;
 use crate::ast::{InjectKind, ParamKind, TaskFn, ungroup};
 use crate::errors::Errors;
 use quote::ToTokens;
@@ -15,7 +15,6 @@ impl TaskFn<'_> {
     pub(crate) fn validate(&self, args: &TaskToolArgs, errors: &mut Errors) {
         self.validate_signature(errors);
         self.validate_params(errors);
-        self.validate_name(args, errors);
         if let Some((true, lit)) = &args.on_restart
             && args.idempotent != Some(true)
         {
@@ -177,24 +176,6 @@ impl TaskFn<'_> {
                     );
                 }
             }
-        }
-    }
-
-    fn validate_name(&self, args: &TaskToolArgs, errors: &mut Errors) {
-        if args.name.is_some() {
-            // Checked where it was parsed.
-            return;
-        }
-        let ident = &self.original.sig.ident;
-        let name = ident.unraw().to_string();
-        if !args::is_valid_tool_name(&name) {
-            errors.spanned(
-                ident,
-                format_args!(
-                    "{}; choose another with `name = \"...\"`",
-                    args::invalid_name_message(&name)
-                ),
-            );
         }
     }
 }
@@ -362,19 +343,5 @@ mod tests {
         );
         assert!(errors(quote!(on_unresumable = "rerun", idempotent), item.clone()).is_empty());
         assert!(errors(quote!(on_unresumable = "fail"), item).is_empty());
-    }
-
-    #[test]
-    fn the_default_name_must_be_a_valid_tool_name() {
-        let long = syn::Ident::new(&"x".repeat(65), proc_macro2::Span::call_site());
-        let item = quote!(async fn #long() {});
-        assert_eq!(
-            errors(quote!(), item.clone()),
-            [format!(
-                "invalid tool name {:?}: use 1 to 64 of `A-Z a-z 0-9 _ - .`; choose another with `name = \"...\"`",
-                "x".repeat(65)
-            )]
-        );
-        assert!(errors(quote!(name = "short"), item).is_empty());
     }
 }

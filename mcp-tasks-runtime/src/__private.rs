@@ -21,6 +21,31 @@ pub const DEFAULT_POLL_INTERVAL_MS: u64 = crate::tool::DEFAULT_POLL_INTERVAL.as_
 /// ([`DEFAULT_TTL`](crate::tool::DEFAULT_TTL)).
 pub const DEFAULT_TTL_MS: u64 = crate::tool::DEFAULT_TTL.as_millis() as u64;
 
+/// Fails the compilation when `name`, a `#[task_tool(name = "...")]`, breaks the tool-name
+/// rule ([`is_valid_tool_name`](crate::tool::is_valid_tool_name)). Generated as
+/// `const _: () = assert_tool_name("...");` spanned on the literal, so the error points there
+/// (`#[track_caller]` keeps rustc from pointing inside this function instead).
+#[doc(hidden)]
+#[track_caller]
+pub const fn assert_tool_name(name: &str) {
+    if !crate::tool::is_valid_tool_name(name) {
+        panic!("invalid tool name: use 1 to 64 of `A-Z a-z 0-9 _ - .`");
+    }
+}
+
+/// [`assert_tool_name`] for a name taken from the function's name, spanned on it: the error
+/// says how to choose another.
+#[doc(hidden)]
+#[track_caller]
+pub const fn assert_fn_tool_name(name: &str) {
+    if !crate::tool::is_valid_tool_name(name) {
+        panic!(
+            "invalid tool name: use 1 to 64 of `A-Z a-z 0-9 _ - .`; this function's name does \
+             not, so choose another with `name = \"...\"`"
+        );
+    }
+}
+
 /// `Box`, for generated code in crates that shadow the name.
 pub type Box<T> = ::std::boxed::Box<T>;
 
@@ -36,4 +61,26 @@ where
         + 'static,
 {
     Box::pin(future)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // What the generated name checks look like; a name that breaks the rule fails to compile
+    // here, which the `invalid-tool-name` UI case shows.
+    const _: () = assert_tool_name("weather.current");
+    const _: () = assert_fn_tool_name("get_weather");
+
+    #[test]
+    #[should_panic(expected = "invalid tool name: use 1 to 64 of `A-Z a-z 0-9 _ - .`")]
+    fn a_bad_name_panics_with_the_rule() {
+        assert_tool_name("render report");
+    }
+
+    #[test]
+    #[should_panic(expected = "so choose another with `name = \"...\"`")]
+    fn a_bad_function_name_panics_with_how_to_choose_another() {
+        assert_fn_tool_name(&"x".repeat(65));
+    }
 }

@@ -77,11 +77,23 @@ pub enum ToolDefError {
 }
 
 /// Checks a tool name: 1 to 64 characters of `A-Z a-z 0-9 _ - .`.
-pub fn is_valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+///
+/// This is the only copy of the rule: tool registration checks it at runtime, and the code
+/// `#[task_tool]` generates checks it at compile time (a `const` that calls this function).
+pub const fn is_valid_tool_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() > 64 {
+        return false;
+    }
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if !(b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')) {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// A tool: its metadata and its handler.
@@ -734,6 +746,9 @@ mod tests {
             assert!(!is_valid_tool_name(bad), "{bad}");
         }
     }
+
+    // The rule works in a const context, where the code `#[task_tool]` generates uses it.
+    const _: () = assert!(is_valid_tool_name("v1.2-beta") && !is_valid_tool_name("has space"));
 
     #[test]
     fn duplicate_names_are_an_error_naming_both() {

@@ -1,7 +1,12 @@
 //! Drives the conformance fixture as a real process over stdio, on the 2026-07-28 wire,
-//! on a SQLite file, a PostgreSQL database or a key prefix in Redis.
+//! on a SQLite file, a PostgreSQL database or a key prefix in Redis; [`http`] speaks
+//! Streamable HTTP.
+//!
+//! Each test binary uses a part of this module, so what it leaves unused is allowed.
 
 #![allow(dead_code)]
+
+pub mod http;
 
 use mcp_tasks_runtime::store::testing::{TestDatabase, TestRedis};
 use serde_json::{Value, json};
@@ -215,12 +220,10 @@ pub fn example(name: &str) -> PathBuf {
     path
 }
 
+/// The 2026-07-28 `_meta` of a client that answers elicitations and speaks the tasks
+/// extension.
 pub fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {},
-            "extensions": {"io.modelcontextprotocol/tasks": {}}},
-    })
+    http::meta(json!({"elicitation": {}, "extensions": {http::TASKS_EXT: {}}}))
 }
 
 /// A fixture process serving stdio.

@@ -1,0 +1,7 @@
+use mcp_tasks::task_tool;
+
+// Rust accepts this identifier; the tool-name rule does not.
+#[task_tool]
+async fn größe() {}
+
+fn main() {}
