@@ -335,7 +335,7 @@ pub(crate) struct Suspended {
 /// Who a synchronous call is and what it may see.
 pub(crate) struct Caller {
     pub(crate) name: Arc<str>,
-    pub(crate) client_capabilities: Value,
+    pub(crate) client_capabilities: Arc<Value>,
     pub(crate) principal: Option<Arc<str>>,
     pub(crate) notifier: Notifier,
     pub(crate) state: crate::state::StateMap,
@@ -365,7 +365,7 @@ impl Suspended {
         let cx = TaskContext::new(
             caller.name,
             cancel.clone(),
-            Arc::new(caller.client_capabilities),
+            caller.client_capabilities,
             caller.principal,
             cx_backend,
             caller.state,

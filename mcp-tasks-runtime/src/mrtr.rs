@@ -508,7 +508,7 @@ mod tests {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let caller = Caller {
             name: "t".into(),
-            client_capabilities: json!({}),
+            client_capabilities: Arc::new(json!({})),
             principal: None,
             state: Default::default(),
             notifier: Notifier {

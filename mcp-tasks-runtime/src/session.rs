@@ -39,7 +39,7 @@ pub(crate) enum Era {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct StatefulState {
     pub(crate) version: &'static str,
-    pub(crate) client_capabilities: Value,
+    pub(crate) client_capabilities: Arc<Value>,
 }
 
 /// A client connection.

@@ -325,7 +325,11 @@ impl SharedValues {
         find(&mut recent, value).unwrap_or_else(|| keep(&mut recent, Arc::new(value.clone())))
     }
 
-    /// [`share`](Self::share) for a value the caller owns.
+    /// [`share`](Self::share) for a value the caller owns (the durable stores' decoders).
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres", feature = "redis")),
+        allow(dead_code)
+    )]
     pub(crate) fn share_owned(&self, value: Value) -> Arc<Value> {
         let mut recent = self.recent();
         match find(&mut recent, &value) {

@@ -138,7 +138,7 @@ pub(crate) struct NewTask {
     pub(crate) owner: Option<String>,
     pub(crate) settle: SettlePolicy,
     pub(crate) requested_ttl: Option<Duration>,
-    pub(crate) client_capabilities: Value,
+    pub(crate) client_capabilities: Arc<Value>,
     pub(crate) delivery: Option<Arc<dyn Delivery>>,
 }
 

@@ -136,7 +136,7 @@ pub(crate) fn initialize(
         .copied()
         .find(|v| *v == params.protocol_version)
         .unwrap_or(LATEST);
-    let client_capabilities = Value::Object(params.capabilities.unwrap_or_default());
+    let client_capabilities = Arc::new(Value::Object(params.capabilities.unwrap_or_default()));
     let decided = conn.decide(Era::Stateful(StatefulState {
         version,
         client_capabilities,
@@ -525,7 +525,7 @@ async fn start_task(
             // A tool result with `isError: true` ends a task of this era `failed`.
             settle: SettlePolicy::Fail,
             requested_ttl,
-            client_capabilities: state.client_capabilities.clone(),
+            client_capabilities: Arc::clone(&state.client_capabilities),
             delivery: Some(Arc::clone(&asker) as Arc<dyn Delivery>),
         })
         .await?;
@@ -590,7 +590,7 @@ fn direct_context(
     TaskContext::new(
         name,
         cancel.clone(),
-        Arc::new(state.client_capabilities.clone()),
+        Arc::clone(&state.client_capabilities),
         conn.principal.clone(),
         backend,
         server.inner.state.clone(),

@@ -159,7 +159,7 @@ fn to_value(result: impl Serialize) -> Value {
 /// What a request's `_meta` says about the client.
 #[derive(Debug)]
 pub(crate) struct RequestMeta {
-    pub(crate) client_capabilities: Value,
+    pub(crate) client_capabilities: Arc<Value>,
     pub(crate) log_level: Option<LogLevel>,
     pub(crate) progress_token: Option<Value>,
 }
@@ -189,7 +189,7 @@ pub(crate) fn request_meta(params: &mut JsonObject) -> Result<RequestMeta, Error
         });
     }
     let client_capabilities = match meta.remove(META_CLIENT_CAPABILITIES) {
-        Some(c @ Value::Object(_)) => c,
+        Some(c @ Value::Object(_)) => Arc::new(c),
         _ => {
             return Err(Error::InvalidParams(format!(
                 "`_meta[\"{META_CLIENT_CAPABILITIES}\"]` must be an object"
@@ -816,7 +816,7 @@ async fn interact(
             given.extend(responses);
             let caller = Caller {
                 name: Arc::clone(&call.name),
-                client_capabilities: meta.client_capabilities.clone(),
+                client_capabilities: Arc::clone(&meta.client_capabilities),
                 principal: conn.principal.clone(),
                 notifier,
                 state: server.inner.state.clone(),

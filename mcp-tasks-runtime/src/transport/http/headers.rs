@@ -35,18 +35,65 @@ pub(crate) fn text<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a 
     }
 }
 
-/// Decodes a header value: `=?base64?...?=` is Base64 of UTF-8, anything else is literal.
-pub(crate) fn decode(value: &str) -> Result<String, String> {
+/// Decodes a header value: `=?base64?...?=` is Base64 of UTF-8, anything else is literal
+/// (and borrowed, not copied).
+pub(crate) fn decode(value: &str) -> Result<std::borrow::Cow<'_, str>, String> {
     let Some(inner) = value
         .strip_prefix("=?base64?")
         .and_then(|v| v.strip_suffix("?="))
     else {
-        return Ok(value.to_owned());
+        return Ok(std::borrow::Cow::Borrowed(value));
     };
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(inner)
         .map_err(|e| format!("invalid Base64 ({e})"))?;
-    String::from_utf8(bytes).map_err(|_| "Base64 value is not UTF-8".to_owned())
+    String::from_utf8(bytes)
+        .map(std::borrow::Cow::Owned)
+        .map_err(|_| "Base64 value is not UTF-8".to_owned())
+}
+
+/// One argument a tool mirrors into a header (`x-mcp-header` in its input schema).
+#[derive(Debug)]
+struct ParamHeader {
+    /// The argument's name.
+    param: String,
+    /// The header, as written in errors (`Mcp-Param-{Name}`).
+    display: String,
+    /// The header, as looked up (lowercase).
+    name: String,
+}
+
+/// The mirrored arguments of every tool that has any, read from the schemas once when the
+/// endpoint is built rather than on every call.
+#[derive(Debug, Default)]
+pub(crate) struct ParamHeaders(std::collections::HashMap<String, Vec<ParamHeader>>);
+
+impl ParamHeaders {
+    /// The mirrored arguments of the server's tools.
+    pub(crate) fn of(server: &Server) -> Self {
+        let mut tools = std::collections::HashMap::new();
+        for tool in server.tools().iter() {
+            let Some(Value::Object(properties)) = tool.input_schema.get("properties") else {
+                continue;
+            };
+            let mirrored: Vec<ParamHeader> = properties
+                .iter()
+                .filter_map(|(param, schema)| {
+                    let suffix = schema.get("x-mcp-header")?.as_str()?;
+                    let display = format!("{PARAM_PREFIX}{suffix}");
+                    Some(ParamHeader {
+                        param: param.clone(),
+                        name: display.to_ascii_lowercase(),
+                        display,
+                    })
+                })
+                .collect();
+            if !mirrored.is_empty() {
+                tools.insert(tool.name.to_string(), mirrored);
+            }
+        }
+        Self(tools)
+    }
 }
 
 /// The body value `Mcp-Name` must mirror for a method, if the method has one.
@@ -70,7 +117,7 @@ fn is_task_method(method: &str) -> bool {
 /// A missing `Mcp-Name` on `tasks/*` is accepted unless `strict_task_name` (the task id is in
 /// the body, and some clients leave the header out); a mismatched one is always refused.
 pub(crate) fn check_stateless(
-    server: &Server,
+    params: &ParamHeaders,
     headers: &HeaderMap,
     request: &Request,
     strict_task_name: bool,
@@ -100,7 +147,7 @@ pub(crate) fn check_stateless(
         }
     }
     if request.method == "tools/call" {
-        check_params(server, headers, request)?;
+        check_params(params, headers, request)?;
     }
     Ok(())
 }
@@ -127,11 +174,12 @@ fn mirrored(
 }
 
 /// Checks the `Mcp-Param-{Name}` headers of the tool's `x-mcp-header` arguments.
-fn check_params(server: &Server, headers: &HeaderMap, request: &Request) -> Result<(), Error> {
-    let Some(tool) = name_in_body(request).and_then(|n| server.tools().get(n)) else {
-        return Ok(());
-    };
-    let Some(Value::Object(properties)) = tool.input_schema.get("properties") else {
+fn check_params(
+    params: &ParamHeaders,
+    headers: &HeaderMap,
+    request: &Request,
+) -> Result<(), Error> {
+    let Some(mirrored) = name_in_body(request).and_then(|n| params.0.get(n)) else {
         return Ok(());
     };
     let args = request
@@ -139,11 +187,12 @@ fn check_params(server: &Server, headers: &HeaderMap, request: &Request) -> Resu
         .as_ref()
         .and_then(|p| p.get("arguments"))
         .and_then(Value::as_object);
-    for (param, schema) in properties {
-        let Some(suffix) = schema.get("x-mcp-header").and_then(Value::as_str) else {
-            continue;
-        };
-        let header = format!("{PARAM_PREFIX}{suffix}");
+    for ParamHeader {
+        param,
+        display,
+        name,
+    } in mirrored
+    {
         let Some(arg) = args.and_then(|a| a.get(param)).filter(|v| !v.is_null()) else {
             continue;
         };
@@ -154,12 +203,7 @@ fn check_params(server: &Server, headers: &HeaderMap, request: &Request) -> Resu
             // Objects and arrays cannot be mirrored; the schema should not allow them.
             _ => continue,
         };
-        mirrored(
-            headers,
-            &header.to_ascii_lowercase(),
-            &header,
-            Some(&expected),
-        )?;
+        self::mirrored(headers, name, display, Some(&expected))?;
     }
     Ok(())
 }
@@ -167,6 +211,80 @@ fn check_params(server: &Server, headers: &HeaderMap, request: &Request) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{CallToolResult, TaskSupport};
+    use crate::tool::Tool;
+    use serde_json::json;
+
+    fn server() -> Server {
+        Server::builder()
+            .name("headers")
+            .tool(
+                Tool::new("regional", |_, _| async { Ok(CallToolResult::default()) })
+                    .task_support(TaskSupport::Forbidden)
+                    .input_schema(json!({
+                        "type": "object",
+                        "properties": {
+                            "region": {"type": "string", "x-mcp-header": "Region"},
+                            "count": {"type": "integer", "x-mcp-header": "Count"},
+                            "note": {"type": "string"}
+                        }
+                    })),
+            )
+            .tool(Tool::new("plain", |_, _| async {
+                Ok(CallToolResult::default())
+            }))
+            .build()
+            .unwrap()
+    }
+
+    fn call(tool: &str, arguments: Value) -> Request {
+        Request {
+            id: 1.into(),
+            method: "tools/call".into(),
+            params: Some(json!({"name": tool, "arguments": arguments})),
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        map.insert(PROTOCOL_VERSION, "2026-07-28".parse().unwrap());
+        map.insert(METHOD, "tools/call".parse().unwrap());
+        for (name, value) in pairs {
+            map.insert(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn mirrored_arguments_are_read_once_and_checked_on_every_call() {
+        let params = ParamHeaders::of(&server());
+        assert_eq!(
+            params.0.len(),
+            1,
+            "only the tool with mirrored arguments: {params:?}"
+        );
+        let check = |request: &Request, pairs: &[(&'static str, &str)]| {
+            check_stateless(&params, &headers(pairs), request, true)
+        };
+        let both = [
+            ("mcp-name", "regional"),
+            ("mcp-param-region", "=?base64?ZXUtd2VzdA==?="),
+            ("mcp-param-count", "3"),
+        ];
+        let request = call("regional", json!({"region": "eu-west", "count": 3}));
+        assert!(check(&request, &both).is_ok());
+        let err = check(&request, &both[..2]).unwrap_err();
+        assert!(err.to_string().contains("Mcp-Param-Count"), "{err}");
+        let wrong = [both[0], ("mcp-param-region", "us-east"), both[2]];
+        let err = check(&request, &wrong).unwrap_err();
+        assert!(matches!(err, Error::HeaderMismatch(_)), "{err}");
+        assert!(err.to_string().contains("us-east"), "{err}");
+        // An argument left out is not mirrored; a tool without mirrored arguments needs none.
+        let some = call("regional", json!({"count": 3}));
+        assert!(check(&some, &[both[0], both[2]]).is_ok());
+        let plain = call("plain", json!({"region": "x"}));
+        assert!(check(&plain, &[("mcp-name", "plain")]).is_ok());
+    }
 
     #[test]
     fn decodes_base64_and_keeps_literals() {

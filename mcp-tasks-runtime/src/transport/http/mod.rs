@@ -153,6 +153,7 @@ impl Server {
         };
         let app = Arc::new(App {
             server: self.clone(),
+            param_headers: headers::ParamHeaders::of(self),
             config,
             sessions: Mutex::new(Sessions::new(limits)),
             epoch: Instant::now(),
@@ -199,6 +200,8 @@ impl Server {
 
 struct App {
     server: Server,
+    /// The tool arguments mirrored into `Mcp-Param-*` headers.
+    param_headers: headers::ParamHeaders,
     config: HttpConfig,
     sessions: Mutex<Sessions<HttpSession>>,
     epoch: Instant,

@@ -6,7 +6,7 @@ use super::response::{
     closing, error_response, json, plain_error, session_not_found, sse_response,
 };
 use super::session::{Active, HttpSession, Streams};
-use super::sse::{EventLog, Out, spawn_request};
+use super::sse::{EventLog, Out, Running};
 use super::stateless::stateless;
 use super::{App, BUSY_RETRY_AFTER_MS, SESSION_ID, headers, sessions};
 use crate::error::Error;
@@ -281,12 +281,13 @@ pub(super) async fn stateful(
     request: Request,
 ) -> HttpResponse {
     let active = Active::new(&session);
-    let mut out = spawn_request(session.session.clone(), request);
-    let first = match out.recv().await {
-        Some(Out::Done(Some(response))) => return json(StatusCode::OK, &response),
-        Some(Out::Done(None)) | None => return StatusCode::NO_CONTENT.into_response(),
-        Some(Out::Message(first)) => first,
+    let mut running = Running::start(session.session.clone(), request);
+    let first = match running.first().await {
+        Out::Done(Some(response)) => return json(StatusCode::OK, &response),
+        Out::Done(None) => return StatusCode::NO_CONTENT.into_response(),
+        Out::Message(first) => first,
     };
+    let mut out = running.detach();
     let log = session.new_stream(app.config.event_buffer);
     log.push(&first);
     let pump_log = Arc::clone(&log);

@@ -53,32 +53,94 @@ pub(crate) enum Out {
     Done(Option<Response>),
 }
 
-/// Runs one request in its own task so that neither a dropped connection nor a slow reader
-/// can stop it half-way; its messages and response arrive on the returned receiver.
-pub(crate) fn spawn_request(
-    session: Session,
-    request: crate::jsonrpc::Request,
-) -> mpsc::UnboundedReceiver<Out> {
-    let (out, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let (note_tx, mut notes) = mpsc::unbounded_channel();
-        let call = session.handle_request_on(request, Some(note_tx));
-        tokio::pin!(call);
-        let response = loop {
-            tokio::select! {
-                biased;
-                Some(message) = notes.recv() => {
-                    let _ = out.send(Out::Message(message));
-                }
-                response = &mut call => break response,
-            }
-        };
-        while let Ok(message) = notes.try_recv() {
-            let _ = out.send(Out::Message(message));
+/// The future of one request: its response, `None` when it was cancelled.
+type RequestFuture = Pin<Box<dyn Future<Output = Option<Response>> + Send>>;
+
+/// One request being answered.
+///
+/// The handler that took the request polls it in place until its first output, so a request
+/// answered with plain JSON costs no task of its own and no hand-over between tasks. A
+/// request whose first output is a message (its answer becomes a stream) moves into a task of
+/// its own ([`Running::detach`]), so that a slow reader cannot stop it half-way; and one whose
+/// handler is dropped before it ends (the connection went away) goes on in a task of its own
+/// too, its output discarded, so that no request is stopped half-way by a dropped connection.
+pub(crate) struct Running {
+    /// The request, until it ends.
+    call: Option<RequestFuture>,
+    /// Its messages for the stream.
+    notes: mpsc::UnboundedReceiver<String>,
+    /// Its response, once it ended while messages were still waiting to be read.
+    ended: Option<Option<Response>>,
+}
+
+impl Running {
+    /// Starts answering `request` in `session`; nothing runs until it is polled.
+    pub(crate) fn start(session: Session, request: crate::jsonrpc::Request) -> Self {
+        let (note_tx, notes) = mpsc::unbounded_channel();
+        let call: RequestFuture =
+            Box::pin(async move { session.handle_request_on(request, Some(note_tx)).await });
+        Self {
+            call: Some(call),
+            notes,
+            ended: None,
         }
-        let _ = out.send(Out::Done(response));
-    });
-    rx
+    }
+
+    /// Runs the request until its first output: a message for its stream, or its response.
+    pub(crate) async fn first(&mut self) -> Out {
+        if let Some(call) = self.call.as_mut() {
+            let response = tokio::select! {
+                biased;
+                Some(message) = self.notes.recv() => return Out::Message(message),
+                response = call => response,
+            };
+            self.call = None;
+            self.ended = Some(response);
+        }
+        // Messages sent before the response go out before it.
+        match self.notes.try_recv() {
+            Ok(message) => Out::Message(message),
+            Err(_) => Out::Done(self.ended.take().flatten()),
+        }
+    }
+
+    /// The rest of the request's output, produced by a task of its own from now on.
+    pub(crate) fn detach(mut self) -> mpsc::UnboundedReceiver<Out> {
+        let (out, rx) = mpsc::unbounded_channel();
+        let call = self.call.take();
+        let ended = self.ended.take();
+        let mut notes = std::mem::replace(&mut self.notes, mpsc::unbounded_channel().1);
+        tokio::spawn(async move {
+            let response = match (call, ended) {
+                (Some(mut call), _) => loop {
+                    tokio::select! {
+                        biased;
+                        Some(message) = notes.recv() => {
+                            let _ = out.send(Out::Message(message));
+                        }
+                        response = &mut call => break response,
+                    }
+                },
+                (None, ended) => ended.flatten(),
+            };
+            while let Ok(message) = notes.try_recv() {
+                let _ = out.send(Out::Message(message));
+            }
+            let _ = out.send(Out::Done(response));
+        });
+        rx
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take() {
+            // Nobody waits for the answer any more; the request still runs to its end.
+            tokio::spawn(async move {
+                let _ = call.await;
+            });
+        }
+    }
 }
 
 /// Cancels a request when dropped while armed: the client closed the response stream of a
@@ -400,6 +462,117 @@ mod tests {
             text.push_str(std::str::from_utf8(&b).unwrap());
         }
         text
+    }
+
+    mod running {
+        use super::super::*;
+        use crate::jsonrpc::Request;
+        use crate::model::CallToolResult;
+        use crate::server::Server;
+        use crate::tool::Tool;
+        use crate::wire::classify::Kind;
+        use serde_json::json;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use tokio::sync::Notify;
+
+        /// A server whose `gate` tool logs a line, waits for `open`, then sets `done`; and
+        /// whose `quick` tool answers at once.
+        fn server(open: Arc<Notify>, done: Arc<AtomicBool>) -> Server {
+            Server::builder()
+                .name("running")
+                .tool(Tool::new("quick", |_, _| async {
+                    Ok(CallToolResult::success(vec![crate::model::Content::text(
+                        "at once",
+                    )]))
+                }))
+                .tool(Tool::new("gate", move |cx, _| {
+                    let (open, done) = (Arc::clone(&open), Arc::clone(&done));
+                    async move {
+                        cx.info("waiting at the gate");
+                        open.notified().await;
+                        done.store(true, Ordering::SeqCst);
+                        Ok(CallToolResult::success(vec![crate::model::Content::text(
+                            "through",
+                        )]))
+                    }
+                }))
+                .build()
+                .unwrap()
+        }
+
+        fn call(server: &Server, tool: &str) -> Running {
+            let (session, _outbound) = server.open_session(None, Some(Kind::Stateless));
+            let request = Request {
+                id: 1.into(),
+                method: "tools/call".into(),
+                params: Some(json!({
+                    "name": tool,
+                    "arguments": {},
+                    "_meta": {
+                        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                        "io.modelcontextprotocol/clientCapabilities": {},
+                        "io.modelcontextprotocol/logLevel": "info",
+                    },
+                })),
+            };
+            Running::start(session, request)
+        }
+
+        #[tokio::test]
+        async fn a_plain_answer_is_the_first_output() {
+            let server = server(Arc::new(Notify::new()), Arc::new(AtomicBool::new(false)));
+            let mut running = call(&server, "quick");
+            let Out::Done(Some(response)) = running.first().await else {
+                panic!("the answer should come first");
+            };
+            assert_eq!(
+                response.outcome.unwrap()["content"][0]["text"],
+                json!("at once")
+            );
+        }
+
+        #[tokio::test]
+        async fn a_streamed_request_goes_on_in_a_task_with_its_messages_then_its_answer() {
+            let open = Arc::new(Notify::new());
+            let done = Arc::new(AtomicBool::new(false));
+            let server = server(Arc::clone(&open), Arc::clone(&done));
+            let mut running = call(&server, "gate");
+            let Out::Message(first) = running.first().await else {
+                panic!("the log line should come first");
+            };
+            assert!(first.contains("waiting at the gate"), "{first}");
+            let mut out = running.detach();
+            open.notify_one();
+            let Some(Out::Done(Some(response))) = out.recv().await else {
+                panic!("the answer should follow");
+            };
+            assert!(done.load(Ordering::SeqCst));
+            assert_eq!(
+                response.outcome.unwrap()["content"][0]["text"],
+                json!("through")
+            );
+            assert!(out.recv().await.is_none());
+        }
+
+        #[tokio::test]
+        async fn a_request_dropped_before_its_end_runs_to_its_end() {
+            let open = Arc::new(Notify::new());
+            let done = Arc::new(AtomicBool::new(false));
+            let server = server(Arc::clone(&open), Arc::clone(&done));
+            let mut running = call(&server, "gate");
+            // The handler is dropped while the tool waits, as when its connection goes away.
+            assert!(matches!(running.first().await, Out::Message(_)));
+            drop(running);
+            open.notify_one();
+            for _ in 0..1_000 {
+                if done.load(Ordering::SeqCst) {
+                    return;
+                }
+                tokio::task::yield_now().await;
+            }
+            panic!("the dropped request did not run to its end");
+        }
     }
 
     #[tokio::test]

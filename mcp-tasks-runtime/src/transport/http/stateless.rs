@@ -3,7 +3,7 @@
 //! closed.
 
 use super::response::{error_response, json, sse_response};
-use super::sse::{CancelOnDrop, LiveSse, Out, spawn_request};
+use super::sse::{CancelOnDrop, LiveSse, Out, Running};
 use super::{App, BUSY_RETRY_AFTER_MS, headers};
 use crate::jsonrpc;
 use crate::jsonrpc::{Request, Response};
@@ -22,16 +22,16 @@ pub(super) async fn stateless(
     request: Request,
 ) -> HttpResponse {
     let strict = app.config.strict_task_name;
-    if let Err(e) = headers::check_stateless(&app.server, headers, &request, strict) {
+    if let Err(e) = headers::check_stateless(&app.param_headers, headers, &request, strict) {
         tracing::debug!(error = %e, "header mismatch");
         return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
     }
     let listen = request.method == "subscriptions/listen";
     let (session, _outbound) = app.server.open_session(principal, Some(Kind::Stateless));
     let mut guard = CancelOnDrop::new(session.clone(), request.id.clone());
-    let mut out = spawn_request(session, request);
-    match out.recv().await {
-        Some(Out::Done(Some(response))) => {
+    let mut running = Running::start(session, request);
+    match running.first().await {
+        Out::Done(Some(response)) => {
             guard.disarm();
             let (status, retry_after) = stateless_status(&response);
             let mut http = json(status, &response);
@@ -41,12 +41,13 @@ pub(super) async fn stateless(
             }
             http
         }
-        Some(Out::Done(None)) | None => {
+        Out::Done(None) => {
             guard.disarm();
             StatusCode::NO_CONTENT.into_response()
         }
-        Some(Out::Message(first)) => {
+        Out::Message(first) => {
             let stop = listen.then(|| app.config.shutdown.clone());
+            let out = running.detach();
             let body = LiveSse::new(first, out, guard, stop, app.config.keep_alive);
             sse_response(Body::new(body))
         }
