@@ -6,23 +6,140 @@ use crate::model::LogLevel;
 use crate::sync::LockExt;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+/// How many outbound messages one connection (or one response stream of it) holds for a
+/// client that has not read them yet: 1024.
+///
+/// Past it the server applies backpressure instead of growing without bound. Messages that
+/// must not be lost (responses, server-to-client requests such as elicitation or sampling,
+/// subscription acknowledgements and the task notifications of `subscriptions/listen`) wait
+/// for room, or for the peer to go away. Messages a client can do without, because the
+/// spec's semantics let it catch up (progress notifications, log messages and the
+/// `notifications/tasks/status` a client can re-read with `tasks/get`), are dropped while
+/// the channel is full; [`Session::dropped_notifications`](crate::Session::dropped_notifications)
+/// counts them and the first drop of each burst is logged.
+pub const OUTBOUND_CAPACITY: usize = 1024;
+
+/// The outbound channel of one connection (or of one response stream), bounded by
+/// [`OUTBOUND_CAPACITY`].
+pub(crate) fn outbound_channel() -> (mpsc::Sender<String>, mpsc::Receiver<String>) {
+    mpsc::channel(OUTBOUND_CAPACITY)
+}
+
 /// Where outbound messages for one request (or one connection) are written.
+///
+/// Every sink of a connection shares the connection's `closed` token, which bounds every
+/// wait for room, and its count of dropped notifications.
 #[derive(Clone, Debug)]
-pub(crate) struct Sink(pub(crate) mpsc::UnboundedSender<String>);
+pub(crate) struct Sink {
+    tx: mpsc::Sender<String>,
+    closed: CancellationToken,
+    dropped: Arc<Dropped>,
+}
+
+/// The notifications a connection dropped because its client did not read them.
+#[derive(Debug, Default)]
+struct Dropped {
+    /// Every drop since the connection opened.
+    total: AtomicU64,
+    /// `true` while a burst of drops goes on: its first drop was logged, the rest are not.
+    in_burst: AtomicBool,
+}
 
 impl Sink {
-    pub(crate) fn send(&self, message: &Value) {
-        // A closed sink means the client went away; there is nobody left to tell.
-        let _ = self.0.send(message.to_string());
+    /// A sink of its own (a connection's), with a fresh `closed` token and drop count.
+    pub(crate) fn new(tx: mpsc::Sender<String>) -> Self {
+        Self {
+            tx,
+            closed: CancellationToken::new(),
+            dropped: Arc::default(),
+        }
     }
 
-    pub(crate) fn notify(&self, method: &str, params: Value) {
-        self.send(&Notification::new(method, params).to_value());
+    /// A sink on another channel (a response stream) of the same connection: it shares
+    /// this sink's `closed` token and drop count.
+    pub(crate) fn beside(&self, tx: mpsc::Sender<String>) -> Self {
+        Self {
+            tx,
+            closed: self.closed.clone(),
+            dropped: Arc::clone(&self.dropped),
+        }
+    }
+
+    /// Sends a message that must not be lost, waiting for room while the client is slow to
+    /// read. `false` when the message could not be sent: the channel's reader is gone, or
+    /// the connection closed while waiting (no wait outlives the peer).
+    pub(crate) async fn send_text(&self, text: String) -> bool {
+        tokio::select! {
+            // Room (or a closed channel) wins over a closed connection: what can still be
+            // queued is queued, as before the connection closed.
+            biased;
+            sent = self.tx.send(text) => sent.is_ok(),
+            () = self.closed.cancelled() => false,
+        }
+    }
+
+    /// [`Sink::send_text`] of a JSON message.
+    pub(crate) async fn send(&self, message: &Value) -> bool {
+        self.send_text(message.to_string()).await
+    }
+
+    /// Sends a notification that must not be lost (see [`Sink::send_text`]).
+    pub(crate) async fn notify(&self, method: &str, params: Value) -> bool {
+        self.send(&Notification::new(method, params).to_value())
+            .await
+    }
+
+    /// Sends a notification the client can do without (progress, a log line, a status
+    /// change it can poll for), never waiting: when the channel is full it is dropped and
+    /// counted, and the first drop of a burst is logged. `true` when it was queued.
+    pub(crate) fn notify_droppable(&self, method: &str, params: Value) -> bool {
+        let text = Notification::new(method, params).to_value().to_string();
+        match self.tx.try_send(text) {
+            Ok(()) => {
+                if self.dropped.in_burst.swap(false, Ordering::AcqRel) {
+                    tracing::debug!(
+                        dropped = self.dropped.total.load(Ordering::Relaxed),
+                        "the client reads its notifications again"
+                    );
+                }
+                true
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                let total = self.dropped.total.fetch_add(1, Ordering::Relaxed) + 1;
+                if !self.dropped.in_burst.swap(true, Ordering::AcqRel) {
+                    tracing::warn!(
+                        method,
+                        capacity = OUTBOUND_CAPACITY,
+                        dropped = total,
+                        "the client is not reading its messages: {method} dropped, and further \
+                         progress, log and status notifications are dropped until it catches up"
+                    );
+                }
+                false
+            }
+            // The client went away; there is nobody left to tell.
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// `true` once the channel's reader is gone.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    /// Resolves once the channel's reader is gone.
+    pub(crate) async fn closed(&self) {
+        self.tx.closed().await;
+    }
+
+    /// How many notifications the connection dropped so far.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.total.load(Ordering::Relaxed)
     }
 }
 
@@ -79,13 +196,13 @@ impl Connection {
         Arc::new(Self {
             id: OnceLock::new(),
             principal,
-            era: era.map_or_else(OnceLock::new, OnceLock::from),
+            closed: sink.closed.clone(),
             sink,
+            era: era.map_or_else(OnceLock::new, OnceLock::from),
             log_level: AtomicU8::new(level_code(LogLevel::Info)),
             next_out_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
             inflight: Mutex::new(HashMap::new()),
-            closed: CancellationToken::new(),
             subscriptions: Mutex::new(Default::default()),
             listeners: std::sync::atomic::AtomicUsize::new(1),
         })
@@ -204,7 +321,18 @@ impl Connection {
         }
         .to_value();
         observe(&message);
-        sink.send(&message);
+        // Waiting for room is bounded by the call's cancellation and the connection closing.
+        let sent = tokio::select! {
+            sent = sink.send(&message) => sent,
+            () = cancel.cancelled() => {
+                self.pending.locked().remove(&id);
+                return Err(RequestAborted::Cancelled);
+            }
+        };
+        if !sent {
+            self.pending.locked().remove(&id);
+            return Err(RequestAborted::Closed);
+        }
         tokio::select! {
             answer = rx => answer.map_err(|_| RequestAborted::Closed),
             () = cancel.cancelled() => {
@@ -212,7 +340,8 @@ impl Connection {
                 sink.notify(
                     "notifications/cancelled",
                     serde_json::json!({ "requestId": id, "reason": "the tool call was cancelled" }),
-                );
+                )
+                .await;
                 Err(RequestAborted::Cancelled)
             }
         }

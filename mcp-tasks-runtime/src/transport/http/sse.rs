@@ -4,6 +4,7 @@
 //! Every event is framed completely before it is handed to hyper as one data frame, so it
 //! goes out in one write.
 
+use crate::OUTBOUND_CAPACITY;
 use crate::jsonrpc::{RequestId, Response};
 use crate::router::Session;
 use crate::sync::LockExt;
@@ -55,28 +56,35 @@ pub(crate) enum Out {
 
 /// Runs one request in its own task so that neither a dropped connection nor a slow reader
 /// can stop it half-way; its messages and response arrive on the returned receiver.
+///
+/// Both channels are bounded by [`OUTBOUND_CAPACITY`]: while the reader of the returned
+/// receiver is slow, the forwarding below waits for room (and the request, whose messages
+/// then fill its own stream, waits too, or drops its droppable notifications). A reader that
+/// is gone makes every send fail at once, so nothing waits for a client that left.
 pub(crate) fn spawn_request(
     session: Session,
     request: crate::jsonrpc::Request,
-) -> mpsc::UnboundedReceiver<Out> {
-    let (out, rx) = mpsc::unbounded_channel();
+) -> mpsc::Receiver<Out> {
+    let (out, rx) = mpsc::channel(OUTBOUND_CAPACITY);
     tokio::spawn(async move {
-        let (note_tx, mut notes) = mpsc::unbounded_channel();
+        let (note_tx, mut notes) = crate::session::outbound_channel();
         let call = session.handle_request_on(request, Some(note_tx));
         tokio::pin!(call);
         let response = loop {
             tokio::select! {
                 biased;
                 Some(message) = notes.recv() => {
-                    let _ = out.send(Out::Message(message));
+                    // A gone reader fails at once; the request still runs to its end.
+                    let _ = out.send(Out::Message(message)).await;
                 }
                 response = &mut call => break response,
             }
         };
         while let Ok(message) = notes.try_recv() {
-            let _ = out.send(Out::Message(message));
+            let _ = out.send(Out::Message(message)).await;
         }
-        let _ = out.send(Out::Done(response));
+        // The final result waits for room too: it must not be lost.
+        let _ = out.send(Out::Done(response)).await;
     });
     rx
 }
@@ -118,7 +126,7 @@ impl Drop for CancelOnDrop {
 /// the response cancels the request.
 pub(crate) struct LiveSse {
     pending: Option<Bytes>,
-    out: mpsc::UnboundedReceiver<Out>,
+    out: mpsc::Receiver<Out>,
     guard: CancelOnDrop,
     /// Ends the stream early at shutdown (for streams that never end on their own).
     stop: Option<Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>>,
@@ -131,7 +139,7 @@ pub(crate) struct LiveSse {
 impl LiveSse {
     pub(crate) fn new(
         first: String,
-        out: mpsc::UnboundedReceiver<Out>,
+        out: mpsc::Receiver<Out>,
         guard: CancelOnDrop,
         stop: Option<CancellationToken>,
         keep_alive: Option<Duration>,
