@@ -401,3 +401,119 @@ fn session_key() -> String {
         format!("local-{}-{n}", std::process::id())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn progress(n: u64) -> Value {
+        serde_json::json!({ "progressToken": "p", "progress": n })
+    }
+
+    #[test]
+    fn droppable_notifications_are_dropped_and_counted_while_the_channel_is_full() {
+        let (tx, mut rx) = mpsc::channel(2);
+        let sink = Sink::new(tx);
+        let sent: Vec<bool> = (0..5)
+            .map(|n| sink.notify_droppable("notifications/progress", progress(n)))
+            .collect();
+        assert_eq!(sent, [true, true, false, false, false]);
+        assert_eq!(sink.dropped(), 3);
+        assert!(sink.dropped.in_burst.load(Ordering::Acquire));
+        // The queue holds what fitted, in order; nothing grew past the capacity.
+        assert_eq!(rx.len(), 2);
+        assert!(rx.try_recv().unwrap().contains("\"progress\":0"));
+        // Room again: the next one goes and the burst is over (its next drop is logged).
+        assert!(sink.notify_droppable("notifications/progress", progress(5)));
+        assert!(!sink.dropped.in_burst.load(Ordering::Acquire));
+        assert_eq!(sink.dropped(), 3);
+        // The sinks of a connection's streams share its count.
+        let (stream_tx, _stream_rx) = mpsc::channel(1);
+        let stream = sink.beside(stream_tx);
+        assert!(stream.notify_droppable("notifications/message", json_null()));
+        assert!(!stream.notify_droppable("notifications/message", json_null()));
+        assert_eq!(sink.dropped(), 4);
+    }
+
+    fn json_null() -> Value {
+        serde_json::json!({ "level": "info", "data": null })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_that_must_not_be_lost_waits_for_room_and_goes_once_read() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let sink = Sink::new(tx);
+        assert!(sink.send_text("first".into()).await);
+        let waiting = tokio::spawn({
+            let sink = sink.clone();
+            async move { sink.send_text("second".into()).await }
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(
+            !waiting.is_finished(),
+            "the send waits while the client does not read"
+        );
+        assert_eq!(rx.recv().await.as_deref(), Some("first"));
+        assert!(waiting.await.unwrap());
+        assert_eq!(rx.recv().await.as_deref(), Some("second"));
+        assert_eq!(sink.dropped(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_closes_ends_every_wait_for_room() {
+        let (tx, _rx) = mpsc::channel(1);
+        let conn = Connection::new(Sink::new(tx), None, None);
+        assert!(conn.sink.send_text("fills it".into()).await);
+        let waiting = tokio::spawn({
+            let sink = conn.sink.clone();
+            async move { sink.send_text("waits".into()).await }
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!waiting.is_finished());
+        conn.cancel_all();
+        let sent = tokio::time::timeout(Duration::from_secs(1), waiting).await;
+        assert!(!sent.expect("the wait ends with the connection").unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_that_is_gone_fails_every_send_at_once() {
+        let (tx, rx) = mpsc::channel(1);
+        let sink = Sink::new(tx);
+        drop(rx);
+        assert!(sink.is_closed());
+        assert!(!sink.send_text("lost".into()).await);
+        assert!(
+            !sink
+                .notify("notifications/cancelled", serde_json::json!({}))
+                .await
+        );
+        assert!(!sink.notify_droppable("notifications/progress", progress(1)));
+        // Nobody was there to tell: not a drop for a slow client.
+        assert_eq!(sink.dropped(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_request_waiting_for_room_ends_when_its_call_is_cancelled() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let conn = Connection::new(Sink::new(tx), None, None);
+        assert!(conn.sink.send_text("fills it".into()).await);
+        let cancel = CancellationToken::new();
+        let asked = tokio::spawn({
+            let (conn, cancel) = (Arc::clone(&conn), cancel.clone());
+            async move {
+                let sink = conn.sink.clone();
+                conn.request(&sink, "elicitation/create", serde_json::json!({}), &cancel)
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!asked.is_finished());
+        cancel.cancel();
+        assert_eq!(asked.await.unwrap(), Err(RequestAborted::Cancelled));
+        // The request never went out, and nothing waits for its answer.
+        assert_eq!(rx.recv().await.as_deref(), Some("fills it"));
+        assert!(rx.try_recv().is_err());
+        assert!(conn.pending.locked().is_empty());
+    }
+}

@@ -214,3 +214,96 @@ fn parse_error(message: &str) -> String {
     .to_value()
     .to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::OUTBOUND_CAPACITY;
+    use serde_json::{Value, json};
+    use std::time::Duration;
+    use tokio::io::AsyncBufReadExt;
+
+    fn server() -> Server {
+        Server::builder()
+            .name("io-test")
+            .version("0")
+            .build()
+            .unwrap()
+    }
+
+    fn ping(id: usize) -> String {
+        format!(
+            "{}\n",
+            json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+        )
+    }
+
+    /// More requests than the output channel and the in-flight limit hold together.
+    const FLOOD: usize = OUTBOUND_CAPACITY + MAX_IN_FLIGHT + 500;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_reading_holds_up_output_and_loses_no_response() {
+        let (client, server_end) = tokio::io::duplex(256);
+        let (server_read, server_write) = tokio::io::split(server_end);
+        let serving = tokio::spawn(serve_io(server(), server_read, server_write));
+        let (client_read, mut client_write) = tokio::io::split(client);
+        let writing = tokio::spawn(async move {
+            for id in 1..=FLOOD {
+                client_write.write_all(ping(id).as_bytes()).await.unwrap();
+            }
+            // End of input (the read half keeps the stream itself open).
+            client_write.shutdown().await.unwrap();
+        });
+        // Nobody reads: once the queue and the in-flight limit are full the server stops
+        // reading, so the client cannot write all its requests.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!writing.is_finished(), "the server read on without bound");
+        assert!(!serving.is_finished());
+        // The client reads again: every request is answered, exactly once.
+        let mut lines = BufReader::new(client_read).lines();
+        let mut seen = vec![false; FLOOD + 1];
+        for _ in 0..FLOOD {
+            let line = lines.next_line().await.unwrap().expect("a response");
+            let response: Value = serde_json::from_str(&line).unwrap();
+            let id = response["id"].as_u64().unwrap() as usize;
+            assert_eq!(response["result"], json!({}), "{response}");
+            assert!(
+                !std::mem::replace(&mut seen[id], true),
+                "{id} answered twice"
+            );
+        }
+        assert!(seen[1..].iter().all(|s| *s));
+        // End of input ends the session cleanly.
+        writing.await.unwrap();
+        assert!(lines.next_line().await.unwrap().is_none());
+        serving.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_went_away_never_hangs_a_waiting_sender() {
+        let (client, server_end) = tokio::io::duplex(256);
+        let (server_read, server_write) = tokio::io::split(server_end);
+        let serving = tokio::spawn(serve_io(server(), server_read, server_write));
+        let (client_read, mut client_write) = tokio::io::split(client);
+        let writing = tokio::spawn(async move {
+            for id in 1..=FLOOD {
+                if client_write.write_all(ping(id).as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!serving.is_finished());
+        // The client goes away without reading: senders waiting for room and the reader
+        // waiting for a request slot all give up, and the transport returns.
+        writing.abort();
+        let _ = writing.await;
+        drop(client_read);
+        let served = tokio::time::timeout(Duration::from_secs(30), serving).await;
+        let result = served.expect("the transport returned").unwrap();
+        assert!(
+            matches!(result, Ok(()) | Err(TransportError::Io(_))),
+            "{result:?}"
+        );
+    }
+}
