@@ -1,5 +1,5 @@
 //! The era-neutral operations behind the methods: list the tools, find the tool, prompt or
-//! resource a request names, complete an argument, start, get, cancel, answer and list
+//! resource a request names, complete an argument, start, adopt, get, cancel, answer and list
 //! tasks; follow the changes of tasks (`subscriptions/listen`); attach a delivery to a
 //! task, wait for it to end, and carry one of its questions to the client until answered
 //! (the 2025-11-25 delivery of questions as server-to-client requests).
@@ -207,6 +207,18 @@ pub(crate) async fn list_tasks(
 /// Starts a task.
 pub(crate) async fn start_task(server: &Server, new: NewTask) -> Result<TaskRecord, Error> {
     server.inner.engine.start(new).await
+}
+
+/// Makes a task of a call already running (a 2026-07-28 call that outgrew its request):
+/// `attach` gets the task's id and backend before the task is stored.
+pub(crate) async fn adopt_task(
+    server: &Server,
+    new: NewTask,
+    future: crate::tool::ToolFuture,
+    cancel: CancellationToken,
+    attach: impl FnOnce(&str, Arc<dyn crate::context::CallBackend>),
+) -> Result<TaskRecord, Error> {
+    server.inner.engine.adopt(new, future, cancel, attach).await
 }
 
 /// The tasks of `ids` the owner may see, in order; the others are left out.

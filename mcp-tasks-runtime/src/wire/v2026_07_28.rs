@@ -687,21 +687,19 @@ async fn adopt(
     let cx = call.cx.clone();
     let prelude = call.prelude.clone();
     let cancel = call.cancel.clone();
-    let rec = server
-        .inner
-        .engine
-        .adopt(
-            new_task(conn, tool, args, meta),
-            call.into_tool_future(),
-            cancel,
-            |id, backend| {
-                cx.set_task_id(id);
-                if let Some(prelude) = prelude {
-                    let _ = prelude.task.set(backend);
-                }
-            },
-        )
-        .await?;
+    let rec = ops::adopt_task(
+        server,
+        new_task(conn, tool, args, meta),
+        call.into_tool_future(),
+        cancel,
+        |id, backend| {
+            cx.set_task_id(id);
+            if let Some(prelude) = prelude {
+                let _ = prelude.task.set(backend);
+            }
+        },
+    )
+    .await?;
     Ok(create_task_result(server, &rec))
 }
 
