@@ -57,10 +57,11 @@ pub(crate) enum Out {
 /// Runs one request in its own task so that neither a dropped connection nor a slow reader
 /// can stop it half-way; its messages and response arrive on the returned receiver.
 ///
-/// Both channels are bounded by [`OUTBOUND_CAPACITY`]: while the reader of the returned
-/// receiver is slow, the forwarding below waits for room (and the request, whose messages
-/// then fill its own stream, waits too, or drops its droppable notifications). A reader that
-/// is gone makes every send fail at once, so nothing waits for a client that left.
+/// Both channels are bounded by [`OUTBOUND_CAPACITY`]. While the reader of the returned
+/// receiver is slow, a message waits for room here, but the request goes on meanwhile: its
+/// next messages fill its own stream, where droppable notifications are dropped and the
+/// others wait for room in turn. A reader that is gone makes every send fail at once, so
+/// nothing waits for a client that left; the request still runs to its end.
 pub(crate) fn spawn_request(
     session: Session,
     request: crate::jsonrpc::Request,
@@ -71,19 +72,28 @@ pub(crate) fn spawn_request(
         let call = session.handle_request_on(request, Some(note_tx));
         tokio::pin!(call);
         let response = loop {
+            let message = tokio::select! {
+                biased;
+                Some(message) = notes.recv() => message,
+                response = &mut call => break response,
+            };
+            // The call is polled while its message waits for room.
+            let send = out.send(Out::Message(message));
+            tokio::pin!(send);
             tokio::select! {
                 biased;
-                Some(message) = notes.recv() => {
-                    // A gone reader fails at once; the request still runs to its end.
-                    let _ = out.send(Out::Message(message)).await;
+                _ = &mut send => {}
+                response = &mut call => {
+                    let _ = send.await;
+                    break response;
                 }
-                response = &mut call => break response,
             }
         };
+        // What the request sent before it answered goes first, then the response: neither
+        // may be lost, so both wait for room.
         while let Ok(message) = notes.try_recv() {
             let _ = out.send(Out::Message(message)).await;
         }
-        // The final result waits for room too: it must not be lost.
         let _ = out.send(Out::Done(response)).await;
     });
     rx
@@ -403,6 +413,83 @@ impl EventLog {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// A 2026-07-28 session whose `flood` tool reports `n` progress steps, then sets `done`;
+    /// and a call of it.
+    fn flood(
+        n: usize,
+        done: Arc<std::sync::atomic::AtomicBool>,
+    ) -> (Session, crate::jsonrpc::Request) {
+        use crate::model::{CallToolResult, Content};
+        let server = crate::Server::builder()
+            .name("sse-test")
+            .version("0")
+            .tool(crate::Tool::new("flood", move |cx, _| {
+                let done = Arc::clone(&done);
+                async move {
+                    let p = cx.progress();
+                    for step in 1..=n {
+                        p.report(step as f64, None);
+                        // A tool that takes its time: the forwarding runs between the reports.
+                        tokio::task::yield_now().await;
+                    }
+                    done.store(true, std::sync::atomic::Ordering::SeqCst);
+                    Ok::<_, crate::ToolError>(CallToolResult::success(vec![Content::text("done")]))
+                }
+            }))
+            .build()
+            .unwrap();
+        let (session, _) = server.open_session(None, Some(crate::wire::classify::Kind::Stateless));
+        let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "flood",
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "progressToken": "p",
+        }}});
+        let Ok(crate::jsonrpc::Message::Request(request)) =
+            crate::jsonrpc::Message::parse(&request.to_string())
+        else {
+            panic!("not a request");
+        };
+        (session, request)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_stream_reader_bounds_the_request_and_still_gets_its_response() {
+        let steps = 4 * OUTBOUND_CAPACITY;
+        let done = Arc::default();
+        let (session, request) = flood(steps, Arc::clone(&done));
+        let mut out = spawn_request(session.clone(), request);
+        // Nobody reads for a while: the stream and the request's own channel fill, the rest
+        // of the progress is dropped, and the request finishes anyway.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(done.load(std::sync::atomic::Ordering::SeqCst));
+        assert_eq!(out.len(), OUTBOUND_CAPACITY);
+        let mut messages = 0;
+        let response = loop {
+            match out.recv().await.expect("the stream ends with its response") {
+                Out::Message(_) => messages += 1,
+                Out::Done(response) => break response.expect("answered"),
+            }
+        };
+        assert!(response.outcome.is_ok(), "{:?}", response.outcome);
+        assert!(messages <= 2 * OUTBOUND_CAPACITY + 1, "{messages}");
+        assert_eq!(
+            session.dropped_notifications() + messages as u64,
+            steps as u64
+        );
+        assert!(out.recv().await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_whose_reader_left_never_holds_up_its_request() {
+        let done = Arc::<std::sync::atomic::AtomicBool>::default();
+        let (session, request) = flood(4 * OUTBOUND_CAPACITY, Arc::clone(&done));
+        drop(spawn_request(session, request));
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(done.load(std::sync::atomic::Ordering::SeqCst));
+    }
 
     async fn read_all(mut body: ChannelSse) -> String {
         let mut text = String::new();
