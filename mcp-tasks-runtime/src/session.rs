@@ -288,6 +288,11 @@ impl Connection {
     }
 
     /// Sends a server-to-client request on `sink` and waits for the client's response.
+    ///
+    /// The request must not be lost, so it waits for room on `sink` first; `cancel` ends
+    /// that wait as it ends the wait for the answer ([`RequestAborted::Cancelled`]), and a
+    /// sink whose reader is gone, or a connection that closed, fails it at once
+    /// ([`RequestAborted::Closed`]).
     pub(crate) async fn request(
         &self,
         sink: &Sink,
