@@ -58,7 +58,7 @@ impl Notifier {
         if let Some(message) = message {
             params["message"] = message.into();
         }
-        self.sink.notify("notifications/progress", params);
+        self.sink.notify_droppable("notifications/progress", params);
     }
 
     pub(crate) fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
@@ -69,7 +69,7 @@ impl Notifier {
         if let Some(logger) = logger {
             params["logger"] = logger.into();
         }
-        self.sink.notify("notifications/message", params);
+        self.sink.notify_droppable("notifications/message", params);
     }
 }
 

@@ -43,6 +43,7 @@ pub use prompt::{GetPromptResult, Prompt, PromptDefError, PromptMessage};
 pub use resource::{Resource, ResourceDefError, ResourceTemplate};
 pub use router::Session;
 pub use server::{BuildError, Implementation, Server, ServerBuilder};
+pub use session::OUTBOUND_CAPACITY;
 pub use state::{State, StateRequirement};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{

@@ -505,14 +505,14 @@ mod tests {
 
     fn suspended() -> Suspended {
         use crate::call::{Caller, LogGate, Notifier};
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, _rx) = crate::session::outbound_channel();
         let caller = Caller {
             name: "t".into(),
             client_capabilities: Arc::new(json!({})),
             principal: None,
             state: Default::default(),
             notifier: Notifier {
-                sink: crate::session::Sink(tx),
+                sink: crate::session::Sink::new(tx),
                 progress_token: None,
                 log: LogGate::Request(None),
             },

@@ -1,10 +1,14 @@
 //! The era-neutral operations behind the methods: list the tools, find the tool, prompt or
-//! resource a request names, complete an argument, get, cancel, answer and list tasks.
+//! resource a request names, complete an argument, start, adopt, get, cancel, answer and list
+//! tasks; follow the changes of tasks (`subscriptions/listen`); attach a delivery to a
+//! task, wait for it to end, and carry one of its questions to the client until answered
+//! (the 2025-11-25 delivery of questions as server-to-client requests).
 //!
 //! A wire adapter decodes a request (see [`crate::wire::params`]), calls one of these and
 //! encodes what it returns in its era's shape; the errors are [`Error`]s, which each era maps
 //! to its codes. Nothing here knows a wire name of one era only.
 
+use crate::engine::{Delivery, Engine, NewTask, TaskWatch};
 use crate::error::Error;
 use crate::model::JsonObject;
 use crate::prompt::Prompt;
@@ -15,6 +19,10 @@ use crate::task::TaskRecord;
 use crate::tool::Tool;
 use crate::wire::params::{CompleteParams, CompleteReference, ListParams};
 use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// What the server has beyond tools, which decides the capabilities it declares.
 #[derive(Clone, Copy, Debug)]
@@ -194,6 +202,199 @@ pub(crate) async fn list_tasks(
         .engine
         .list(owner, params.cursor.as_deref(), limit)
         .await
+}
+
+/// Starts a task.
+pub(crate) async fn start_task(server: &Server, new: NewTask) -> Result<TaskRecord, Error> {
+    server.inner.engine.start(new).await
+}
+
+/// Makes a task of a call already running (a 2026-07-28 call that outgrew its request):
+/// `attach` gets the task's id and backend before the task is stored.
+pub(crate) async fn adopt_task(
+    server: &Server,
+    new: NewTask,
+    future: crate::tool::ToolFuture,
+    cancel: CancellationToken,
+    attach: impl FnOnce(&str, Arc<dyn crate::context::CallBackend>),
+) -> Result<TaskRecord, Error> {
+    server.inner.engine.adopt(new, future, cancel, attach).await
+}
+
+/// The tasks of `ids` the owner may see, in order; the others are left out.
+pub(crate) async fn visible_tasks(
+    server: &Server,
+    owner: Option<&str>,
+    ids: Vec<String>,
+) -> Result<Vec<String>, Error> {
+    let mut visible = Vec::new();
+    for id in ids {
+        if server.inner.engine.get(&id, owner).await?.is_some() {
+            visible.push(id);
+        }
+    }
+    Ok(visible)
+}
+
+/// Follows the changes of `ids` (tasks the owner may see, see [`visible_tasks`]): each as it
+/// is now, then again after every change, until it ends.
+pub(crate) fn follow_tasks(server: &Server, owner: Option<&str>, ids: &[String]) -> TaskFeed {
+    let engine = &server.inner.engine;
+    // Room for every task's pending change: a watcher waits for room only while the feed's
+    // reader is slow, and at most one change of its task waits.
+    let (tx, rx) = mpsc::channel(ids.len().max(1));
+    for id in ids {
+        let _ = tx.try_send(id.clone());
+        let mut changed = engine.watch(id);
+        let tx = tx.clone();
+        let id = id.clone();
+        let engine = Arc::clone(engine);
+        let owner = owner.map(str::to_owned);
+        tokio::spawn(async move {
+            loop {
+                let rec = engine.get(&id, owner.as_deref()).await.ok().flatten();
+                let Some(rec) = rec.filter(|r| !r.status.is_terminal()) else {
+                    break;
+                };
+                changed.changed(rec.poll_interval).await;
+                if tx.send(id.clone()).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    TaskFeed {
+        engine: Arc::clone(engine),
+        owner: owner.map(str::to_owned),
+        changed: rx,
+    }
+}
+
+/// The changes of a set of tasks (see [`follow_tasks`]). Dropping it stops following them.
+pub(crate) struct TaskFeed {
+    engine: Arc<Engine>,
+    owner: Option<String>,
+    changed: mpsc::Receiver<String>,
+}
+
+impl TaskFeed {
+    /// The next task that changed, as stored now; `None` once every task ended and nothing
+    /// more will change. Cancel-safe: a change not yet read stays for the next call.
+    pub(crate) async fn next(&mut self) -> Option<TaskRecord> {
+        loop {
+            let id = self.changed.recv().await?;
+            if let Ok(Some(rec)) = self.engine.get(&id, self.owner.as_deref()).await {
+                return Some(rec);
+            }
+        }
+    }
+}
+
+/// Attaches a delivery to a live task the owner may see, for its questions and progress to
+/// reach this client: `make` builds it from the task as stored. The answer is the delivery
+/// the task has now (the new one, or an earlier one that still serves its client); `None`
+/// when the task is unknown, cannot be read or has ended.
+pub(crate) async fn attach_delivery(
+    server: &Server,
+    id: &str,
+    owner: Option<&str>,
+    make: impl FnOnce(&TaskRecord) -> Arc<dyn Delivery>,
+) -> Result<Option<Arc<dyn Delivery>>, Error> {
+    let engine = &server.inner.engine;
+    match engine.get(id, owner).await {
+        Ok(Some(rec)) if !rec.status.is_terminal() => {
+            Ok(Some(engine.attach(id, make(&rec)).await?))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Waits until the task ends (or `cancel` fires): the task as it is then.
+pub(crate) async fn wait_task(
+    server: &Server,
+    id: &str,
+    owner: Option<&str>,
+    cancel: &CancellationToken,
+) -> Result<Option<TaskRecord>, Error> {
+    server.inner.engine.wait_terminal(id, owner, cancel).await
+}
+
+/// How long a question waits for a change of its task before it looks again (a safety net
+/// for a change feed that failed for a while).
+const QUESTION_RECHECK: Duration = Duration::from_secs(5);
+
+/// One question of a task, while a delivery carries it to the client: whether the task
+/// still asks it, the task's changes, and where the client's answer goes.
+pub(crate) struct OpenQuestion {
+    engine: Arc<Engine>,
+    task: String,
+    key: String,
+    owner: Option<String>,
+    watch: TaskWatch,
+}
+
+impl OpenQuestion {
+    /// The question `key` of task `task`, read as `owner`.
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        task: String,
+        key: String,
+        owner: Option<String>,
+    ) -> Self {
+        let watch = engine.watch(&task);
+        Self {
+            engine,
+            task,
+            key,
+            owner,
+            watch,
+        }
+    }
+
+    /// The task that asks.
+    pub(crate) fn task(&self) -> &str {
+        &self.task
+    }
+
+    /// The question's key in the task's `input_requests`.
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// `true` while the task is live and still asks the question.
+    pub(crate) async fn is_open(&self) -> bool {
+        let rec = self
+            .engine
+            .get(&self.task, self.owner.as_deref())
+            .await
+            .ok()
+            .flatten();
+        rec.is_some_and(|r| !r.status.is_terminal() && r.input_requests.contains_key(&self.key))
+    }
+
+    /// Waits for the task to change, or at most a few seconds.
+    pub(crate) async fn changed(&mut self) {
+        self.watch.changed(QUESTION_RECHECK).await;
+    }
+
+    /// Stores the client's answer in the task; a failure is logged, and the question is
+    /// left to the task (which may ask again).
+    pub(crate) async fn answer(&self, value: Value) {
+        let mut responses = JsonObject::new();
+        responses.insert(self.key.clone(), value);
+        if let Err(e) = self
+            .engine
+            .answer(&self.task, self.owner.as_deref(), &responses)
+            .await
+        {
+            tracing::warn!(task = %self.task, error = %e, "cannot store the client's answer");
+        }
+    }
+
+    /// Stores that the client answered with an error: the tool gets it as a failed answer.
+    pub(crate) async fn answer_error(&self, message: &str) {
+        self.answer(crate::engine::error_answer(message)).await;
+    }
 }
 
 /// A list result: `{ key: [items], nextCursor? }`.

@@ -3,7 +3,7 @@
 use crate::error::Error;
 use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::server::Server;
-use crate::session::{Connection, Era, Sink};
+use crate::session::{Connection, Era, Sink, outbound_channel};
 use crate::wire::classify::{Facts, Kind, classify};
 use crate::wire::{v2025_11_25, v2026_07_28};
 use serde_json::Value;
@@ -14,7 +14,10 @@ use tokio::sync::mpsc;
 ///
 /// Transports own one per connection; tests can use it directly, with no transport at all.
 /// Messages the server sends on its own (notifications, server-to-client requests) arrive on
-/// the receiver returned by [`Server::session`].
+/// the receiver returned by [`Server::session`], which holds at most
+/// [`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY) unread messages: read it, or the session's
+/// progress and log notifications are dropped (see [`Session::dropped_notifications`]) and
+/// its server-to-client requests wait for room.
 #[derive(Clone, Debug)]
 pub struct Session {
     server: Server,
@@ -23,17 +26,15 @@ pub struct Session {
 
 impl Server {
     /// Opens a session. The receiver yields every message the server sends outside of direct
-    /// responses, one JSON text per message.
-    pub fn session(&self) -> (Session, mpsc::UnboundedReceiver<String>) {
+    /// responses, one JSON text per message; it is bounded by
+    /// [`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY).
+    pub fn session(&self) -> (Session, mpsc::Receiver<String>) {
         self.session_for(None)
     }
 
     /// Opens a session on behalf of an authenticated principal. Tasks created in it belong
     /// to that principal, and only that principal can read, answer or cancel them.
-    pub fn session_for(
-        &self,
-        principal: Option<String>,
-    ) -> (Session, mpsc::UnboundedReceiver<String>) {
+    pub fn session_for(&self, principal: Option<String>) -> (Session, mpsc::Receiver<String>) {
         self.open_session(principal, None)
     }
 
@@ -43,14 +44,14 @@ impl Server {
         &self,
         principal: Option<String>,
         era: Option<Kind>,
-    ) -> (Session, mpsc::UnboundedReceiver<String>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    ) -> (Session, mpsc::Receiver<String>) {
+        let (tx, rx) = outbound_channel();
         // Only the stateless era can be decided up front; the stateful one needs its handshake.
         let era = era.and_then(|k| (k == Kind::Stateless).then_some(Era::Stateless));
         (
             Session {
                 server: self.clone(),
-                conn: Connection::new(Sink(tx), principal.map(Into::into), era),
+                conn: Connection::new(Sink::new(tx), principal.map(Into::into), era),
             },
             rx,
         )
@@ -91,13 +92,18 @@ impl Session {
 
     /// Handles a request whose notifications and server-to-client requests go to `stream`
     /// (an HTTP response stream, say) instead of the session's outbound channel.
+    ///
+    /// The stream is read like the session's own channel: messages that must not be lost wait
+    /// for room in it (until its receiver is dropped or the session closes), droppable
+    /// notifications are dropped while it is full. A channel of
+    /// [`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY) messages is a good fit.
     pub async fn handle_request_on(
         &self,
         request: Request,
-        stream: Option<mpsc::UnboundedSender<String>>,
+        stream: Option<mpsc::Sender<String>>,
     ) -> Option<Response> {
         let id = request.id.clone();
-        let sink = stream.map_or_else(|| self.conn.sink.clone(), Sink);
+        let sink = stream.map_or_else(|| self.conn.sink.clone(), |tx| self.conn.sink.beside(tx));
         let span = request_span(&request);
         let outcome = tracing::Instrument::instrument(
             dispatch(&self.server, &self.conn, request, sink),
@@ -139,6 +145,13 @@ impl Session {
     #[cfg(feature = "http")]
     pub(crate) fn listen(&self, listening: bool) {
         self.conn.listen(listening);
+    }
+
+    /// How many notifications the session dropped so far because its client did not read
+    /// them: progress, log and task status notifications, which go only while its outbound
+    /// channel (or the response stream they were meant for) has room.
+    pub fn dropped_notifications(&self) -> u64 {
+        self.conn.sink.dropped()
     }
 
     /// Cancels one in-flight request, as `notifications/cancelled` would (an HTTP client

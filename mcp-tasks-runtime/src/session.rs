@@ -6,23 +6,140 @@ use crate::model::LogLevel;
 use crate::sync::LockExt;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+/// How many outbound messages one connection (or one response stream of it) holds for a
+/// client that has not read them yet: 1024.
+///
+/// Past it the server applies backpressure instead of growing without bound. Messages that
+/// must not be lost (responses, server-to-client requests such as elicitation or sampling,
+/// subscription acknowledgements and the task notifications of `subscriptions/listen`) wait
+/// for room, or for the peer to go away. Messages a client can do without, because the
+/// spec's semantics let it catch up (progress notifications, log messages and the
+/// `notifications/tasks/status` a client can re-read with `tasks/get`), are dropped while
+/// the channel is full; [`Session::dropped_notifications`](crate::Session::dropped_notifications)
+/// counts them and the first drop of each burst is logged.
+pub const OUTBOUND_CAPACITY: usize = 1024;
+
+/// The outbound channel of one connection (or of one response stream), bounded by
+/// [`OUTBOUND_CAPACITY`].
+pub(crate) fn outbound_channel() -> (mpsc::Sender<String>, mpsc::Receiver<String>) {
+    mpsc::channel(OUTBOUND_CAPACITY)
+}
+
 /// Where outbound messages for one request (or one connection) are written.
+///
+/// Every sink of a connection shares the connection's `closed` token, which bounds every
+/// wait for room, and its count of dropped notifications.
 #[derive(Clone, Debug)]
-pub(crate) struct Sink(pub(crate) mpsc::UnboundedSender<String>);
+pub(crate) struct Sink {
+    tx: mpsc::Sender<String>,
+    closed: CancellationToken,
+    dropped: Arc<Dropped>,
+}
+
+/// The notifications a connection dropped because its client did not read them.
+#[derive(Debug, Default)]
+struct Dropped {
+    /// Every drop since the connection opened.
+    total: AtomicU64,
+    /// `true` while a burst of drops goes on: its first drop was logged, the rest are not.
+    in_burst: AtomicBool,
+}
 
 impl Sink {
-    pub(crate) fn send(&self, message: &Value) {
-        // A closed sink means the client went away; there is nobody left to tell.
-        let _ = self.0.send(message.to_string());
+    /// A sink of its own (a connection's), with a fresh `closed` token and drop count.
+    pub(crate) fn new(tx: mpsc::Sender<String>) -> Self {
+        Self {
+            tx,
+            closed: CancellationToken::new(),
+            dropped: Arc::default(),
+        }
     }
 
-    pub(crate) fn notify(&self, method: &str, params: Value) {
-        self.send(&Notification::new(method, params).to_value());
+    /// A sink on another channel (a response stream) of the same connection: it shares
+    /// this sink's `closed` token and drop count.
+    pub(crate) fn beside(&self, tx: mpsc::Sender<String>) -> Self {
+        Self {
+            tx,
+            closed: self.closed.clone(),
+            dropped: Arc::clone(&self.dropped),
+        }
+    }
+
+    /// Sends a message that must not be lost, waiting for room while the client is slow to
+    /// read. `false` when the message could not be sent: the channel's reader is gone, or
+    /// the connection closed while waiting (no wait outlives the peer).
+    pub(crate) async fn send_text(&self, text: String) -> bool {
+        tokio::select! {
+            // Room (or a closed channel) wins over a closed connection: what can still be
+            // queued is queued, as before the connection closed.
+            biased;
+            sent = self.tx.send(text) => sent.is_ok(),
+            () = self.closed.cancelled() => false,
+        }
+    }
+
+    /// [`Sink::send_text`] of a JSON message.
+    pub(crate) async fn send(&self, message: &Value) -> bool {
+        self.send_text(message.to_string()).await
+    }
+
+    /// Sends a notification that must not be lost (see [`Sink::send_text`]).
+    pub(crate) async fn notify(&self, method: &str, params: Value) -> bool {
+        self.send(&Notification::new(method, params).to_value())
+            .await
+    }
+
+    /// Sends a notification the client can do without (progress, a log line, a status
+    /// change it can poll for), never waiting: when the channel is full it is dropped and
+    /// counted, and the first drop of a burst is logged. `true` when it was queued.
+    pub(crate) fn notify_droppable(&self, method: &str, params: Value) -> bool {
+        let text = Notification::new(method, params).to_value().to_string();
+        match self.tx.try_send(text) {
+            Ok(()) => {
+                if self.dropped.in_burst.swap(false, Ordering::AcqRel) {
+                    tracing::debug!(
+                        dropped = self.dropped.total.load(Ordering::Relaxed),
+                        "the client reads its notifications again"
+                    );
+                }
+                true
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                let total = self.dropped.total.fetch_add(1, Ordering::Relaxed) + 1;
+                if !self.dropped.in_burst.swap(true, Ordering::AcqRel) {
+                    tracing::warn!(
+                        method,
+                        capacity = OUTBOUND_CAPACITY,
+                        dropped = total,
+                        "the client is not reading its messages: {method} dropped, and further \
+                         progress, log and status notifications are dropped until it catches up"
+                    );
+                }
+                false
+            }
+            // The client went away; there is nobody left to tell.
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// `true` once the channel's reader is gone.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    /// Resolves once the channel's reader is gone.
+    pub(crate) async fn closed(&self) {
+        self.tx.closed().await;
+    }
+
+    /// How many notifications the connection dropped so far.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.total.load(Ordering::Relaxed)
     }
 }
 
@@ -79,13 +196,13 @@ impl Connection {
         Arc::new(Self {
             id: OnceLock::new(),
             principal,
-            era: era.map_or_else(OnceLock::new, OnceLock::from),
+            closed: sink.closed.clone(),
             sink,
+            era: era.map_or_else(OnceLock::new, OnceLock::from),
             log_level: AtomicU8::new(level_code(LogLevel::Info)),
             next_out_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
             inflight: Mutex::new(HashMap::new()),
-            closed: CancellationToken::new(),
             subscriptions: Mutex::new(Default::default()),
             listeners: std::sync::atomic::AtomicUsize::new(1),
         })
@@ -171,6 +288,11 @@ impl Connection {
     }
 
     /// Sends a server-to-client request on `sink` and waits for the client's response.
+    ///
+    /// The request must not be lost, so it waits for room on `sink` first; `cancel` ends
+    /// that wait as it ends the wait for the answer ([`RequestAborted::Cancelled`]), and a
+    /// sink whose reader is gone, or a connection that closed, fails it at once
+    /// ([`RequestAborted::Closed`]).
     pub(crate) async fn request(
         &self,
         sink: &Sink,
@@ -204,7 +326,18 @@ impl Connection {
         }
         .to_value();
         observe(&message);
-        sink.send(&message);
+        // Waiting for room is bounded by the call's cancellation and the connection closing.
+        let sent = tokio::select! {
+            sent = sink.send(&message) => sent,
+            () = cancel.cancelled() => {
+                self.pending.locked().remove(&id);
+                return Err(RequestAborted::Cancelled);
+            }
+        };
+        if !sent {
+            self.pending.locked().remove(&id);
+            return Err(RequestAborted::Closed);
+        }
         tokio::select! {
             answer = rx => answer.map_err(|_| RequestAborted::Closed),
             () = cancel.cancelled() => {
@@ -212,7 +345,8 @@ impl Connection {
                 sink.notify(
                     "notifications/cancelled",
                     serde_json::json!({ "requestId": id, "reason": "the tool call was cancelled" }),
-                );
+                )
+                .await;
                 Err(RequestAborted::Cancelled)
             }
         }
@@ -271,4 +405,120 @@ fn session_key() -> String {
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         format!("local-{}-{n}", std::process::id())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn progress(n: u64) -> Value {
+        serde_json::json!({ "progressToken": "p", "progress": n })
+    }
+
+    #[test]
+    fn droppable_notifications_are_dropped_and_counted_while_the_channel_is_full() {
+        let (tx, mut rx) = mpsc::channel(2);
+        let sink = Sink::new(tx);
+        let sent: Vec<bool> = (0..5)
+            .map(|n| sink.notify_droppable("notifications/progress", progress(n)))
+            .collect();
+        assert_eq!(sent, [true, true, false, false, false]);
+        assert_eq!(sink.dropped(), 3);
+        assert!(sink.dropped.in_burst.load(Ordering::Acquire));
+        // The queue holds what fitted, in order; nothing grew past the capacity.
+        assert_eq!(rx.len(), 2);
+        assert!(rx.try_recv().unwrap().contains("\"progress\":0"));
+        // Room again: the next one goes and the burst is over (its next drop is logged).
+        assert!(sink.notify_droppable("notifications/progress", progress(5)));
+        assert!(!sink.dropped.in_burst.load(Ordering::Acquire));
+        assert_eq!(sink.dropped(), 3);
+        // The sinks of a connection's streams share its count.
+        let (stream_tx, _stream_rx) = mpsc::channel(1);
+        let stream = sink.beside(stream_tx);
+        assert!(stream.notify_droppable("notifications/message", json_null()));
+        assert!(!stream.notify_droppable("notifications/message", json_null()));
+        assert_eq!(sink.dropped(), 4);
+    }
+
+    fn json_null() -> Value {
+        serde_json::json!({ "level": "info", "data": null })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_that_must_not_be_lost_waits_for_room_and_goes_once_read() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let sink = Sink::new(tx);
+        assert!(sink.send_text("first".into()).await);
+        let waiting = tokio::spawn({
+            let sink = sink.clone();
+            async move { sink.send_text("second".into()).await }
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(
+            !waiting.is_finished(),
+            "the send waits while the client does not read"
+        );
+        assert_eq!(rx.recv().await.as_deref(), Some("first"));
+        assert!(waiting.await.unwrap());
+        assert_eq!(rx.recv().await.as_deref(), Some("second"));
+        assert_eq!(sink.dropped(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_closes_ends_every_wait_for_room() {
+        let (tx, _rx) = mpsc::channel(1);
+        let conn = Connection::new(Sink::new(tx), None, None);
+        assert!(conn.sink.send_text("fills it".into()).await);
+        let waiting = tokio::spawn({
+            let sink = conn.sink.clone();
+            async move { sink.send_text("waits".into()).await }
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!waiting.is_finished());
+        conn.cancel_all();
+        let sent = tokio::time::timeout(Duration::from_secs(1), waiting).await;
+        assert!(!sent.expect("the wait ends with the connection").unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_that_is_gone_fails_every_send_at_once() {
+        let (tx, rx) = mpsc::channel(1);
+        let sink = Sink::new(tx);
+        drop(rx);
+        assert!(sink.is_closed());
+        assert!(!sink.send_text("lost".into()).await);
+        assert!(
+            !sink
+                .notify("notifications/cancelled", serde_json::json!({}))
+                .await
+        );
+        assert!(!sink.notify_droppable("notifications/progress", progress(1)));
+        // Nobody was there to tell: not a drop for a slow client.
+        assert_eq!(sink.dropped(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_request_waiting_for_room_ends_when_its_call_is_cancelled() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let conn = Connection::new(Sink::new(tx), None, None);
+        assert!(conn.sink.send_text("fills it".into()).await);
+        let cancel = CancellationToken::new();
+        let asked = tokio::spawn({
+            let (conn, cancel) = (Arc::clone(&conn), cancel.clone());
+            async move {
+                let sink = conn.sink.clone();
+                conn.request(&sink, "elicitation/create", serde_json::json!({}), &cancel)
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!asked.is_finished());
+        cancel.cancel();
+        assert_eq!(asked.await.unwrap(), Err(RequestAborted::Cancelled));
+        // The request never went out, and nothing waits for its answer.
+        assert_eq!(rx.recv().await.as_deref(), Some("fills it"));
+        assert!(rx.try_recv().is_err());
+        assert!(conn.pending.locked().is_empty());
+    }
 }

@@ -208,7 +208,7 @@ fn builder(counters: &Counters) -> ServerBuilder {
 
 struct Client {
     session: Session,
-    outbound: tokio::sync::mpsc::UnboundedReceiver<String>,
+    outbound: tokio::sync::mpsc::Receiver<String>,
     next: i64,
     caps: Value,
 }

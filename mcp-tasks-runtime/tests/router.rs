@@ -4,7 +4,7 @@ use mcp_tasks_runtime::model::{CallToolResult, Content, JsonObject};
 use mcp_tasks_runtime::{ProtocolError, Server, Session, Tool, ToolError};
 use serde_json::{Value, json};
 use std::time::Duration;
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::Receiver;
 
 fn text(s: &str) -> Result<CallToolResult, ToolError> {
     Ok(CallToolResult::success(vec![Content::text(s)]))
@@ -87,7 +87,7 @@ fn server() -> Server {
 
 struct Client {
     session: Session,
-    outbound: UnboundedReceiver<String>,
+    outbound: Receiver<String>,
     next: i64,
 }
 

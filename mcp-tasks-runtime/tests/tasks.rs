@@ -4,7 +4,7 @@ use mcp_tasks_runtime::model::{CallToolResult, Content, JsonObject, TaskSupport}
 use mcp_tasks_runtime::{EngineConfig, ProtocolError, Server, Session, Tool, ToolError};
 use serde_json::{Value, json};
 use std::time::Duration;
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::Receiver;
 
 fn text(s: impl Into<String>) -> Result<CallToolResult, ToolError> {
     Ok(CallToolResult::success(vec![Content::text(s)]))
@@ -115,7 +115,7 @@ fn server() -> Server {
 
 struct Client {
     session: Session,
-    outbound: UnboundedReceiver<String>,
+    outbound: Receiver<String>,
     next: i64,
     meta: Option<Value>,
 }

@@ -141,7 +141,7 @@ pub struct ToolInfo {
 
 enum Target {
     Stdio(String),
-    Io(Box<dyn FnOnce(mpsc::UnboundedSender<Value>) -> Arc<Wire> + Send>),
+    Io(Box<dyn FnOnce(mpsc::Sender<Value>) -> Arc<Wire> + Send>),
     Http(String),
     Local(Server),
 }
@@ -235,7 +235,7 @@ impl ClientBuilder {
 
     /// Connects and negotiates.
     pub async fn connect(self) -> Result<McpClient, ClientError> {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(crate::OUTBOUND_CAPACITY);
         let (wire, server_key) = match self.target {
             None => {
                 return Err(ClientError::BadCommand(
@@ -836,7 +836,7 @@ async fn negotiate(
 /// Answers the server-to-client requests of 2025-11-25 (questions, ping) as they come.
 async fn answer_requests(
     wire: std::sync::Weak<Wire>,
-    mut requests: mpsc::UnboundedReceiver<Value>,
+    mut requests: mpsc::Receiver<Value>,
     handler: Option<Arc<dyn InputHandler>>,
 ) {
     while let Some(request) = requests.recv().await {

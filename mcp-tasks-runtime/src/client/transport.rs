@@ -31,7 +31,7 @@ pub(crate) struct Wire {
     pending: Pending,
     next: AtomicU64,
     notifications: broadcast::Sender<Value>,
-    requests: mpsc::UnboundedSender<Value>,
+    requests: mpsc::Sender<Value>,
     /// The last lines a spawned server wrote to stderr, to explain why it went away.
     stderr: Arc<Mutex<VecDeque<String>>>,
     /// Cancelled when the wire is dropped, to end the streams read in the background.
@@ -47,7 +47,7 @@ impl Drop for Wire {
 #[derive(Debug)]
 enum Kind {
     Lines {
-        out: Mutex<Option<mpsc::UnboundedSender<String>>>,
+        out: Mutex<Option<mpsc::Sender<String>>>,
         child: Mutex<Option<tokio::process::Child>>,
     },
     Local {
@@ -119,7 +119,7 @@ pub(crate) fn split_command(line: &str) -> Result<Vec<String>, ClientError> {
 }
 
 impl Wire {
-    fn new(kind: Kind, requests: mpsc::UnboundedSender<Value>) -> Self {
+    fn new(kind: Kind, requests: mpsc::Sender<Value>) -> Self {
         Self {
             kind,
             pending: Mutex::new(HashMap::new()),
@@ -134,7 +134,7 @@ impl Wire {
     /// Spawns `command` and speaks newline-delimited JSON-RPC over its stdin and stdout.
     pub(crate) fn stdio(
         command: &str,
-        requests: mpsc::UnboundedSender<Value>,
+        requests: mpsc::Sender<Value>,
     ) -> Result<Arc<Self>, ClientError> {
         let words = split_command(command)?;
         let mut command_line = tokio::process::Command::new(&words[0]);
@@ -176,13 +176,15 @@ impl Wire {
         reader: R,
         mut writer: W,
         child: Option<tokio::process::Child>,
-        requests: mpsc::UnboundedSender<Value>,
+        requests: mpsc::Sender<Value>,
     ) -> Arc<Self>
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let (out, mut rx) = mpsc::unbounded_channel::<String>();
+        // Bounded: a server that stops reading holds up the client's sends (backpressure),
+        // which end once the writer fails on the closed pipe.
+        let (out, mut rx) = mpsc::channel::<String>(crate::OUTBOUND_CAPACITY);
         tokio::spawn(async move {
             while let Some(line) = rx.recv().await {
                 if writer.write_all(line.as_bytes()).await.is_err()
@@ -206,7 +208,7 @@ impl Wire {
             while let Ok(Some(line)) = lines.next_line().await {
                 let Some(wire) = weak.upgrade() else { return };
                 match serde_json::from_str::<Value>(&line) {
-                    Ok(v) => wire.incoming(v),
+                    Ok(v) => wire.incoming(v).await,
                     Err(e) => {
                         tracing::warn!(error = %e, "the server wrote a line that is not JSON")
                     }
@@ -220,7 +222,7 @@ impl Wire {
     }
 
     /// Talks to `server` in this process through a [`Session`] of its own.
-    pub(crate) fn local(server: &Server, requests: mpsc::UnboundedSender<Value>) -> Arc<Self> {
+    pub(crate) fn local(server: &Server, requests: mpsc::Sender<Value>) -> Arc<Self> {
         let (session, mut outbound) = server.session();
         let wire = Arc::new(Self::new(Kind::Local { session }, requests));
         let weak = Arc::downgrade(&wire);
@@ -228,7 +230,7 @@ impl Wire {
             while let Some(text) = outbound.recv().await {
                 let Some(wire) = weak.upgrade() else { return };
                 if let Ok(v) = serde_json::from_str(&text) {
-                    wire.incoming(v);
+                    wire.incoming(v).await;
                 }
             }
         });
@@ -236,7 +238,7 @@ impl Wire {
     }
 
     /// Speaks Streamable HTTP to the endpoint `url`.
-    pub(crate) fn http(url: &str, requests: mpsc::UnboundedSender<Value>) -> Arc<Self> {
+    pub(crate) fn http(url: &str, requests: mpsc::Sender<Value>) -> Arc<Self> {
         Arc::new(Self::new(
             Kind::Http(Http {
                 client: reqwest::Client::new(),
@@ -308,12 +310,14 @@ impl Wire {
         }
     }
 
-    /// Routes one message from the server.
-    fn incoming(&self, message: Value) {
+    /// Routes one message from the server. A server-to-client request waits for room in
+    /// the bounded queue of the dispatcher, which takes each at once (it answers them in
+    /// tasks of their own), so the wait is short and never on this wire's reader.
+    async fn incoming(&self, message: Value) {
         let has_id = message.get("id").is_some_and(|id| !id.is_null());
         if message.get("method").is_some() {
             if has_id {
-                let _ = self.requests.send(message);
+                let _ = self.requests.send(message).await;
             } else {
                 let _ = self.notifications.send(message);
             }
@@ -410,12 +414,16 @@ impl Wire {
 
     async fn send(&self, message: Value, method: Option<&str>) -> Result<(), ClientError> {
         match &self.kind {
-            Kind::Lines { out, .. } => out
-                .locked()
-                .as_ref()
-                .ok_or_else(|| ClientError::Closed(": the client closed it".into()))?
-                .send(message.to_string())
-                .map_err(|_| ClientError::Closed(self.why_closed())),
+            Kind::Lines { out, .. } => {
+                // The sender is taken out of the lock before waiting for room in it.
+                let out = out
+                    .locked()
+                    .clone()
+                    .ok_or_else(|| ClientError::Closed(": the client closed it".into()))?;
+                out.send(message.to_string())
+                    .await
+                    .map_err(|_| ClientError::Closed(self.why_closed()))
+            }
             Kind::Local { session } => {
                 let message = Message::from_value(message)
                     .map_err(|e| ClientError::Protocol(e.to_value().to_string()))?;
@@ -522,8 +530,8 @@ impl Wire {
         if is_sse {
             // The stream carries notifications, questions and, last, the response; it is
             // read here so that dropping the request closes it.
-            read_sse_with(response, |v| {
-                self.incoming(v);
+            read_sse_with(response, |v| async move {
+                self.incoming(v).await;
                 true
             })
             .await;
@@ -562,7 +570,7 @@ impl Wire {
                 }
             }
             Ok(v) if v.get("jsonrpc").is_some() => {
-                self.incoming(v);
+                self.incoming(v).await;
                 Ok(())
             }
             _ if method.is_some() => Err(ClientError::Http {
@@ -625,19 +633,27 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 async fn read_sse(response: reqwest::Response, wire: std::sync::Weak<Wire>) {
-    read_sse_with(response, |v| match wire.upgrade() {
-        Some(wire) => {
-            wire.incoming(v);
-            true
+    read_sse_with(response, |v| {
+        let wire = wire.upgrade();
+        async move {
+            match wire {
+                Some(wire) => {
+                    wire.incoming(v).await;
+                    true
+                }
+                None => false,
+            }
         }
-        None => false,
     })
     .await;
 }
 
 /// Reads Server-Sent Events and hands each event's JSON data to `each`, until the stream
 /// ends or `each` says to stop.
-async fn read_sse_with(mut response: reqwest::Response, mut each: impl FnMut(Value) -> bool) {
+async fn read_sse_with<F>(mut response: reqwest::Response, mut each: impl FnMut(Value) -> F)
+where
+    F: std::future::Future<Output = bool>,
+{
     let mut buf = Vec::<u8>::new();
     while let Ok(Some(chunk)) = response.chunk().await {
         buf.extend_from_slice(&chunk);
@@ -653,7 +669,7 @@ async fn read_sse_with(mut response: reqwest::Response, mut each: impl FnMut(Val
                 continue;
             }
             if let Ok(v) = serde_json::from_str(&data.join("\n"))
-                && !each(v)
+                && !each(v).await
             {
                 return;
             }

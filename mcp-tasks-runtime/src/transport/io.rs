@@ -8,6 +8,13 @@
 //! (So a tool that blocks its thread before its first `.await` holds up reading too; tools
 //! must not block in any case.)
 //!
+//! Output is bounded: the session's outbound channel holds
+//! [`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY) lines. A client that stops reading first
+//! loses droppable notifications (progress, logs, task status), then holds up the responses
+//! and server-to-client requests, which wait for room; once requests are held up the reader
+//! stops reading new ones (see [`MAX_IN_FLIGHT`]). Nothing is lost that must not be, and
+//! the server's memory stays bounded however long the client does not read.
+//!
 //! At end of input, requests already read get a grace period to answer, then the session is
 //! closed and the transport returns, even while tasks of the session still run: those are
 //! left to the task store (and its `on_restart` policy at the next start).
@@ -51,7 +58,15 @@ where
         tracing::error!(error = %e, "cannot settle the tasks of an earlier run");
     }
     let (session, mut outbound) = server.session();
-    let sink = outbound_sender(&session);
+    // The reader writes its parse errors, and each request task its response, through the
+    // same bounded channel the writer task drains, waiting for room when it is full. That
+    // cannot deadlock: the writer waits only on the channel and on the byte stream (the
+    // client reading its output), never on the reader or a request. So a reader waiting for
+    // room is ordinary backpressure: it stops reading input while the client does not read
+    // output, and goes on once it does. (A client that blocks writing its input while it
+    // reads nothing deadlocks itself, as with any pipe.) The waits are also bounded by the
+    // session closing: at end of input the session is closed, which ends every wait.
+    let sink = session.sink();
     // Tasks of a 2025-11-25 session hold the session's outbound channel for as long as they
     // run, so the writer does not wait for the channel to end: once the session is over it
     // closes the channel, writes what is already queued and stops.
@@ -103,13 +118,14 @@ where
             if let Err(e) = reader.read_until(b'\n', &mut rest).await {
                 break Err(e);
             }
-            sink(&parse_error("message too large"));
+            sink.send_text(parse_error("message too large")).await;
             continue;
         }
         let text = match std::str::from_utf8(&buf) {
             Ok(t) => t.trim(),
             Err(_) => {
-                sink(&parse_error("message is not valid UTF-8"));
+                sink.send_text(parse_error("message is not valid UTF-8"))
+                    .await;
                 continue;
             }
         };
@@ -117,7 +133,9 @@ where
             continue;
         }
         match Message::parse(text) {
-            Err(error) => sink(&error.to_json()),
+            Err(error) => {
+                sink.send_text(error.to_json()).await;
+            }
             Ok(Message::Request(request)) => {
                 let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
                     break Ok(());
@@ -126,7 +144,8 @@ where
                 let sink = sink.clone();
                 let mut handling: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
                     if let Some(response) = session.handle_request(request).await {
-                        sink(&response.to_json());
+                        // Waits for room; ends when the session closes or the writer stops.
+                        sink.send_text(response.to_json()).await;
                     }
                     drop(permit);
                 });
@@ -195,11 +214,95 @@ fn parse_error(message: &str) -> String {
     .to_json()
 }
 
-fn outbound_sender(
-    session: &crate::router::Session,
-) -> impl Fn(&str) + Clone + Send + Sync + 'static {
-    let sink = session.sink();
-    move |line: &str| {
-        let _ = sink.0.send(line.to_owned());
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::OUTBOUND_CAPACITY;
+    use serde_json::{Value, json};
+    use std::time::Duration;
+    use tokio::io::AsyncBufReadExt;
+
+    fn server() -> Server {
+        Server::builder()
+            .name("io-test")
+            .version("0")
+            .build()
+            .unwrap()
+    }
+
+    fn ping(id: usize) -> String {
+        format!(
+            "{}\n",
+            json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+        )
+    }
+
+    /// More requests than the output channel and the in-flight limit hold together.
+    const FLOOD: usize = OUTBOUND_CAPACITY + MAX_IN_FLIGHT + 500;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_reading_holds_up_output_and_loses_no_response() {
+        let (client, server_end) = tokio::io::duplex(256);
+        let (server_read, server_write) = tokio::io::split(server_end);
+        let serving = tokio::spawn(serve_io(server(), server_read, server_write));
+        let (client_read, mut client_write) = tokio::io::split(client);
+        let writing = tokio::spawn(async move {
+            for id in 1..=FLOOD {
+                client_write.write_all(ping(id).as_bytes()).await.unwrap();
+            }
+            // End of input (the read half keeps the stream itself open).
+            client_write.shutdown().await.unwrap();
+        });
+        // Nobody reads: once the queue and the in-flight limit are full the server stops
+        // reading, so the client cannot write all its requests.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!writing.is_finished(), "the server read on without bound");
+        assert!(!serving.is_finished());
+        // The client reads again: every request is answered, exactly once.
+        let mut lines = BufReader::new(client_read).lines();
+        let mut seen = vec![false; FLOOD + 1];
+        for _ in 0..FLOOD {
+            let line = lines.next_line().await.unwrap().expect("a response");
+            let response: Value = serde_json::from_str(&line).unwrap();
+            let id = response["id"].as_u64().unwrap() as usize;
+            assert_eq!(response["result"], json!({}), "{response}");
+            assert!(
+                !std::mem::replace(&mut seen[id], true),
+                "{id} answered twice"
+            );
+        }
+        assert!(seen[1..].iter().all(|s| *s));
+        // End of input ends the session cleanly.
+        writing.await.unwrap();
+        assert!(lines.next_line().await.unwrap().is_none());
+        serving.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_went_away_never_hangs_a_waiting_sender() {
+        let (client, server_end) = tokio::io::duplex(256);
+        let (server_read, server_write) = tokio::io::split(server_end);
+        let serving = tokio::spawn(serve_io(server(), server_read, server_write));
+        let (client_read, mut client_write) = tokio::io::split(client);
+        let writing = tokio::spawn(async move {
+            for id in 1..=FLOOD {
+                if client_write.write_all(ping(id).as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!serving.is_finished());
+        // The client goes away without reading: senders waiting for room and the reader
+        // waiting for a request slot all give up, and the transport returns.
+        writing.abort();
+        let _ = writing.await;
+        drop(client_read);
+        let served = tokio::time::timeout(Duration::from_secs(30), serving).await;
+        let result = served.expect("the transport returned").unwrap();
+        assert!(
+            matches!(result, Ok(()) | Err(TransportError::Io(_))),
+            "{result:?}"
+        );
     }
 }

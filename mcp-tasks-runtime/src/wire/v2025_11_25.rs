@@ -5,7 +5,7 @@
 
 use crate::call::{DirectBackend, LogGate, Notifier, outcome_of, run_tool};
 use crate::context::TaskContext;
-use crate::engine::{Delivery, Engine, NewTask, error_answer};
+use crate::engine::{Delivery, Engine, NewTask};
 use crate::error::{CallOutcome, Error};
 use crate::jsonrpc::{self, ErrorObject, Request, RequestId};
 use crate::model::{JsonObject, LogLevel, TaskSupport};
@@ -240,7 +240,6 @@ async fn tasks(
     mut request: Request,
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
-    let engine = &server.inner.engine;
     let owner = owner(conn);
     let owner = Some(owner.as_str());
     if request.method != "tasks/result" {
@@ -279,23 +278,17 @@ async fn tasks(
     };
     let cancel = conn.track(&request.id);
     // While this request waits, the task's questions come on its stream.
-    let asker = match engine.get(&id, owner).await {
-        Ok(Some(rec)) if !rec.status.is_terminal() => {
-            let asker = Asker::new(rec.owner.clone(), conn, None);
-            match engine.attach(&id, asker).await {
-                Ok(attached) => attached
-                    .as_any()
-                    .downcast::<Asker>()
-                    .ok()
-                    .map(|a| a.offer_stream(conn, &sink, &request.id)),
-                Err(e) => {
-                    return Some(Err(e.into()));
-                }
-            }
-        }
-        _ => None,
+    let attached = ops::attach_delivery(server, &id, owner, |rec| {
+        Asker::new(rec.owner.clone(), conn, None)
+    })
+    .await;
+    let asker = match attached {
+        Ok(attached) => attached
+            .and_then(|a| a.as_any().downcast::<Asker>().ok())
+            .map(|a| a.offer_stream(conn, &sink, &request.id)),
+        Err(e) => return Some(Err(e.into())),
     };
-    let waited = engine.wait_terminal(&id, owner, &cancel).await;
+    let waited = ops::wait_task(server, &id, owner, &cancel).await;
     if let Some(stream) = asker {
         stream.withdraw();
     }
@@ -515,10 +508,9 @@ async fn start_task(
 ) -> Result<Value, ErrorObject> {
     let owner = owner(conn);
     let asker = Asker::new(Some(owner.clone()), conn, progress_token);
-    let rec = server
-        .inner
-        .engine
-        .start(NewTask {
+    let rec = ops::start_task(
+        server,
+        NewTask {
             tool: tool.clone(),
             args,
             owner: Some(owner),
@@ -527,8 +519,9 @@ async fn start_task(
             requested_ttl,
             client_capabilities: Arc::clone(&state.client_capabilities),
             delivery: Some(Arc::clone(&asker) as Arc<dyn Delivery>),
-        })
-        .await?;
+        },
+    )
+    .await?;
     Ok(to_value(CreateTaskResult {
         task: Task::of(&rec),
     }))
@@ -695,7 +688,7 @@ impl Asker {
     /// session's stream while a client listens on it.
     fn path(&self) -> Option<(Arc<Connection>, Sink)> {
         let mut state = self.lock();
-        state.streams.retain(|o| !o.sink.0.is_closed());
+        state.streams.retain(|o| !o.sink.is_closed());
         if let Some(o) = state.streams.last() {
             return Some((Arc::clone(&o.conn), o.sink.clone()));
         }
@@ -705,29 +698,24 @@ impl Asker {
     }
 
     /// Asks the client one question until it answers, the question goes away, or the task
-    /// ends; stores the answer in the task.
+    /// ends; the answer is stored in the task.
     async fn ask(
         self: Arc<Self>,
-        engine: Arc<Engine>,
-        id: String,
-        key: String,
+        mut question: ops::OpenQuestion,
         request: crate::model::InputRequest,
     ) {
+        let key = question.key().to_owned();
         let mut params = request.params.clone();
         if let Value::Object(p) = &mut params {
             let meta = p
                 .entry("_meta")
                 .or_insert_with(|| Value::Object(Default::default()));
             if let Value::Object(meta) = meta {
-                meta.insert(RELATED_TASK.into(), json!({ "taskId": id }));
+                meta.insert(RELATED_TASK.into(), json!({ "taskId": question.task() }));
             }
         }
-        let mut watch = engine.watch(&id);
-        let still_asked = |rec: Option<TaskRecord>| {
-            rec.is_some_and(|r| !r.status.is_terminal() && r.input_requests.contains_key(&key))
-        };
         loop {
-            if !still_asked(engine.get(&id, self.owner.as_deref()).await.ok().flatten()) {
+            if !question.is_open().await {
                 break;
             }
             let Some((conn, sink)) = self.path() else {
@@ -735,7 +723,7 @@ impl Asker {
                 let offered = Arc::clone(&self.lock().offered);
                 tokio::select! {
                     () = offered.notified() => {}
-                    () = watch.changed(Duration::from_secs(5)) => {}
+                    () = question.changed() => {}
                 }
                 continue;
             };
@@ -745,13 +733,13 @@ impl Asker {
             let answer = loop {
                 tokio::select! {
                     answer = &mut asked => break Some(answer),
-                    () = sink.0.closed() => {
+                    () = sink.closed() => {
                         // The stream closed unanswered: ask again on the next one.
                         stop.cancel();
                         break None;
                     }
-                    () = watch.changed(Duration::from_secs(5)) => {
-                        if !still_asked(engine.get(&id, self.owner.as_deref()).await.ok().flatten()) {
+                    () = question.changed() => {
+                        if !question.is_open().await {
                             stop.cancel();
                             let _ = (&mut asked).await;
                             self.lock().asking.remove(&key);
@@ -760,16 +748,11 @@ impl Asker {
                     }
                 }
             };
-            let value = match answer {
+            match answer {
                 None | Some(Err(RequestAborted::Closed)) => continue,
                 Some(Err(RequestAborted::Cancelled)) => break,
-                Some(Ok(Ok(value))) => value,
-                Some(Ok(Err(error))) => error_answer(&error.message),
-            };
-            let mut responses = JsonObject::new();
-            responses.insert(key.clone(), value);
-            if let Err(e) = engine.answer(&id, self.owner.as_deref(), &responses).await {
-                tracing::warn!(task = %id, error = %e, "cannot store the client's answer");
+                Some(Ok(Ok(value))) => question.answer(value).await,
+                Some(Ok(Err(error))) => question.answer_error(&error.message).await,
             }
             break;
         }
@@ -782,7 +765,7 @@ impl Delivery for Asker {
         if status_changed && !self.conn.is_closed() {
             self.conn
                 .sink
-                .notify("notifications/tasks/status", task_json(record));
+                .notify_droppable("notifications/tasks/status", task_json(record));
         }
         if record.status.is_terminal() {
             return;
@@ -803,12 +786,12 @@ impl Delivery for Asker {
             return;
         };
         for (key, request) in new {
-            tokio::spawn(Arc::clone(&this).ask(
-                Arc::clone(engine),
-                record.id.clone(),
-                key,
-                request,
-            ));
+            let engine = Arc::clone(engine);
+            let (this, id) = (Arc::clone(&this), record.id.clone());
+            tokio::spawn(async move {
+                let question = ops::OpenQuestion::new(engine, id, key, this.owner.clone());
+                this.ask(question, request).await;
+            });
         }
     }
 

@@ -382,62 +382,43 @@ async fn listen(
     if !wanted.is_empty() && !declares_tasks(meta) {
         return Some(Err(missing_tasks_capability().into()));
     }
-    let engine = &server.inner.engine;
     let owner = conn.task_owner(false);
     let owner = owner.as_deref();
-    let mut honoured = Vec::new();
-    for id in wanted {
-        match engine.get(&id, owner).await {
-            Ok(Some(_)) => honoured.push(id),
-            Ok(None) => {}
-            Err(e) => return Some(Err(e.into())),
-        }
-    }
+    let honoured = match ops::visible_tasks(server, owner, wanted).await {
+        Ok(ids) => ids,
+        Err(e) => return Some(Err(e.into())),
+    };
     let subscription = serde_json::to_value(&request.id).unwrap_or_default();
     let cancel = conn.track(&request.id);
-    sink.notify(
+    // Neither message may be lost: both wait for room on the stream, until the client
+    // closes it (which cancels the request).
+    let acknowledged = sink.notify(
         "notifications/subscriptions/acknowledged",
         json!({
             "notifications": { "taskIds": honoured },
             "_meta": { META_SUBSCRIPTION_ID: subscription },
         }),
     );
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    for id in &honoured {
-        let _ = tx.send(id.clone());
-        let mut changed = engine.watch(id);
-        let tx = tx.clone();
-        let id = id.clone();
-        let engine = Arc::clone(engine);
-        let owner = owner.map(str::to_owned);
-        tokio::spawn(async move {
-            loop {
-                let rec = engine.get(&id, owner.as_deref()).await.ok().flatten();
-                let Some(rec) = rec.filter(|r| !r.status.is_terminal()) else {
-                    break;
-                };
-                changed.changed(rec.poll_interval).await;
-                if tx.send(id.clone()).is_err() {
-                    break;
-                }
-            }
-        });
+    tokio::select! {
+        _ = acknowledged => {}
+        () = cancel.cancelled() => return None,
     }
-    drop(tx);
+    let mut feed = ops::follow_tasks(server, owner, &honoured);
     loop {
-        let id = tokio::select! {
-            id = rx.recv() => id,
+        let rec = tokio::select! {
+            rec = feed.next() => rec,
             () = cancel.cancelled() => break,
         };
-        let Some(id) = id else {
+        let Some(rec) = rec else {
             // Every task is settled and nothing more will change; wait for the client.
             cancel.cancelled().await;
             break;
         };
-        if let Ok(Some(rec)) = engine.get(&id, owner).await {
-            let mut params = detailed_task(&rec);
-            params["_meta"] = json!({ META_SUBSCRIPTION_ID: subscription });
-            sink.notify("notifications/tasks", params);
+        let mut params = detailed_task(&rec);
+        params["_meta"] = json!({ META_SUBSCRIPTION_ID: subscription });
+        tokio::select! {
+            _ = sink.notify("notifications/tasks", params) => {}
+            () = cancel.cancelled() => break,
         }
     }
     None
@@ -642,12 +623,7 @@ async fn tools_call(
         if let Err(e) = request_state(server, rounds.request_state.as_deref(), to) {
             return Some(Err(e.into()));
         }
-        let rec = match server
-            .inner
-            .engine
-            .start(new_task(conn, tool, args, meta))
-            .await
-        {
+        let rec = match ops::start_task(server, new_task(conn, tool, args, meta)).await {
             Ok(rec) => rec,
             Err(e) => return Some(Err(e.into())),
         };
@@ -720,21 +696,19 @@ async fn adopt(
     let cx = call.cx.clone();
     let prelude = call.prelude.clone();
     let cancel = call.cancel.clone();
-    let rec = server
-        .inner
-        .engine
-        .adopt(
-            new_task(conn, tool, args, meta),
-            call.into_tool_future(),
-            cancel,
-            |id, backend| {
-                cx.set_task_id(id);
-                if let Some(prelude) = prelude {
-                    let _ = prelude.task.set(backend);
-                }
-            },
-        )
-        .await?;
+    let rec = ops::adopt_task(
+        server,
+        new_task(conn, tool, args, meta),
+        call.into_tool_future(),
+        cancel,
+        |id, backend| {
+            cx.set_task_id(id);
+            if let Some(prelude) = prelude {
+                let _ = prelude.task.set(backend);
+            }
+        },
+    )
+    .await?;
     Ok(create_task_result(server, &rec))
 }
 

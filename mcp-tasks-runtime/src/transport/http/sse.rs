@@ -4,6 +4,7 @@
 //! Every event is framed completely before it is handed to hyper as one data frame, so it
 //! goes out in one write.
 
+use crate::OUTBOUND_CAPACITY;
 use crate::jsonrpc::{RequestId, Response};
 use crate::router::Session;
 use crate::sync::LockExt;
@@ -67,8 +68,8 @@ type RequestFuture = Pin<Box<dyn Future<Output = Option<Response>> + Send>>;
 pub(crate) struct Running {
     /// The request, until it ends.
     call: Option<RequestFuture>,
-    /// Its messages for the stream.
-    notes: mpsc::UnboundedReceiver<String>,
+    /// Its messages for the stream, bounded by [`OUTBOUND_CAPACITY`].
+    notes: mpsc::Receiver<String>,
     /// Its response, once it ended while messages were still waiting to be read.
     ended: Option<Option<Response>>,
 }
@@ -76,7 +77,7 @@ pub(crate) struct Running {
 impl Running {
     /// Starts answering `request` in `session`; nothing runs until it is polled.
     pub(crate) fn start(session: Session, request: crate::jsonrpc::Request) -> Self {
-        let (note_tx, notes) = mpsc::unbounded_channel();
+        let (note_tx, notes) = crate::session::outbound_channel();
         let call: RequestFuture =
             Box::pin(async move { session.handle_request_on(request, Some(note_tx)).await });
         Self {
@@ -105,28 +106,46 @@ impl Running {
     }
 
     /// The rest of the request's output, produced by a task of its own from now on.
-    pub(crate) fn detach(mut self) -> mpsc::UnboundedReceiver<Out> {
-        let (out, rx) = mpsc::unbounded_channel();
+    ///
+    /// The returned receiver is bounded by [`OUTBOUND_CAPACITY`]. While its reader is slow, a
+    /// message waits for room, but the request goes on meanwhile: its next messages fill its
+    /// own stream, where droppable notifications are dropped and the others wait for room in
+    /// turn. A reader that is gone makes every send fail at once, so nothing waits for a
+    /// client that left; the request still runs to its end.
+    pub(crate) fn detach(mut self) -> mpsc::Receiver<Out> {
+        let (out, rx) = mpsc::channel(OUTBOUND_CAPACITY);
         let call = self.call.take();
         let ended = self.ended.take();
-        let mut notes = std::mem::replace(&mut self.notes, mpsc::unbounded_channel().1);
+        let (_, closed) = mpsc::channel(1);
+        let mut notes = std::mem::replace(&mut self.notes, closed);
         tokio::spawn(async move {
             let response = match (call, ended) {
                 (Some(mut call), _) => loop {
+                    let message = tokio::select! {
+                        biased;
+                        Some(message) = notes.recv() => message,
+                        response = &mut call => break response,
+                    };
+                    // The call is polled while its message waits for room.
+                    let send = out.send(Out::Message(message));
+                    tokio::pin!(send);
                     tokio::select! {
                         biased;
-                        Some(message) = notes.recv() => {
-                            let _ = out.send(Out::Message(message));
+                        _ = &mut send => {}
+                        response = &mut call => {
+                            let _ = send.await;
+                            break response;
                         }
-                        response = &mut call => break response,
                     }
                 },
                 (None, ended) => ended.flatten(),
             };
+            // What the request sent before it answered goes first, then the response: neither
+            // may be lost, so both wait for room.
             while let Ok(message) = notes.try_recv() {
-                let _ = out.send(Out::Message(message));
+                let _ = out.send(Out::Message(message)).await;
             }
-            let _ = out.send(Out::Done(response));
+            let _ = out.send(Out::Done(response)).await;
         });
         rx
     }
@@ -180,7 +199,7 @@ impl Drop for CancelOnDrop {
 /// the response cancels the request.
 pub(crate) struct LiveSse {
     pending: Option<Bytes>,
-    out: mpsc::UnboundedReceiver<Out>,
+    out: mpsc::Receiver<Out>,
     guard: CancelOnDrop,
     /// Ends the stream early at shutdown (for streams that never end on their own).
     stop: Option<Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>>,
@@ -193,7 +212,7 @@ pub(crate) struct LiveSse {
 impl LiveSse {
     pub(crate) fn new(
         first: String,
-        out: mpsc::UnboundedReceiver<Out>,
+        out: mpsc::Receiver<Out>,
         guard: CancelOnDrop,
         stop: Option<CancellationToken>,
         keep_alive: Option<Duration>,
@@ -455,6 +474,83 @@ impl EventLog {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// A 2026-07-28 session whose `flood` tool reports `n` progress steps, then sets `done`;
+    /// and a call of it.
+    fn flood(
+        n: usize,
+        done: Arc<std::sync::atomic::AtomicBool>,
+    ) -> (Session, crate::jsonrpc::Request) {
+        use crate::model::{CallToolResult, Content};
+        let server = crate::Server::builder()
+            .name("sse-test")
+            .version("0")
+            .tool(crate::Tool::new("flood", move |cx, _| {
+                let done = Arc::clone(&done);
+                async move {
+                    let p = cx.progress();
+                    for step in 1..=n {
+                        p.report(step as f64, None);
+                        // A tool that takes its time: the forwarding runs between the reports.
+                        tokio::task::yield_now().await;
+                    }
+                    done.store(true, std::sync::atomic::Ordering::SeqCst);
+                    Ok::<_, crate::ToolError>(CallToolResult::success(vec![Content::text("done")]))
+                }
+            }))
+            .build()
+            .unwrap();
+        let (session, _) = server.open_session(None, Some(crate::wire::classify::Kind::Stateless));
+        let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "flood",
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "progressToken": "p",
+        }}});
+        let Ok(crate::jsonrpc::Message::Request(request)) =
+            crate::jsonrpc::Message::parse(&request.to_string())
+        else {
+            panic!("not a request");
+        };
+        (session, request)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_stream_reader_bounds_the_request_and_still_gets_its_response() {
+        let steps = 4 * OUTBOUND_CAPACITY;
+        let done = Arc::default();
+        let (session, request) = flood(steps, Arc::clone(&done));
+        let mut out = Running::start(session.clone(), request).detach();
+        // Nobody reads for a while: the stream and the request's own channel fill, the rest
+        // of the progress is dropped, and the request finishes anyway.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(done.load(std::sync::atomic::Ordering::SeqCst));
+        assert_eq!(out.len(), OUTBOUND_CAPACITY);
+        let mut messages = 0;
+        let response = loop {
+            match out.recv().await.expect("the stream ends with its response") {
+                Out::Message(_) => messages += 1,
+                Out::Done(response) => break response.expect("answered"),
+            }
+        };
+        assert!(response.outcome.is_ok(), "{:?}", response.outcome);
+        assert!(messages <= 2 * OUTBOUND_CAPACITY + 1, "{messages}");
+        assert_eq!(
+            session.dropped_notifications() + messages as u64,
+            steps as u64
+        );
+        assert!(out.recv().await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_whose_reader_left_never_holds_up_its_request() {
+        let done = Arc::<std::sync::atomic::AtomicBool>::default();
+        let (session, request) = flood(4 * OUTBOUND_CAPACITY, Arc::clone(&done));
+        drop(Running::start(session, request).detach());
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(done.load(std::sync::atomic::Ordering::SeqCst));
+    }
 
     async fn read_all(mut body: ChannelSse) -> String {
         let mut text = String::new();
