@@ -19,6 +19,15 @@ impl<T> LockExt<T> for Mutex<T> {
     }
 }
 
+/// [`Condvar::wait`] under the same policy: the guard of a poisoned lock is taken back anyway.
+#[cfg(feature = "sqlite")]
+pub(crate) fn wait<'a, T>(
+    ready: &std::sync::Condvar,
+    guard: MutexGuard<'a, T>,
+) -> MutexGuard<'a, T> {
+    ready.wait(guard).unwrap_or_else(PoisonError::into_inner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

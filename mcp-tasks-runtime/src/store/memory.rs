@@ -2,12 +2,13 @@
 //! is configured. Tasks are lost when the process exits.
 
 use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
+use crate::sync::LockExt;
 use crate::task::{Lease, TaskRecord};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 /// The number of shards; a power of two so a shard is picked with a mask.
@@ -168,11 +169,7 @@ impl MemoryTaskStore {
     }
 
     fn lock(&self, index: usize) -> MutexGuard<'_, Shard> {
-        // Every critical section leaves the shard consistent before anything can panic
-        // (only allocation can), so a poisoned shard is still safe to use.
-        self.shards[index]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.shards[index].locked()
     }
 
     fn shard(&self, id: &str) -> MutexGuard<'_, Shard> {

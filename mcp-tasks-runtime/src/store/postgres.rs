@@ -3,13 +3,14 @@
 
 use super::codec::{Row, Stored, millis};
 use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
+use crate::sync::LockExt;
 use crate::task::{TaskRecord, random_id};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot, watch};
 use tokio_postgres::error::SqlState;
@@ -600,8 +601,7 @@ impl Shared {
     }
 
     fn log(&self) -> MutexGuard<'_, ChangeLog> {
-        // Nothing in a critical section can leave the log half-changed.
-        self.log.lock().unwrap_or_else(PoisonError::into_inner)
+        self.log.locked()
     }
 
     fn error(&self, problem: impl fmt::Display) -> StoreError {

@@ -1,8 +1,9 @@
 //! The read cache of recently read tasks.
 
+use crate::sync::LockExt;
 use crate::task::TaskRecord;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 
 /// The number of cache shards; a power of two.
 pub(super) const CACHE_SHARDS: usize = 16;
@@ -63,11 +64,7 @@ impl Cache {
             hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
         }
         let index = (hash ^ (hash >> 32)) as usize & (CACHE_SHARDS - 1);
-        // Nothing in a critical section can leave a shard half-changed, so a poisoned
-        // shard is still consistent.
-        self.shards[index]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.shards[index].locked()
     }
 
     pub(super) fn get(&self, id: &str) -> Lookup {

@@ -3,13 +3,14 @@
 
 use super::codec::{Row, millis, to_json};
 use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
+use crate::sync::LockExt;
 use crate::task::TaskRecord;
 use rusqlite::Connection;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::oneshot;
@@ -462,7 +463,7 @@ impl ClaimStore for SqliteTaskStore {
         let watcher = Arc::clone(&self.watcher);
         let cache = Arc::clone(&self.cache);
         tokio::task::spawn_blocking(move || {
-            let mut watcher = watcher.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut watcher = watcher.locked();
             let changes = changed_ids(&mut watcher, cursor, limit)?;
             for id in &changes.ids {
                 cache.forget(id);

@@ -1,9 +1,10 @@
 //! The reader threads and their job queue.
 
+use crate::sync::LockExt;
 use rusqlite::Connection;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 pub(super) type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
 
@@ -28,8 +29,7 @@ pub(super) struct ReadState {
 
 impl ReadQueue {
     pub(super) fn lock(&self) -> MutexGuard<'_, ReadState> {
-        // Jobs run outside the lock, so a poisoned lock still guards a consistent queue.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.locked()
     }
 
     /// Queues a job; `false` once the queue is closed.
@@ -64,10 +64,7 @@ impl ReadQueue {
                         return;
                     }
                     state.idle += 1;
-                    state = self
-                        .ready
-                        .wait(state)
-                        .unwrap_or_else(PoisonError::into_inner);
+                    state = crate::sync::wait(&self.ready, state);
                     state.idle -= 1;
                 }
                 let take = state.jobs.len().min(READ_BATCH);
