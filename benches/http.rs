@@ -181,6 +181,17 @@ struct Row {
     latencies: Vec<Duration>,
 }
 
+impl Row {
+    /// The row of every request's latency, in any order.
+    fn of(mut latencies: Vec<Duration>) -> Self {
+        latencies.sort();
+        Self {
+            requests: latencies.len(),
+            latencies,
+        }
+    }
+}
+
 async fn measure(url: &str, era: Era, op: Op, clients: usize, secs: f64) -> Row {
     let mut workers = Vec::new();
     let start_line = std::sync::Arc::new(tokio::sync::Barrier::new(clients));
@@ -207,11 +218,7 @@ async fn measure(url: &str, era: Era, op: Op, clients: usize, secs: f64) -> Row 
     for w in workers {
         latencies.extend(w.await.unwrap());
     }
-    latencies.sort();
-    Row {
-        requests: latencies.len(),
-        latencies,
-    }
+    Row::of(latencies)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -363,11 +370,7 @@ mod prebuilt {
                 for w in workers {
                     latencies.extend(w.await.unwrap());
                 }
-                latencies.sort();
-                Row {
-                    requests: latencies.len(),
-                    latencies,
-                }
+                Row::of(latencies)
             })
         })
         .join()

@@ -237,15 +237,25 @@ mod tests {
         )
     }
 
+    /// Serves a session over a 256-byte duplex pipe: the serving task and the client's ends.
+    fn serve_over_small_pipe() -> (
+        tokio::task::JoinHandle<Result<(), TransportError>>,
+        tokio::io::ReadHalf<tokio::io::DuplexStream>,
+        tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    ) {
+        let (client, server_end) = tokio::io::duplex(256);
+        let (server_read, server_write) = tokio::io::split(server_end);
+        let serving = tokio::spawn(serve_io(server(), server_read, server_write));
+        let (client_read, client_write) = tokio::io::split(client);
+        (serving, client_read, client_write)
+    }
+
     /// More requests than the output channel and the in-flight limit hold together.
     const FLOOD: usize = OUTBOUND_CAPACITY + MAX_IN_FLIGHT + 500;
 
     #[tokio::test(start_paused = true)]
     async fn a_client_that_stops_reading_holds_up_output_and_loses_no_response() {
-        let (client, server_end) = tokio::io::duplex(256);
-        let (server_read, server_write) = tokio::io::split(server_end);
-        let serving = tokio::spawn(serve_io(server(), server_read, server_write));
-        let (client_read, mut client_write) = tokio::io::split(client);
+        let (serving, client_read, mut client_write) = serve_over_small_pipe();
         let writing = tokio::spawn(async move {
             for id in 1..=FLOOD {
                 client_write.write_all(ping(id).as_bytes()).await.unwrap();
@@ -280,10 +290,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_client_that_went_away_never_hangs_a_waiting_sender() {
-        let (client, server_end) = tokio::io::duplex(256);
-        let (server_read, server_write) = tokio::io::split(server_end);
-        let serving = tokio::spawn(serve_io(server(), server_read, server_write));
-        let (client_read, mut client_write) = tokio::io::split(client);
+        let (serving, client_read, mut client_write) = serve_over_small_pipe();
         let writing = tokio::spawn(async move {
             for id in 1..=FLOOD {
                 if client_write.write_all(ping(id).as_bytes()).await.is_err() {
