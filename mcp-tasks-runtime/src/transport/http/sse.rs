@@ -67,7 +67,7 @@ type RequestFuture = Pin<Box<dyn Future<Output = Option<Response>> + Send>>;
 /// too, its output discarded, so that no request is stopped half-way by a dropped connection.
 pub(crate) struct Running {
     /// The request, until it ends.
-    call: Option<RequestFuture>,
+    call: Unfinished,
     /// Its messages for the stream, bounded by [`OUTBOUND_CAPACITY`].
     notes: mpsc::Receiver<String>,
     /// Its response, once it ended while messages were still waiting to be read.
@@ -81,7 +81,7 @@ impl Running {
         let call: RequestFuture =
             Box::pin(async move { session.handle_request_on(request, Some(note_tx)).await });
         Self {
-            call: Some(call),
+            call: Unfinished(Some(call)),
             notes,
             ended: None,
         }
@@ -89,13 +89,13 @@ impl Running {
 
     /// Runs the request until its first output: a message for its stream, or its response.
     pub(crate) async fn first(&mut self) -> Out {
-        if let Some(call) = self.call.as_mut() {
+        if let Some(call) = self.call.0.as_mut() {
             let response = tokio::select! {
                 biased;
                 Some(message) = self.notes.recv() => return Out::Message(message),
                 response = call => response,
             };
-            self.call = None;
+            self.call.0 = None;
             self.ended = Some(response);
         }
         // Messages sent before the response go out before it.
@@ -112,12 +112,14 @@ impl Running {
     /// own stream, where droppable notifications are dropped and the others wait for room in
     /// turn. A reader that is gone makes every send fail at once, so nothing waits for a
     /// client that left; the request still runs to its end.
-    pub(crate) fn detach(mut self) -> mpsc::Receiver<Out> {
+    pub(crate) fn detach(self) -> mpsc::Receiver<Out> {
         let (out, rx) = mpsc::channel(OUTBOUND_CAPACITY);
-        let call = self.call.take();
-        let ended = self.ended.take();
-        let (_, closed) = mpsc::channel(1);
-        let mut notes = std::mem::replace(&mut self.notes, closed);
+        let Self {
+            mut call,
+            mut notes,
+            ended,
+        } = self;
+        let call = call.0.take();
         tokio::spawn(async move {
             let response = match (call, ended) {
                 (Some(mut call), _) => loop {
@@ -151,9 +153,13 @@ impl Running {
     }
 }
 
-impl Drop for Running {
+/// A request's future until it ends; dropped unfinished, it runs to its end in a task of its
+/// own.
+struct Unfinished(Option<RequestFuture>);
+
+impl Drop for Unfinished {
     fn drop(&mut self) {
-        if let Some(call) = self.call.take() {
+        if let Some(call) = self.0.take() {
             // Nobody waits for the answer any more; the request still runs to its end.
             tokio::spawn(async move {
                 let _ = call.await;
