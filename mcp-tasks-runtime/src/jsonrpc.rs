@@ -343,6 +343,76 @@ impl Message {
     }
 }
 
+/// A result as a transport writes it: a JSON value, or JSON text already written straight
+/// from the result's typed form (which spares building a value only to write it out).
+#[derive(Debug)]
+pub(crate) enum Payload {
+    /// A JSON value.
+    Value(Value),
+    /// JSON text of an object.
+    Json(Box<serde_json::value::RawValue>),
+}
+
+impl Payload {
+    /// The payload as a JSON value (JSON text is read back).
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            Self::Value(v) => v,
+            Self::Json(raw) => serde_json::from_str(raw.get()).unwrap_or_else(|e| {
+                debug_assert!(false, "a written result failed to read back: {e}");
+                Value::Null
+            }),
+        }
+    }
+}
+
+impl Serialize for Payload {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Value(v) => v.serialize(serializer),
+            Self::Json(raw) => raw.serialize(serializer),
+        }
+    }
+}
+
+/// A response as the router hands it to a transport: [`Response`] with a [`Payload`].
+#[derive(Debug)]
+pub(crate) struct Reply {
+    /// The id of the request.
+    pub(crate) id: RequestId,
+    /// The result or the error.
+    pub(crate) outcome: Result<Payload, ErrorObject>,
+}
+
+impl Reply {
+    /// The reply as JSON text.
+    pub(crate) fn to_json(&self) -> String {
+        to_json(self)
+    }
+
+    /// The reply as a public [`Response`].
+    pub(crate) fn into_response(self) -> Response {
+        Response {
+            id: Some(self.id),
+            outcome: self.outcome.map(Payload::into_value),
+        }
+    }
+}
+
+impl Serialize for Reply {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("jsonrpc", "2.0")?;
+        map.serialize_entry("id", &self.id)?;
+        match &self.outcome {
+            Ok(result) => map.serialize_entry("result", result)?,
+            Err(error) => map.serialize_entry("error", error)?,
+        }
+        map.end()
+    }
+}
+
 /// Reading a message object member by member.
 mod envelope {
     use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -604,6 +674,37 @@ mod tests {
                 assert_eq!(Message::parse(&text).unwrap(), message, "{text}");
             }
         }
+    }
+
+    #[test]
+    fn a_reply_writes_what_its_response_writes() {
+        let value = json!({"content": [{"type": "text", "text": "hi"}], "isError": false});
+        let raw = serde_json::value::to_raw_value(&value).unwrap();
+        for (payload, expected) in [
+            (Payload::Value(value.clone()), value.clone()),
+            (Payload::Json(raw), value.clone()),
+        ] {
+            let reply = Reply {
+                id: 4.into(),
+                outcome: Ok(payload),
+            };
+            let text = reply.to_json();
+            let response = reply.into_response();
+            assert_eq!(response.outcome.as_ref().unwrap(), &expected);
+            assert_eq!(
+                serde_json::from_str::<Value>(&text).unwrap(),
+                response.to_value()
+            );
+        }
+        let error = Reply {
+            id: "e".into(),
+            outcome: Err(ErrorObject::new(INVALID_PARAMS, "bad")),
+        };
+        let text = error.to_json();
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).unwrap(),
+            error.into_response().to_value()
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Routing: a message arrives, its era is decided, and the era's wire adapter answers it.
 
 use crate::error::Error;
-use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
+use crate::jsonrpc::{
+    ErrorObject, Message, Notification, Payload, Reply, Request, RequestId, Response,
+};
 use crate::server::Server;
 use crate::session::{Connection, Era, Sink, outbound_channel};
 use crate::wire::classify::{Facts, Kind, classify};
@@ -65,6 +67,9 @@ impl Session {
     /// concurrently so that cancellations and answers to server requests get through.
     pub async fn handle_text(&self, text: &str) -> Option<String> {
         match Message::parse(text) {
+            Ok(Message::Request(request)) => {
+                self.reply_on(request, None).await.map(|r| r.to_json())
+            }
             Ok(message) => self.handle(message).await.map(|r| r.to_json()),
             Err(error) => Some(error.to_json()),
         }
@@ -102,6 +107,18 @@ impl Session {
         request: Request,
         stream: Option<mpsc::Sender<String>>,
     ) -> Option<Response> {
+        self.reply_on(request, stream)
+            .await
+            .map(Reply::into_response)
+    }
+
+    /// [`handle_request_on`](Self::handle_request_on) for a transport: the reply as it is
+    /// written, its result possibly JSON text already.
+    pub(crate) async fn reply_on(
+        &self,
+        request: Request,
+        stream: Option<mpsc::Sender<String>>,
+    ) -> Option<Reply> {
         let id = request.id.clone();
         let sink = stream.map_or_else(|| self.conn.sink.clone(), |tx| self.conn.sink.beside(tx));
         let span = request_span(&request);
@@ -113,10 +130,7 @@ impl Session {
         if let Err(e) = &outcome {
             span.in_scope(|| tracing::debug!(code = e.code, error = %e.message, "request failed"));
         }
-        Some(match outcome {
-            Ok(v) => Response::result(id, v),
-            Err(e) => Response::error(Some(id), e),
-        })
+        Some(Reply { id, outcome })
     }
 
     /// Handles a notification from the client.
@@ -199,7 +213,7 @@ pub(crate) async fn dispatch(
     conn: &Arc<Connection>,
     request: Request,
     sink: Sink,
-) -> Option<Result<Value, ErrorObject>> {
+) -> Option<Result<Payload, ErrorObject>> {
     let era = match conn.era() {
         Some(era) => era,
         None => match classify(&Facts::of(&request)) {
@@ -209,16 +223,21 @@ pub(crate) async fn dispatch(
                 conn.era().unwrap_or(&Era::Stateless)
             }
             Kind::Stateful => {
-                return Some(match request.method.as_str() {
-                    "initialize" => v2025_11_25::initialize(server, conn, request),
-                    "ping" => Ok(Value::Object(Default::default())),
-                    _ => Err(Error::NotInitialized.into()),
-                });
+                return Some(
+                    match request.method.as_str() {
+                        "initialize" => v2025_11_25::initialize(server, conn, request),
+                        "ping" => Ok(Value::Object(Default::default())),
+                        _ => Err(Error::NotInitialized.into()),
+                    }
+                    .map(Payload::Value),
+                );
             }
         },
     };
     match era {
-        Era::Stateful(state) => v2025_11_25::dispatch(server, conn, state, request, sink).await,
+        Era::Stateful(state) => v2025_11_25::dispatch(server, conn, state, request, sink)
+            .await
+            .map(|r| r.map(Payload::Value)),
         Era::Stateless => v2026_07_28::dispatch(server, conn, request, sink).await,
     }
 }

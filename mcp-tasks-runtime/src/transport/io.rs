@@ -143,7 +143,7 @@ where
                 let session = session.clone();
                 let sink = sink.clone();
                 let mut handling: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
-                    if let Some(response) = session.handle_request(request).await {
+                    if let Some(response) = session.reply_on(request, None).await {
                         // Waits for room; ends when the session closes or the writer stops.
                         sink.send_text(response.to_json()).await;
                     }

@@ -11,7 +11,7 @@ use crate::call::{
 use crate::context::TaskContext;
 use crate::engine::NewTask;
 use crate::error::{CallOutcome, Error};
-use crate::jsonrpc::{self, ErrorObject, Request};
+use crate::jsonrpc::{self, ErrorObject, Payload, Request};
 use crate::model::{InputRequest, JsonObject, LogLevel, TaskSupport};
 use crate::mrtr::{self, Resuming, Taken};
 use crate::ops;
@@ -209,6 +209,38 @@ pub(crate) fn request_meta(params: &mut JsonObject) -> Result<RequestMeta, Error
     })
 }
 
+/// A typed result with the fields every result of this era carries, written to JSON text
+/// straight from its typed form. `result` must serialise as an object without `resultType`
+/// or `_meta` members (a task, a `DetailedTask`, a `CallToolResult`).
+fn complete_typed<T: Serialize>(server: &Server, result: &T, result_type: &str) -> Payload {
+    #[derive(Serialize)]
+    struct Complete<'a, T> {
+        #[serde(flatten)]
+        result: &'a T,
+        #[serde(rename = "resultType")]
+        result_type: &'a str,
+        #[serde(rename = "_meta")]
+        meta: ServerMeta<'a>,
+    }
+    #[derive(Serialize)]
+    struct ServerMeta<'a> {
+        #[serde(rename = "io.modelcontextprotocol/serverInfo")]
+        server_info: &'a Value,
+    }
+    let typed = Complete {
+        result,
+        result_type,
+        meta: ServerMeta {
+            server_info: &server.inner.info_value,
+        },
+    };
+    match serde_json::value::to_raw_value(&typed) {
+        Ok(raw) => Payload::Json(raw),
+        // These types always serialise; were one not to, the value path says why.
+        Err(_) => Payload::Value(complete(server, to_value(result), result_type)),
+    }
+}
+
 /// Adds the fields every result of this era carries.
 fn complete(server: &Server, mut result: Value, result_type: &str) -> Value {
     if let Value::Object(obj) = &mut result {
@@ -228,7 +260,7 @@ pub(crate) async fn dispatch(
     conn: &Arc<Connection>,
     request: Request,
     sink: Sink,
-) -> Option<Result<Value, ErrorObject>> {
+) -> Option<Result<Payload, ErrorObject>> {
     if !METHODS.contains(&request.method.as_str()) {
         return Some(Err(Error::MethodNotFound(request.method.clone()).into()));
     }
@@ -253,7 +285,11 @@ pub(crate) async fn dispatch(
             .and_then(|p| ops::complete(server, &p))
             .map(|v| complete(server, v, "complete"))
             .map_err(Into::into),
-        "prompts/get" => return prompts_get(server, conn, &request, params, meta, sink).await,
+        "prompts/get" => {
+            return prompts_get(server, conn, &request, params, meta, sink)
+                .await
+                .map(|r| r.map(Payload::Value));
+        }
         "resources/list" => from_object(params)
             .and_then(|p| ops::list_resources(server, &p))
             .map(|v| complete(server, cacheable(server, v), "complete"))
@@ -263,19 +299,21 @@ pub(crate) async fn dispatch(
             .map(|v| complete(server, cacheable(server, v), "complete"))
             .map_err(Into::into),
         "resources/read" => {
-            return resources_read(server, conn, &request, params, meta, sink).await;
+            return resources_read(server, conn, &request, params, meta, sink)
+                .await
+                .map(|r| r.map(Payload::Value));
         }
         "subscriptions/listen" => {
-            return listen(server, conn, &request, params, &meta, sink).await;
+            return listen(server, conn, &request, params, &meta, sink)
+                .await
+                .map(|r| r.map(Payload::Value));
         }
         "tasks/get" | "tasks/update" | "tasks/cancel" => {
-            tasks(server, conn, &request, params, &meta)
-                .await
-                .map(|v| complete(server, v, "complete"))
+            return Some(tasks(server, conn, &request, params, &meta).await);
         }
         other => Err(Error::MethodNotFound(other.to_owned()).into()),
     };
-    Some(result)
+    Some(result.map(Payload::Value))
 }
 
 /// `true` when this request's client capabilities declare the tasks extension.
@@ -294,32 +332,38 @@ fn missing_tasks_capability() -> Error {
 
 /// A task as this era shows it: the `DetailedTask` of the extension.
 pub(crate) fn detailed_task(rec: &TaskRecord) -> Value {
-    use std::borrow::Cow;
-    let mut detailed = DetailedTask {
-        task: Task::of(rec),
-        input_requests: None,
-        result: None,
-        error: None,
-    };
-    match (rec.status, &rec.outcome) {
-        (TaskStatus::InputRequired, _) => detailed.input_requests = Some(&rec.input_requests),
-        (TaskStatus::Completed, Some(CallOutcome::Result(r))) => detailed.result = Some(r),
-        (TaskStatus::Failed, Some(CallOutcome::Error(e))) => {
-            detailed.error = Some(Cow::Borrowed(e))
+    to_value(DetailedTask::of(rec))
+}
+
+impl<'a> DetailedTask<'a> {
+    fn of(rec: &'a TaskRecord) -> Self {
+        use std::borrow::Cow;
+        let mut detailed = DetailedTask {
+            task: Task::of(rec),
+            input_requests: None,
+            result: None,
+            error: None,
+        };
+        match (rec.status, &rec.outcome) {
+            (TaskStatus::InputRequired, _) => detailed.input_requests = Some(&rec.input_requests),
+            (TaskStatus::Completed, Some(CallOutcome::Result(r))) => detailed.result = Some(r),
+            (TaskStatus::Failed, Some(CallOutcome::Error(e))) => {
+                detailed.error = Some(Cow::Borrowed(e))
+            }
+            (TaskStatus::Failed, _) => {
+                let message = rec.status_message.as_deref().unwrap_or("the task failed");
+                let error = ErrorObject::new(jsonrpc::INTERNAL_ERROR, message);
+                detailed.error = Some(Cow::Owned(error));
+            }
+            _ => {}
         }
-        (TaskStatus::Failed, _) => {
-            let message = rec.status_message.as_deref().unwrap_or("the task failed");
-            let error = ErrorObject::new(jsonrpc::INTERNAL_ERROR, message);
-            detailed.error = Some(Cow::Owned(error));
-        }
-        _ => {}
+        detailed
     }
-    to_value(detailed)
 }
 
 /// The `CreateTaskResult` of the extension: flat, without result, error or input requests.
-fn create_task_result(server: &Server, rec: &TaskRecord) -> Value {
-    complete(server, to_value(Task::of(rec)), "task")
+fn create_task_result(server: &Server, rec: &TaskRecord) -> Payload {
+    complete_typed(server, &Task::of(rec), "task")
 }
 
 async fn tasks(
@@ -328,7 +372,7 @@ async fn tasks(
     request: &Request,
     params: JsonObject,
     meta: &RequestMeta,
-) -> Result<Value, ErrorObject> {
+) -> Result<Payload, ErrorObject> {
     // The capability gate comes before anything else, even an unknown id.
     if !declares_tasks(meta) {
         return Err(missing_tasks_capability().into());
@@ -338,17 +382,18 @@ async fn tasks(
     match request.method.as_str() {
         "tasks/get" => {
             let id = from_object::<TaskIdParams>(params)?.task_id;
-            Ok(detailed_task(&ops::get_task(server, &id, owner).await?))
+            let rec = ops::get_task(server, &id, owner).await?;
+            Ok(complete_typed(server, &DetailedTask::of(&rec), "complete"))
         }
         "tasks/update" => {
             let params: UpdateTaskParams = from_object(params)?;
             ops::answer_task(server, &params.task_id, owner, &params.input_responses).await?;
-            Ok(json!({}))
+            Ok(Payload::Value(complete(server, json!({}), "complete")))
         }
         _ => {
             let id = from_object::<TaskIdParams>(params)?.task_id;
             ops::cancel_task(server, &id, owner).await?;
-            Ok(json!({}))
+            Ok(Payload::Value(complete(server, json!({}), "complete")))
         }
     }
 }
@@ -593,7 +638,7 @@ async fn tools_call(
     params: JsonObject,
     meta: RequestMeta,
     sink: Sink,
-) -> Option<Result<Value, ErrorObject>> {
+) -> Option<Result<Payload, ErrorObject>> {
     let parsed = (|| {
         let params: CallToolParams = from_object(params)?;
         let name = params.name.as_str();
@@ -646,13 +691,9 @@ async fn tools_call(
     let round = interact(server, conn, request, rounds, &meta, sink, call).await?;
     Some(match round {
         Err(e) => Err(e),
-        Ok(Round::Asked(result)) => Ok(result),
+        Ok(Round::Asked(result)) => Ok(Payload::Value(result)),
         Ok(Round::Ended(end)) => match outcome_of(tool, end.into_run_end(tool)) {
-            Some(CallOutcome::Result(r)) => Ok(complete(
-                server,
-                serde_json::to_value(r).unwrap_or_default(),
-                "complete",
-            )),
+            Some(CallOutcome::Result(r)) => Ok(complete_typed(server, &r, "complete")),
             Some(CallOutcome::Error(e)) => Err(e),
             None => Err(Error::Internal("the tool ended without an outcome".into()).into()),
         },
@@ -692,7 +733,7 @@ async fn adopt(
     args: JsonObject,
     meta: RequestMeta,
     call: Suspended,
-) -> Result<Value, ErrorObject> {
+) -> Result<Payload, ErrorObject> {
     let cx = call.cx.clone();
     let prelude = call.prelude.clone();
     let cancel = call.cancel.clone();
@@ -910,4 +951,89 @@ fn input_required(
         json!({ "inputRequests": requests, "requestState": state }),
         "input_required",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CallToolResult, Content};
+    use std::time::{Duration, SystemTime};
+
+    fn record(status: TaskStatus, outcome: Option<CallOutcome>) -> TaskRecord {
+        let mut input_requests = BTreeMap::new();
+        if status == TaskStatus::InputRequired {
+            input_requests.insert(
+                "elicit-1".to_owned(),
+                InputRequest {
+                    method: "elicitation/create".into(),
+                    params: json!({"message": "name?", "requestedSchema": {"type": "object"}}),
+                    key: None,
+                },
+            );
+        }
+        TaskRecord {
+            id: "t-1".into(),
+            owner: None,
+            tool: "sample".into(),
+            arguments: JsonObject::new(),
+            settle: SettlePolicy::Complete,
+            status,
+            status_message: Some("halfway \"there\"".into()),
+            created_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+            updated_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_800_000_000_123),
+            ttl: Some(Duration::from_secs(60)),
+            poll_interval: Duration::from_millis(250),
+            outcome,
+            input_requests,
+            input_responses: BTreeMap::new(),
+            input_seq: 0,
+            client_capabilities: Arc::new(json!({})),
+            lease: None,
+            epoch: 0,
+            cancel_requested: None,
+            version: 3,
+        }
+    }
+
+    #[test]
+    fn typed_results_write_what_their_values_write() {
+        let server = Server::builder()
+            .name("typed")
+            .version("1.2.3")
+            .build()
+            .unwrap();
+        let same = |typed: Payload, value: Value| {
+            assert_eq!(typed.into_value(), value);
+        };
+        let result = CallToolResult {
+            content: vec![Content::text("ok ✓")],
+            structured_content: Some(json!({"n": 1.5, "list": [null, true]})),
+            is_error: false,
+        };
+        same(
+            complete_typed(&server, &result, "complete"),
+            complete(&server, to_value(&result), "complete"),
+        );
+        let records = [
+            record(TaskStatus::Working, None),
+            record(TaskStatus::InputRequired, None),
+            record(TaskStatus::Completed, Some(CallOutcome::Result(result.clone()))),
+            record(
+                TaskStatus::Failed,
+                Some(CallOutcome::Error(ErrorObject::new(-32603, "boom"))),
+            ),
+            record(TaskStatus::Failed, None),
+            record(TaskStatus::Cancelled, None),
+        ];
+        for rec in &records {
+            same(
+                complete_typed(&server, &DetailedTask::of(rec), "complete"),
+                complete(&server, detailed_task(rec), "complete"),
+            );
+            same(
+                create_task_result(&server, rec),
+                complete(&server, to_value(Task::of(rec)), "task"),
+            );
+        }
+    }
 }

@@ -14,13 +14,13 @@ pub(super) fn plain_error(status: StatusCode, message: &str) -> HttpResponse {
     json(status, &response)
 }
 
-pub(super) fn json(status: StatusCode, response: &Response) -> HttpResponse {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        response.to_json(),
-    )
-        .into_response()
+/// A JSON body: a response, or a reply whose result may be JSON text already.
+pub(super) fn json(status: StatusCode, message: &impl serde::Serialize) -> HttpResponse {
+    let body = serde_json::to_string(message).unwrap_or_else(|e| {
+        debug_assert!(false, "a JSON-RPC message failed to serialise: {e}");
+        "null".to_owned()
+    });
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 pub(super) fn error_response(

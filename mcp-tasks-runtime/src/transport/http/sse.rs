@@ -5,7 +5,7 @@
 //! goes out in one write.
 
 use crate::OUTBOUND_CAPACITY;
-use crate::jsonrpc::{RequestId, Response};
+use crate::jsonrpc::{Reply, RequestId};
 use crate::router::Session;
 use crate::sync::LockExt;
 use axum::body::Bytes;
@@ -51,11 +51,11 @@ pub(crate) enum Out {
     /// A notification or a server-to-client request for the request's stream.
     Message(String),
     /// The response; `None` when the request was cancelled and must not be answered.
-    Done(Option<Response>),
+    Done(Option<Reply>),
 }
 
 /// The future of one request: its response, `None` when it was cancelled.
-type RequestFuture = Pin<Box<dyn Future<Output = Option<Response>> + Send>>;
+type RequestFuture = Pin<Box<dyn Future<Output = Option<Reply>> + Send>>;
 
 /// One request being answered.
 ///
@@ -71,7 +71,7 @@ pub(crate) struct Running {
     /// Its messages for the stream, bounded by [`OUTBOUND_CAPACITY`].
     notes: mpsc::Receiver<String>,
     /// Its response, once it ended while messages were still waiting to be read.
-    ended: Option<Option<Response>>,
+    ended: Option<Option<Reply>>,
 }
 
 impl Running {
@@ -79,7 +79,7 @@ impl Running {
     pub(crate) fn start(session: Session, request: crate::jsonrpc::Request) -> Self {
         let (note_tx, notes) = crate::session::outbound_channel();
         let call: RequestFuture =
-            Box::pin(async move { session.handle_request_on(request, Some(note_tx)).await });
+            Box::pin(async move { session.reply_on(request, Some(note_tx)).await });
         Self {
             call: Unfinished(Some(call)),
             notes,
@@ -537,7 +537,7 @@ mod tests {
         let response = loop {
             match out.recv().await.expect("the stream ends with its response") {
                 Out::Message(_) => messages += 1,
-                Out::Done(response) => break response.expect("answered"),
+                Out::Done(response) => break response.expect("answered").into_response(),
             }
         };
         assert!(response.outcome.is_ok(), "{:?}", response.outcome);
@@ -628,6 +628,7 @@ mod tests {
             let Out::Done(Some(response)) = running.first().await else {
                 panic!("the answer should come first");
             };
+            let response = response.into_response();
             assert_eq!(
                 response.outcome.unwrap()["content"][0]["text"],
                 json!("at once")
@@ -649,6 +650,7 @@ mod tests {
             let Some(Out::Done(Some(response))) = out.recv().await else {
                 panic!("the answer should follow");
             };
+            let response = response.into_response();
             assert!(done.load(Ordering::SeqCst));
             assert_eq!(
                 response.outcome.unwrap()["content"][0]["text"],

@@ -6,7 +6,7 @@ use super::response::{error_response, json, sse_response};
 use super::sse::{CancelOnDrop, LiveSse, Out, Running};
 use super::{App, BUSY_RETRY_AFTER_MS, headers};
 use crate::jsonrpc;
-use crate::jsonrpc::{Request, Response};
+use crate::jsonrpc::{ErrorObject, Request};
 use crate::wire::classify::Kind;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -33,7 +33,7 @@ pub(super) async fn stateless(
     match running.first().await {
         Out::Done(Some(response)) => {
             guard.disarm();
-            let (status, retry_after) = stateless_status(&response);
+            let (status, retry_after) = stateless_status(response.outcome.as_ref().err());
             let mut http = json(status, &response);
             if let Some(seconds) = retry_after {
                 http.headers_mut()
@@ -57,10 +57,10 @@ pub(super) async fn stateless(
 /// The HTTP status of a 2026-07-28 response, and the `Retry-After` seconds of a refusal to
 /// take the request now: 429 when the requestor is over a quota (the error's `data.limit`),
 /// 503 when the server is busy.
-pub(super) fn stateless_status(response: &Response) -> (StatusCode, Option<u64>) {
-    let status = match &response.outcome {
-        Ok(_) => StatusCode::OK,
-        Err(e) => match e.code {
+pub(super) fn stateless_status(error: Option<&ErrorObject>) -> (StatusCode, Option<u64>) {
+    let status = match error {
+        None => StatusCode::OK,
+        Some(e) => match e.code {
             jsonrpc::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
             jsonrpc::PARSE_ERROR
             | jsonrpc::INVALID_REQUEST
@@ -96,13 +96,13 @@ mod tests {
     #[test]
     fn busy_and_rate_limited_answers_get_their_status_and_retry_after() {
         use crate::quota::QuotaError;
-        let answer = |error: Error| Response::error(Some(1.into()), error.into());
+        let answer = |error: Error| Some(ErrorObject::from(error));
         let limited = answer(Error::RateLimited(QuotaError::CreationRate {
             per_second: 10.0,
             retry_after: Duration::from_millis(1500),
         }));
         assert_eq!(
-            stateless_status(&limited),
+            stateless_status(limited.as_ref()),
             (StatusCode::TOO_MANY_REQUESTS, Some(2))
         );
         let soon = answer(Error::RateLimited(QuotaError::CreationRate {
@@ -110,7 +110,7 @@ mod tests {
             retry_after: Duration::from_micros(10),
         }));
         assert_eq!(
-            stateless_status(&soon),
+            stateless_status(soon.as_ref()),
             (StatusCode::TOO_MANY_REQUESTS, Some(1))
         );
         let live = answer(Error::RateLimited(QuotaError::LiveTasks {
@@ -118,15 +118,15 @@ mod tests {
             retry_after: Duration::from_secs(1),
         }));
         assert_eq!(
-            stateless_status(&live),
+            stateless_status(live.as_ref()),
             (StatusCode::TOO_MANY_REQUESTS, Some(1))
         );
         let busy = answer(Error::Busy("queue full".into()));
         assert_eq!(
-            stateless_status(&busy),
+            stateless_status(busy.as_ref()),
             (StatusCode::SERVICE_UNAVAILABLE, Some(1))
         );
         let other = answer(Error::Internal("x".into()));
-        assert_eq!(stateless_status(&other), (StatusCode::OK, None));
+        assert_eq!(stateless_status(other.as_ref()), (StatusCode::OK, None));
     }
 }
