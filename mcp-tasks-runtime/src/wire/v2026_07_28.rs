@@ -1017,7 +1017,10 @@ mod tests {
         let records = [
             record(TaskStatus::Working, None),
             record(TaskStatus::InputRequired, None),
-            record(TaskStatus::Completed, Some(CallOutcome::Result(result.clone()))),
+            record(
+                TaskStatus::Completed,
+                Some(CallOutcome::Result(result.clone())),
+            ),
             record(
                 TaskStatus::Failed,
                 Some(CallOutcome::Error(ErrorObject::new(-32603, "boom"))),
