@@ -401,15 +401,7 @@ impl Reply {
 
 impl Serialize for Reply {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("jsonrpc", "2.0")?;
-        map.serialize_entry("id", &self.id)?;
-        match &self.outcome {
-            Ok(result) => map.serialize_entry("result", result)?,
-            Err(error) => map.serialize_entry("error", error)?,
-        }
-        map.end()
+        serialize_answer(serializer, Some(&self.id), &self.outcome)
     }
 }
 
@@ -552,46 +544,64 @@ fn to_json(message: &impl Serialize) -> String {
     })
 }
 
-/// The envelope fields in the order the wire shows them: `jsonrpc`, `id`, `method`, then
-/// `params`, `result` or `error`.
+/// Writes a request (`id` given) or a notification: its members in the order the wire shows
+/// them, `jsonrpc`, `id`, `method`, `params`.
+fn serialize_call<S: serde::Serializer>(
+    serializer: S,
+    id: Option<&RequestId>,
+    method: &str,
+    params: Option<&Value>,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(None)?;
+    map.serialize_entry("jsonrpc", "2.0")?;
+    if let Some(id) = id {
+        map.serialize_entry("id", id)?;
+    }
+    map.serialize_entry("method", method)?;
+    if let Some(params) = params {
+        map.serialize_entry("params", params)?;
+    }
+    map.end()
+}
+
+/// Writes a response: `jsonrpc`, `id`, then `result` or `error`.
+fn serialize_answer<S: serde::Serializer, T: Serialize>(
+    serializer: S,
+    id: Option<&RequestId>,
+    outcome: &Result<T, ErrorObject>,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(None)?;
+    map.serialize_entry("jsonrpc", "2.0")?;
+    map.serialize_entry("id", &id)?;
+    match outcome {
+        Ok(result) => map.serialize_entry("result", result)?,
+        Err(error) => map.serialize_entry("error", error)?,
+    }
+    map.end()
+}
+
 impl Serialize for Request {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("jsonrpc", "2.0")?;
-        map.serialize_entry("id", &self.id)?;
-        map.serialize_entry("method", &self.method)?;
-        if let Some(params) = &self.params {
-            map.serialize_entry("params", params)?;
-        }
-        map.end()
+        serialize_call(
+            serializer,
+            Some(&self.id),
+            &self.method,
+            self.params.as_ref(),
+        )
     }
 }
 
 impl Serialize for Notification {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("jsonrpc", "2.0")?;
-        map.serialize_entry("method", &self.method)?;
-        if let Some(params) = &self.params {
-            map.serialize_entry("params", params)?;
-        }
-        map.end()
+        serialize_call(serializer, None, &self.method, self.params.as_ref())
     }
 }
 
 impl Serialize for Response {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("jsonrpc", "2.0")?;
-        map.serialize_entry("id", &self.id)?;
-        match &self.outcome {
-            Ok(result) => map.serialize_entry("result", result)?,
-            Err(error) => map.serialize_entry("error", error)?,
-        }
-        map.end()
+        serialize_answer(serializer, self.id.as_ref(), &self.outcome)
     }
 }
 
