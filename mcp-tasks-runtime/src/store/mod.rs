@@ -14,6 +14,7 @@ use std::time::SystemTime;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 mod codec;
 mod memory;
+mod paging;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]

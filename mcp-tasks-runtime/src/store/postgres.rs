@@ -2,10 +2,11 @@
 //! [`PostgresTaskStore`].
 
 use super::codec::{Row, Stored, millis};
-use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
+use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore, paging};
 use crate::sync::LockExt;
 use crate::task::{TaskRecord, random_id};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use paging::clamp_limit;
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
@@ -81,9 +82,6 @@ fn qualified_columns(table: &str) -> String {
 
 /// The states in which a task is unfinished, as SQL.
 const UNFINISHED: &str = "status IN ('working', 'input_required')";
-
-/// The most rows one `expire` statement deletes.
-const EXPIRE_BATCH: usize = 1000;
 
 /// The most statements of batched `get`s in flight at once. Few, so that the `get`s that
 /// arrive while they run gather into the next statement: one statement (one parse, one
@@ -1629,18 +1627,6 @@ fn decode_all(rows: &[tokio_postgres::Row]) -> Result<Vec<TaskRecord>, tokio_pos
     rows.iter().map(|row| decode(row).map(|(r, _)| r)).collect()
 }
 
-fn parse_cursor(cursor: &str) -> Option<i64> {
-    let digits = cursor.strip_prefix('p')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-fn clamp_limit(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
-}
-
 // ---------------------------------------------------------------------------------------
 // The store
 
@@ -1745,10 +1731,7 @@ impl TaskStore for PostgresTaskStore {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<TaskPage, StoreError> {
-        let after = match cursor {
-            None => 0,
-            Some(c) => parse_cursor(c).ok_or_else(|| StoreError::InvalidCursor(c.to_owned()))?,
-        };
+        let after: i64 = paging::cursor_after(cursor, 'p')?;
         let wanted = clamp_limit(limit).saturating_add(1);
         let shared = &self.shared;
         let (mut tasks, last, more) = shared
@@ -1775,33 +1758,25 @@ impl TaskStore for PostgresTaskStore {
             })
             .await?;
         tasks.shrink_to_fit();
-        let next_cursor = more.then(|| format!("p{last}"));
+        let next_cursor = more.then(|| paging::cursor('p', last));
         Ok(TaskPage { tasks, next_cursor })
     }
 
     async fn expire(&self, now: SystemTime, limit: usize) -> Result<Vec<String>, StoreError> {
         let now = millis(now);
         let sql = &self.shared.sql.expire;
-        let mut expired = Vec::new();
-        while expired.len() < limit {
-            let batch = clamp_limit((limit - expired.len()).min(EXPIRE_BATCH));
-            let ids = self
-                .shared
-                .run("cannot delete expired tasks", |client| async move {
-                    let statement = client.prepare_cached(sql).await?;
-                    let rows = client.query(&statement, &[&now, &batch]).await?;
-                    rows.iter()
-                        .map(|row| row.try_get::<_, String>(0))
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .await?;
-            let done = (ids.len() as i64) < batch;
-            expired.extend(ids);
-            if done {
-                break;
-            }
-        }
-        Ok(expired)
+        let shared = &self.shared;
+        paging::expire_in_batches(limit, |batch| {
+            let batch = clamp_limit(batch);
+            shared.run("cannot delete expired tasks", move |client| async move {
+                let statement = client.prepare_cached(sql).await?;
+                let rows = client.query(&statement, &[&now, &batch]).await?;
+                rows.iter()
+                    .map(|row| row.try_get::<_, String>(0))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+        })
+        .await
     }
 
     async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError> {

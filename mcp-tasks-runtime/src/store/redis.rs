@@ -4,7 +4,7 @@
 mod scripts;
 
 use super::codec::{Row, Stored, millis};
-use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
+use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore, paging};
 use crate::task::TaskRecord;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{AsyncCommands, ErrorKind, RedisError};
@@ -755,14 +755,6 @@ fn decode(flat: Vec<String>) -> (TaskRecord, u64) {
     (record, seq)
 }
 
-fn parse_cursor(cursor: &str) -> Option<u64> {
-    let digits = cursor.strip_prefix('r')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
 // ---------------------------------------------------------------------------------------
 // The store
 
@@ -850,10 +842,7 @@ impl TaskStore for RedisTaskStore {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<TaskPage, StoreError> {
-        let after = match cursor {
-            None => 0,
-            Some(c) => parse_cursor(c).ok_or_else(|| StoreError::InvalidCursor(c.to_owned()))?,
-        };
+        let after: u64 = paging::cursor_after(cursor, 'r')?;
         if limit == 0 {
             return Ok(TaskPage::default());
         }
@@ -878,27 +867,19 @@ impl TaskStore for RedisTaskStore {
                 record
             })
             .collect();
-        let next_cursor = more.then(|| format!("r{last}"));
+        let next_cursor = more.then(|| paging::cursor('r', last));
         Ok(TaskPage { tasks, next_cursor })
     }
 
     async fn expire(&self, now: SystemTime, limit: usize) -> Result<Vec<String>, StoreError> {
-        const BATCH: usize = 1000;
         let shared = &self.shared;
         let now = millis(now);
-        let mut expired = Vec::new();
-        while expired.len() < limit {
-            let batch = (limit - expired.len()).min(BATCH);
+        paging::expire_in_batches(limit, |batch| {
             let mut call = shared.scripts.expire.prepare_invoke();
             call.arg(&shared.prefix).arg(now).arg(batch);
-            let ids: Vec<String> = shared.run("cannot delete expired tasks", call).await?;
-            let done = ids.len() < batch;
-            expired.extend(ids);
-            if done {
-                break;
-            }
-        }
-        Ok(expired)
+            async move { shared.run("cannot delete expired tasks", call).await }
+        })
+        .await
     }
 
     async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError> {

@@ -26,12 +26,12 @@ mod schema;
 mod tests;
 mod writer;
 
+use super::paging::{self, clamp_limit};
 use cache::{Cache, Lookup};
 use checkpoint::run_checkpointer;
 pub use options::{SqliteOptions, Synchronous};
 use queries::{changed_ids, get_record, lapsed_records, list_records, unfinished_records};
 use readers::{ReadJob, ReadQueue};
-use row::{EXPIRE_BATCH, clamp_limit, parse_cursor};
 use schema::{MIGRATIONS, migrate, open_connection, open_reader, probe};
 use writer::{WriteOp, Writer};
 
@@ -394,10 +394,7 @@ impl TaskStore for SqliteTaskStore {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<TaskPage, StoreError> {
-        let after = match cursor {
-            None => 0,
-            Some(c) => parse_cursor(c).ok_or_else(|| StoreError::InvalidCursor(c.to_owned()))?,
-        };
+        let after: i64 = paging::cursor_after(cursor, 's')?;
         let owner = owner.map(str::to_owned);
         self.read(move |conn| list_records(conn, owner.as_deref(), after, limit))
             .await
@@ -405,23 +402,14 @@ impl TaskStore for SqliteTaskStore {
 
     async fn expire(&self, now: SystemTime, limit: usize) -> Result<Vec<String>, StoreError> {
         let now = millis(now);
-        let mut expired = Vec::new();
-        while expired.len() < limit {
-            let batch = (limit - expired.len()).min(EXPIRE_BATCH);
-            let ids = self
-                .write(|reply| WriteOp::Expire {
-                    now,
-                    limit: clamp_limit(batch),
-                    reply,
-                })
-                .await?;
-            let done = ids.len() < batch;
-            expired.extend(ids);
-            if done {
-                break;
-            }
-        }
-        Ok(expired)
+        paging::expire_in_batches(limit, |batch| {
+            self.write(move |reply| WriteOp::Expire {
+                now,
+                limit: clamp_limit(batch),
+                reply,
+            })
+        })
+        .await
     }
 
     async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError> {

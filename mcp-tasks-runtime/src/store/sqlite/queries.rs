@@ -1,6 +1,7 @@
 //! The read queries the reader threads and the watcher run.
 
-use super::row::{COLUMNS, SIZED_COLUMNS, UNFINISHED, clamp_limit, decode};
+use super::super::paging::{self, clamp_limit};
+use super::row::{COLUMNS, SIZED_COLUMNS, UNFINISHED, decode};
 use super::sql_error;
 use crate::store::{Changes, StoreError, TaskPage};
 use crate::task::TaskRecord;
@@ -58,7 +59,7 @@ pub(super) fn list_records(
         tasks.push(record);
         last = seq;
     }
-    let next_cursor = more.then(|| format!("s{last}"));
+    let next_cursor = more.then(|| paging::cursor('s', last));
     Ok(TaskPage { tasks, next_cursor })
 }
 

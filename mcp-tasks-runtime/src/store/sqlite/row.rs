@@ -33,10 +33,6 @@ pub(super) const UPDATE: &str = "UPDATE tasks SET owner = ?3, tool = ?4, settle 
 /// The states in which a task is unfinished, as SQL.
 pub(super) const UNFINISHED: &str = "status IN ('working', 'input_required')";
 
-/// The most rows one `expire` statement deletes; larger limits take several batches, so a
-/// big sweep never holds the writer for long.
-pub(super) const EXPIRE_BATCH: usize = 1000;
-
 /// Reads a record (and its creation sequence number) from a row selected with [`COLUMNS`].
 pub(super) fn decode(row: &rusqlite::Row<'_>) -> Result<(TaskRecord, i64), StoreError> {
     let sql = |e| sql_error("cannot read a task", e);
@@ -77,16 +73,4 @@ pub(super) fn decode(row: &rusqlite::Row<'_>) -> Result<(TaskRecord, i64), Store
     .decode(Unreadable::Fail)?;
     let seq = row.get(16).map_err(sql)?;
     Ok((record, seq))
-}
-
-pub(super) fn parse_cursor(cursor: &str) -> Option<i64> {
-    let digits = cursor.strip_prefix('s')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-pub(super) fn clamp_limit(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
 }
