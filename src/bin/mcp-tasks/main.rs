@@ -19,7 +19,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-use terminal::{Bar, TerminalHandler};
+use terminal::{Bar, Interrupts, TerminalHandler};
 
 const COMPLETED: u8 = 0;
 const FAILED: u8 = 1;
@@ -217,7 +217,7 @@ async fn command(cx: &Context) -> Result<u8, Failure> {
         Command::Tasks(TasksCommand::Watch { id }) => {
             let client = connect_for(cx, Some(id)).await?;
             let handle = client.task(id.clone());
-            follow(cx, &handle).await
+            follow(cx, &handle, Interrupts::listen()).await
         }
         Command::Tasks(TasksCommand::Resume) => resume(cx).await,
     }
@@ -335,18 +335,26 @@ async fn call(
     match called? {
         Called::Done(output) => Ok(print_result(cx, None, &TaskOutcome::Completed(output))),
         Called::Task(handle) => {
+            let interrupts = Interrupts::listen();
             eprintln!(
                 "task {} started; `mcp-tasks tasks watch {}` follows it from anywhere",
                 handle.id(),
                 handle.id()
             );
-            follow(cx, &handle).await
+            follow(cx, &handle, interrupts).await
         }
     }
 }
 
 /// Follows a task with a progress bar; Ctrl-C asks whether to cancel it or detach.
-async fn follow(cx: &Context, handle: &TaskHandle) -> Result<u8, Failure> {
+///
+/// `interrupts` is made before anything about the task is printed, so that a Ctrl-C
+/// pressed after it always asks.
+async fn follow(
+    cx: &Context,
+    handle: &TaskHandle,
+    mut interrupts: Interrupts,
+) -> Result<u8, Failure> {
     let (bar, mut on_progress) = progress_bar(cx, handle.tool().unwrap_or("task"));
     let deadline = deadline(cx);
     let mut cancelled = false;
@@ -363,7 +371,7 @@ async fn follow(cx: &Context, handle: &TaskHandle) -> Result<u8, Failure> {
         });
         tokio::select! {
             outcome = watch => break outcome,
-            _ = tokio::signal::ctrl_c() => {
+            () = interrupts.next() => {
                 // A second Ctrl-C while the cancel takes effect stops waiting for it.
                 let choice = if cancelled { Choice::Detach } else { ask_cancel_or_detach(&bar, cx).await };
                 match choice {
@@ -664,7 +672,7 @@ async fn resume(cx: &Context) -> Result<u8, Failure> {
                     }
                 }
                 let handle = handle.unwrap_or_else(|| client.task(h.task_id.clone()));
-                follow(cx, &handle)
+                follow(cx, &handle, Interrupts::listen())
                     .await
                     .unwrap_or_else(|Failure(code, message)| {
                         eprintln!("error: {message}");

@@ -231,3 +231,35 @@ fn choices(prop: &Value) -> Vec<(Value, String)> {
         })
         .collect()
 }
+
+/// Ctrl-C, listened for from the moment this is made. Made before a task's progress is
+/// drawn, so a Ctrl-C pressed after what the terminal shows always reaches the question
+/// it asks, never the default action (which ends the process and leaves the task running
+/// unannounced).
+pub struct Interrupts {
+    #[cfg(unix)]
+    signal: Option<tokio::signal::unix::Signal>,
+    #[cfg(windows)]
+    signal: Option<tokio::signal::windows::CtrlC>,
+}
+
+impl Interrupts {
+    /// Starts listening; where the platform refuses, Ctrl-C keeps its default action.
+    pub fn listen() -> Self {
+        #[cfg(unix)]
+        let signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+        #[cfg(windows)]
+        let signal = tokio::signal::windows::ctrl_c().ok();
+        Self { signal }
+    }
+
+    /// The next Ctrl-C.
+    pub async fn next(&mut self) {
+        if let Some(signal) = self.signal.as_mut()
+            && signal.recv().await.is_some()
+        {
+            return;
+        }
+        std::future::pending().await
+    }
+}
