@@ -259,6 +259,15 @@ fn exit_code(s: &Terminal) -> i32 {
     }
 }
 
+/// Waits for `text`; where the program ended instead, says how it ended (a signal or an
+/// exit code), which the terminal alone does not show.
+fn asks(s: &mut Terminal, text: &str, what: &str) {
+    if let Err(e) = s.expect(text) {
+        let ended = s.get_process().wait();
+        panic!("{what}: {e:?}; the program: {ended:?}");
+    }
+}
+
 #[test]
 fn in_a_terminal_a_progress_bar_runs_a_question_is_typed_and_ctrl_c_cancels() {
     let f = fixture();
@@ -298,7 +307,7 @@ fn in_a_terminal_a_progress_bar_runs_a_question_is_typed_and_ctrl_c_cancels() {
     );
     s.expect("working").expect("the task runs");
     s.send(ControlCode::EndOfText).unwrap();
-    s.expect("cancel the task, or detach").expect("Ctrl-C asks");
+    asks(&mut s, "cancel the task, or detach", "Ctrl-C asks");
     s.send("\r").unwrap();
     s.expect("task cancelled").expect("the task was cancelled");
     s.expect(Eof).unwrap();
@@ -336,7 +345,7 @@ fn in_a_terminal_a_progress_bar_runs_a_question_is_typed_and_ctrl_c_cancels() {
     let id = String::from_utf8(started.get(1).unwrap().to_vec()).unwrap();
     s.expect("working").expect("the task runs");
     s.send(ControlCode::EndOfText).unwrap();
-    s.expect("cancel the task, or detach").expect("Ctrl-C asks");
+    asks(&mut s, "cancel the task, or detach", "Ctrl-C asks");
     s.send("\x1b[B").unwrap();
     s.send("\r").unwrap();
     s.expect(format!("detached: task {id} keeps running").as_str())
