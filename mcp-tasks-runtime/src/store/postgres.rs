@@ -564,9 +564,31 @@ impl PostgresTaskStore {
         }
         tokio::spawn(send_notices(Arc::downgrade(&shared), notice_queue));
         let (creates, queue) = mpsc::unbounded_channel();
-        tokio::spawn(insert_batches(Arc::clone(&shared), queue));
+        // Creates that arrive while every pooled connection is busy share the next
+        // statement and its commit. (Concurrent statements are not capped lower than the
+        // pool on purpose: when the WAL flush is what takes the time, PostgreSQL flushes
+        // the commits of concurrent statements together, so more of them in flight means
+        // more creates per flush; measured on a 2-core machine with a slow disk, a cap of
+        // two statements did no better.)
+        let (pool_size, max_batch) = (shared.options.pool_size, shared.options.max_batch);
+        tokio::spawn(batches(
+            Arc::clone(&shared),
+            queue,
+            pool_size,
+            max_batch,
+            insert_batch,
+        ));
+        // `get`s that arrive while every one of `GET_SLOTS` statements is in flight share
+        // the next statement; each still reads what was committed when it was asked, or
+        // later.
         let (gets, queue) = mpsc::unbounded_channel();
-        tokio::spawn(read_batches(Arc::clone(&shared), queue));
+        tokio::spawn(batches(
+            Arc::clone(&shared),
+            queue,
+            GET_SLOTS.min(pool_size),
+            MAX_GET_BATCH,
+            read_batch,
+        ));
         Ok(Self {
             shared,
             creates,
@@ -1241,30 +1263,35 @@ impl Drop for AbortOnDrop {
 // ---------------------------------------------------------------------------------------
 // Batched creates
 
-/// The batcher task: takes the creates that are waiting and inserts them together, with
-/// at most one statement per pooled connection in flight. A create that finds a
-/// connection free goes at once, alone; the ones that arrive while every connection is
-/// busy share the next statement and its commit. (Concurrent statements are not capped
-/// lower on purpose: when the WAL flush is what takes the time, PostgreSQL flushes the
-/// commits of concurrent statements together, so more of them in flight means more
-/// creates per flush; measured on a 2-core machine with a slow disk, a cap of two
-/// statements did no better.)
-async fn insert_batches(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<CreateOp>) {
-    let count = shared.options.pool_size.max(1);
-    let slots = Arc::new(Semaphore::new(count));
-    let max_batch = shared.options.max_batch.max(1);
+/// Runs batches of the operations in `queue`, with at most `slots` of them in flight: an
+/// operation that finds a slot free goes at once, alone; the ones that arrive while every
+/// slot is taken share the next batch, up to `max`. Each batch runs as a task of its own,
+/// holding its slot until `run` drops it (so a batch may free its slot before it has
+/// answered every caller).
+async fn batches<T, F, Fut>(
+    shared: Arc<Shared>,
+    mut queue: mpsc::UnboundedReceiver<T>,
+    slots: usize,
+    max: usize,
+    run: F,
+) where
+    T: Send + 'static,
+    F: Fn(Arc<Shared>, Vec<T>, tokio::sync::OwnedSemaphorePermit) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let count = slots.max(1);
+    let free = Arc::new(Semaphore::new(count));
     loop {
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+        let Ok(slot) = Arc::clone(&free).acquire_owned().await else {
             return;
         };
         let Some(first) = queue.recv().await else {
             return;
         };
         let mut batch = vec![first];
-        let busy = slots.available_permits() + 1 < count;
-        gather(&mut queue, &mut batch, max_batch, busy).await;
-        let shared = Arc::clone(&shared);
-        tokio::spawn(async move { insert_batch(&shared, batch, slot).await });
+        let busy = free.available_permits() + 1 < count;
+        gather(&mut queue, &mut batch, max.max(1), busy).await;
+        tokio::spawn(run(Arc::clone(&shared), batch, slot));
     }
 }
 
@@ -1299,7 +1326,7 @@ async fn gather<T>(
 /// The rows go in id order (the first of one id in the batch wins), so concurrent batches
 /// that share ids take their index locks in the same order and cannot deadlock.
 async fn insert_batch(
-    shared: &Shared,
+    shared: Arc<Shared>,
     mut batch: Vec<CreateOp>,
     slot: tokio::sync::OwnedSemaphorePermit,
 ) {
@@ -1362,33 +1389,12 @@ async fn insert_batch(
 // ---------------------------------------------------------------------------------------
 // Batched reads
 
-/// The reader task: takes the `get`s that are waiting and reads them with one statement,
-/// with at most [`GET_SLOTS`] statements in flight. A `get` that finds a slot free goes at
-/// once, alone; the ones that arrive while every slot is taken share the next statement.
-/// Each `get` still reads what was committed when it was asked, or later.
-async fn read_batches(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<GetOp>) {
-    let count = GET_SLOTS.min(shared.options.pool_size).max(1);
-    let slots = Arc::new(Semaphore::new(count));
-    loop {
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-            return;
-        };
-        let Some(first) = queue.recv().await else {
-            return;
-        };
-        let mut batch = vec![first];
-        let busy = slots.available_permits() + 1 < count;
-        gather(&mut queue, &mut batch, MAX_GET_BATCH, busy).await;
-        let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            read_batch(&shared, batch).await;
-            drop(slot);
-        });
-    }
-}
-
 /// Reads the tasks of a batch of `get`s and answers each caller.
-async fn read_batch(shared: &Shared, mut batch: Vec<GetOp>) {
+async fn read_batch(
+    shared: Arc<Shared>,
+    mut batch: Vec<GetOp>,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+) {
     batch.retain(|op| !op.reply.is_closed());
     if batch.is_empty() {
         return;
