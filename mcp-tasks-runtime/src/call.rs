@@ -6,7 +6,7 @@ use crate::context::{BoxFuture, CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
 use crate::model::{CallToolResult, InputRequest, JsonObject, LogLevel, ResourceContents};
 use crate::prompt::GetPromptResult;
-use crate::session::{Connection, RequestAborted, Sink};
+use crate::session::{Connection, RequestAborted, Sink, progress_key};
 use crate::sync::LockExt;
 use crate::tool::Tool;
 use serde_json::{Value, json};
@@ -38,27 +38,47 @@ impl LogGate {
     }
 }
 
-/// Where a plain (non-task) call sends its notifications.
-#[derive(Clone, Debug)]
+/// Where a plain (non-task) call sends its notifications, for as long as its request runs:
+/// dropped, it settles the request's progress (what is held back for a slow client goes now
+/// or never, so that none follows the response).
+#[derive(Debug)]
 pub(crate) struct Notifier {
     pub(crate) sink: Sink,
     pub(crate) progress_token: Option<Value>,
     pub(crate) log: LogGate,
 }
 
+impl Drop for Notifier {
+    fn drop(&mut self) {
+        if let Some(token) = &self.progress_token {
+            self.sink.settle(&progress_key(token));
+        }
+    }
+}
+
+/// Sends a `notifications/progress` for `token` on `sink`.
+pub(crate) fn send_progress(
+    sink: &Sink,
+    token: &Value,
+    progress: f64,
+    total: Option<f64>,
+    message: Option<&str>,
+) {
+    let mut params = json!({ "progressToken": token, "progress": progress });
+    if let Some(total) = total {
+        params["total"] = total.into();
+    }
+    if let Some(message) = message {
+        params["message"] = message.into();
+    }
+    sink.notify_droppable("notifications/progress", params);
+}
+
 impl Notifier {
     pub(crate) fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        let Some(token) = &self.progress_token else {
-            return;
-        };
-        let mut params = json!({ "progressToken": token, "progress": progress });
-        if let Some(total) = total {
-            params["total"] = total.into();
+        if let Some(token) = &self.progress_token {
+            send_progress(&self.sink, token, progress, total, message);
         }
-        if let Some(message) = message {
-            params["message"] = message.into();
-        }
-        self.sink.notify_droppable("notifications/progress", params);
     }
 
     pub(crate) fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {

@@ -18,8 +18,9 @@ use tokio::sync::mpsc;
 /// Messages the server sends on its own (notifications, server-to-client requests) arrive on
 /// the receiver returned by [`Server::session`], which holds at most
 /// [`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY) unread messages: read it, or the session's
-/// progress and log notifications are dropped (see [`Session::dropped_notifications`]) and
-/// its server-to-client requests wait for room.
+/// log notifications are dropped, only the latest progress of each token and status of each
+/// task is kept for when it reads (see [`Session::dropped_notifications`]), and its
+/// server-to-client requests wait for room.
 #[derive(Clone, Debug)]
 pub struct Session {
     server: Server,
@@ -100,7 +101,7 @@ impl Session {
     ///
     /// The stream is read like the session's own channel: messages that must not be lost wait
     /// for room in it (until its receiver is dropped or the session closes), droppable
-    /// notifications are dropped while it is full. A channel of
+    /// notifications are coalesced or dropped while it is full. A channel of
     /// [`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY) messages is a good fit.
     pub async fn handle_request_on(
         &self,
@@ -162,8 +163,10 @@ impl Session {
     }
 
     /// How many notifications the session dropped so far because its client did not read
-    /// them: progress, log and task status notifications, which go only while its outbound
-    /// channel (or the response stream they were meant for) has room.
+    /// them: log lines sent while its outbound channel (or the response stream they were
+    /// meant for) was full, and the progress and task status notifications a later one of
+    /// the same token or task replaced before there was room (or that were still held back
+    /// when their request ended).
     pub fn dropped_notifications(&self) -> u64 {
         self.conn.sink.dropped()
     }

@@ -18,10 +18,19 @@ use tokio_util::sync::CancellationToken;
 /// must not be lost (responses, server-to-client requests such as elicitation or sampling,
 /// subscription acknowledgements and the task notifications of `subscriptions/listen`) wait
 /// for room, or for the peer to go away. Messages a client can do without, because the
-/// spec's semantics let it catch up (progress notifications, log messages and the
-/// `notifications/tasks/status` a client can re-read with `tasks/get`), are dropped while
-/// the channel is full; [`Session::dropped_notifications`](crate::Session::dropped_notifications)
-/// counts them and the first drop of each burst is logged.
+/// spec's semantics let it catch up, do not wait:
+///
+/// - progress notifications and the `notifications/tasks/status` a client can re-read with
+///   `tasks/get` are coalesced while the channel is full: the latest of each progress token
+///   and of each task is held back and sent as soon as there is room, the ones it replaced
+///   are dropped. So a client that catches up sees every token's and every task's latest
+///   state, never a stale one, and in order. A request's held progress goes before its
+///   response or, where the channel is still full then, is dropped: no progress follows its
+///   request's response.
+/// - log messages are dropped while the channel is full.
+///
+/// [`Session::dropped_notifications`](crate::Session::dropped_notifications) counts what was
+/// dropped, and the first time the channel is full in each burst is logged.
 pub const OUTBOUND_CAPACITY: usize = 1024;
 
 /// The outbound channel of one connection (or of one response stream), bounded by
@@ -39,6 +48,36 @@ pub(crate) struct Sink {
     tx: mpsc::Sender<String>,
     closed: CancellationToken,
     dropped: Arc<Dropped>,
+    /// The coalesced notifications held back for this channel.
+    held: Arc<Mutex<Held>>,
+}
+
+/// The latest coalesced notification of each key (a progress token, a task) that did not
+/// fit in the channel yet.
+#[derive(Debug, Default)]
+struct Held {
+    /// Key and message text, in the order their keys were first held.
+    latest: Vec<(String, String)>,
+    /// `true` while a task sends them as room appears.
+    flushing: bool,
+}
+
+/// The key under which a droppable notification is coalesced with the later ones of the
+/// same key, if it is one that is: progress by token, task status by task.
+fn coalesce_key(method: &str, params: &Value) -> Option<String> {
+    match method {
+        "notifications/progress" => params.get("progressToken").map(progress_key),
+        "notifications/tasks/status" => params
+            .get("taskId")
+            .and_then(Value::as_str)
+            .map(|id| format!("task:{id}")),
+        _ => None,
+    }
+}
+
+/// The coalescing key of a progress token's notifications.
+pub(crate) fn progress_key(token: &Value) -> String {
+    format!("progress:{token}")
 }
 
 /// The notifications a connection dropped because its client did not read them.
@@ -46,7 +85,8 @@ pub(crate) struct Sink {
 struct Dropped {
     /// Every drop since the connection opened.
     total: AtomicU64,
-    /// `true` while a burst of drops goes on: its first drop was logged, the rest are not.
+    /// `true` while the channel is full: the first time in a burst was logged, the rest
+    /// are not.
     in_burst: AtomicBool,
 }
 
@@ -57,6 +97,7 @@ impl Sink {
             tx,
             closed: CancellationToken::new(),
             dropped: Arc::default(),
+            held: Arc::default(),
         }
     }
 
@@ -67,6 +108,7 @@ impl Sink {
             tx,
             closed: self.closed.clone(),
             dropped: Arc::clone(&self.dropped),
+            held: Arc::default(),
         }
     }
 
@@ -95,36 +137,150 @@ impl Sink {
     }
 
     /// Sends a notification the client can do without (progress, a log line, a status
-    /// change it can poll for), never waiting: when the channel is full it is dropped and
-    /// counted, and the first drop of a burst is logged. `true` when it was queued.
+    /// change it can poll for), never waiting. While the channel is full, progress and task
+    /// status are coalesced (the latest of each token or task waits for room and goes then)
+    /// and log lines are dropped; see [`OUTBOUND_CAPACITY`]. `true` when it was queued or
+    /// held back to go once there is room.
     pub(crate) fn notify_droppable(&self, method: &str, params: Value) -> bool {
+        let key = coalesce_key(method, &params);
         let text = Notification::new(method, params).to_value().to_string();
+        let Some(key) = key else {
+            return match self.tx.try_send(text) {
+                Ok(()) => {
+                    self.caught_up();
+                    true
+                }
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    self.full(method);
+                    self.lost();
+                    false
+                }
+                // The client went away; there is nobody left to tell.
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            };
+        };
+        let mut held = self.held.locked();
+        if !held.flushing {
+            // Held back where no runtime could send them later: they go first, if they fit.
+            while !held.latest.is_empty() {
+                let (waiting, text) = held.latest.remove(0);
+                match self.tx.try_send(text) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(text)) => {
+                        held.latest.insert(0, (waiting, text));
+                        break;
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => held.latest.clear(),
+                }
+            }
+        }
+        // Held back already: the newer one takes its place (and keeps its order).
+        if let Some((_, waiting)) = held.latest.iter_mut().find(|(k, _)| *k == key) {
+            *waiting = text;
+            drop(held);
+            self.lost();
+            return true;
+        }
         match self.tx.try_send(text) {
             Ok(()) => {
-                if self.dropped.in_burst.swap(false, Ordering::AcqRel) {
-                    tracing::debug!(
-                        dropped = self.dropped.total.load(Ordering::Relaxed),
-                        "the client reads its notifications again"
-                    );
+                if held.latest.is_empty() {
+                    drop(held);
+                    self.caught_up();
                 }
                 true
             }
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                let total = self.dropped.total.fetch_add(1, Ordering::Relaxed) + 1;
-                if !self.dropped.in_burst.swap(true, Ordering::AcqRel) {
-                    tracing::warn!(
-                        method,
-                        capacity = OUTBOUND_CAPACITY,
-                        dropped = total,
-                        "the client is not reading its messages: {method} dropped, and further \
-                         progress, log and status notifications are dropped until it catches up"
-                    );
+            Err(mpsc::error::TrySendError::Full(text)) => {
+                self.full(method);
+                if held.latest.len() >= OUTBOUND_CAPACITY {
+                    drop(held);
+                    self.lost();
+                    return false;
                 }
-                false
+                held.latest.push((key, text));
+                if !held.flushing
+                    && let Ok(runtime) = tokio::runtime::Handle::try_current()
+                {
+                    held.flushing = true;
+                    runtime.spawn(self.clone().flush_held());
+                }
+                true
             }
-            // The client went away; there is nobody left to tell.
             Err(mpsc::error::TrySendError::Closed(_)) => false,
         }
+    }
+
+    /// Sends what is held back, oldest key first, as room appears; ends once nothing is
+    /// held, the reader is gone or the connection closed.
+    async fn flush_held(self) {
+        loop {
+            let permit = tokio::select! {
+                biased;
+                permit = self.tx.reserve() => permit.ok(),
+                () = self.closed.cancelled() => None,
+            };
+            let mut held = self.held.locked();
+            let Some(permit) = permit else {
+                // Nobody is left to read them.
+                held.latest.clear();
+                held.flushing = false;
+                return;
+            };
+            // Sent under the lock, so that a request settling its progress finds it either
+            // held or already queued, never on its way.
+            if !held.latest.is_empty() {
+                permit.send(held.latest.remove(0).1);
+            }
+            if held.latest.is_empty() {
+                held.flushing = false;
+                drop(held);
+                self.caught_up();
+                return;
+            }
+        }
+    }
+
+    /// The last word of `key` (a request's progress token, as its request ends): what is
+    /// held back for it goes now if there is room, and is dropped if not, so that nothing of
+    /// it follows.
+    pub(crate) fn settle(&self, key: &str) {
+        let mut held = self.held.locked();
+        let Some(at) = held.latest.iter().position(|(k, _)| k == key) else {
+            return;
+        };
+        let (_, text) = held.latest.remove(at);
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(text) {
+            drop(held);
+            self.lost();
+        }
+    }
+
+    /// The channel had room for a droppable notification: a burst of full channel is over.
+    fn caught_up(&self) {
+        if self.dropped.in_burst.swap(false, Ordering::AcqRel) {
+            tracing::debug!(
+                dropped = self.dropped.total.load(Ordering::Relaxed),
+                "the client reads its notifications again"
+            );
+        }
+    }
+
+    /// The channel is full: the first time in a burst, say so.
+    fn full(&self, method: &str) {
+        if !self.dropped.in_burst.swap(true, Ordering::AcqRel) {
+            tracing::warn!(
+                method,
+                capacity = OUTBOUND_CAPACITY,
+                dropped = self.dropped.total.load(Ordering::Relaxed),
+                "the client is not reading its messages: until it catches up, only the latest \
+                 progress of each token and status of each task is kept for it, and log \
+                 messages are dropped"
+            );
+        }
+    }
+
+    /// A droppable notification will never be sent.
+    fn lost(&self) {
+        self.dropped.total.fetch_add(1, Ordering::Relaxed);
     }
 
     /// `true` once the channel's reader is gone.
@@ -416,21 +572,31 @@ mod tests {
         serde_json::json!({ "progressToken": "p", "progress": n })
     }
 
+    fn log(n: u64) -> Value {
+        serde_json::json!({ "level": "info", "data": n })
+    }
+
+    fn read(rx: &mut mpsc::Receiver<String>) -> Vec<Value> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|m| serde_json::from_str::<Value>(&m).unwrap()["params"].clone())
+            .collect()
+    }
+
     #[test]
-    fn droppable_notifications_are_dropped_and_counted_while_the_channel_is_full() {
+    fn log_lines_are_dropped_and_counted_while_the_channel_is_full() {
         let (tx, mut rx) = mpsc::channel(2);
         let sink = Sink::new(tx);
         let sent: Vec<bool> = (0..5)
-            .map(|n| sink.notify_droppable("notifications/progress", progress(n)))
+            .map(|n| sink.notify_droppable("notifications/message", log(n)))
             .collect();
         assert_eq!(sent, [true, true, false, false, false]);
         assert_eq!(sink.dropped(), 3);
         assert!(sink.dropped.in_burst.load(Ordering::Acquire));
         // The queue holds what fitted, in order; nothing grew past the capacity.
         assert_eq!(rx.len(), 2);
-        assert!(rx.try_recv().unwrap().contains("\"progress\":0"));
+        assert_eq!(read(&mut rx)[0]["data"], 0);
         // Room again: the next one goes and the burst is over (its next drop is logged).
-        assert!(sink.notify_droppable("notifications/progress", progress(5)));
+        assert!(sink.notify_droppable("notifications/message", log(5)));
         assert!(!sink.dropped.in_burst.load(Ordering::Acquire));
         assert_eq!(sink.dropped(), 3);
         // The sinks of a connection's streams share its count.
@@ -439,6 +605,114 @@ mod tests {
         assert!(stream.notify_droppable("notifications/message", json_null()));
         assert!(!stream.notify_droppable("notifications/message", json_null()));
         assert_eq!(sink.dropped(), 4);
+    }
+
+    fn progress_of(token: &str, n: u64) -> Value {
+        serde_json::json!({ "progressToken": token, "progress": n })
+    }
+
+    fn status(task: &str, status: &str) -> Value {
+        serde_json::json!({ "taskId": task, "status": status })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_and_task_status_keep_their_latest_for_a_client_that_catches_up() {
+        let (tx, mut rx) = mpsc::channel(2);
+        let sink = Sink::new(tx);
+        for n in 0..5 {
+            assert!(sink.notify_droppable("notifications/progress", progress_of("p", n)));
+        }
+        for n in 0..3 {
+            assert!(sink.notify_droppable("notifications/progress", progress_of("q", n)));
+        }
+        for s in ["working", "input_required", "working"] {
+            assert!(sink.notify_droppable("notifications/tasks/status", status("t", s)));
+        }
+        assert!(!sink.notify_droppable("notifications/message", log(0)));
+        // p0 and p1 fitted; p2, p3 and q0, q1 and the first two statuses were replaced by
+        // later ones of their key; the log line was dropped.
+        assert_eq!(sink.dropped(), 2 + 2 + 2 + 1);
+        assert_eq!(rx.len(), 2);
+        // The client reads: the latest of each key follows, oldest key first.
+        let mut got = Vec::new();
+        while got.len() < 5 {
+            let m: Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
+            got.push(m["params"].clone());
+        }
+        assert_eq!(
+            got,
+            [
+                progress_of("p", 0),
+                progress_of("p", 1),
+                progress_of("p", 4),
+                progress_of("q", 2),
+                status("t", "working"),
+            ]
+        );
+        tokio::task::yield_now().await;
+        assert!(rx.try_recv().is_err(), "nothing else was held");
+        assert!(!sink.held.locked().flushing);
+        assert!(!sink.dropped.in_burst.load(Ordering::Acquire));
+        // Caught up: the next ones go straight through.
+        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 5)));
+        assert_eq!(read(&mut rx), [progress_of("p", 5)]);
+        assert_eq!(sink.dropped(), 7);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_settled_token_sends_what_it_held_if_it_fits_and_nothing_later() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let sink = Sink::new(tx);
+        let key = progress_key(&Value::from("p"));
+        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 0)));
+        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 1)));
+        // Still full as the request ends: its held progress is dropped, not sent later.
+        sink.settle(&key);
+        assert_eq!(sink.dropped(), 1);
+        assert_eq!(read(&mut rx), [progress_of("p", 0)]);
+        tokio::task::yield_now().await;
+        assert!(rx.try_recv().is_err(), "nothing follows a settled token");
+
+        assert!(sink.notify_droppable("notifications/progress", progress_of("q", 0)));
+        assert!(sink.notify_droppable("notifications/progress", progress_of("q", 1)));
+        // Room as the request ends: its held progress goes at once.
+        assert_eq!(read(&mut rx), [progress_of("q", 0)]);
+        sink.settle(&progress_key(&Value::from("q")));
+        assert_eq!(read(&mut rx), [progress_of("q", 1)]);
+        assert_eq!(sink.dropped(), 1);
+        // Settling a token with nothing held does nothing.
+        sink.settle(&key);
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn without_a_runtime_what_is_held_goes_with_the_next_notification_that_fits() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let sink = Sink::new(tx);
+        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 0)));
+        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 1)));
+        assert_eq!(read(&mut rx), [progress_of("p", 0)]);
+        assert!(sink.notify_droppable("notifications/progress", progress_of("q", 0)));
+        assert_eq!(read(&mut rx), [progress_of("p", 1)]);
+        assert!(read(&mut rx).is_empty(), "q0 is held now");
+        assert!(sink.notify_droppable("notifications/progress", progress_of("q", 1)));
+        assert_eq!(read(&mut rx), [progress_of("q", 0)], "q1 is held now");
+        assert_eq!(sink.dropped(), 0, "each went, none was replaced");
+        sink.settle(&progress_key(&Value::from("q")));
+        assert_eq!(read(&mut rx), [progress_of("q", 1)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_is_held_for_a_reader_that_left_is_let_go() {
+        let (tx, rx) = mpsc::channel(1);
+        let sink = Sink::new(tx);
+        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 0)));
+        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 1)));
+        assert!(sink.held.locked().flushing);
+        drop(rx);
+        tokio::task::yield_now().await;
+        let held = sink.held.locked();
+        assert!(held.latest.is_empty() && !held.flushing);
     }
 
     fn json_null() -> Value {

@@ -1,8 +1,9 @@
 //! Bounded outbound messages: a client that does not read its session's messages loses only
-//! the droppable ones (progress here), and nothing it must get is lost or left hanging.
+//! the droppable ones (progress here, of which it still gets the latest once it reads), and
+//! nothing it must get is lost or left hanging.
 
 use mcp_tasks_runtime::jsonrpc::Message;
-use mcp_tasks_runtime::model::{CallToolResult, Content};
+use mcp_tasks_runtime::model::{CallToolResult, Content, TaskSupport};
 use mcp_tasks_runtime::{OUTBOUND_CAPACITY, Server, Session, Tool, ToolError};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -22,6 +23,18 @@ fn server() -> Server {
             }
             Ok::<_, ToolError>(CallToolResult::success(vec![Content::text("flooded")]))
         }))
+        .tool(
+            Tool::new("flood_then_wait", |cx, _| async move {
+                let p = cx.progress();
+                for n in 1..=FLOOD {
+                    p.report(n as f64, None);
+                }
+                // Long enough for the client to read what was sent.
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                Ok::<_, ToolError>(CallToolResult::success(vec![Content::text("flooded")]))
+            })
+            .task_support(TaskSupport::Optional),
+        )
         .tool(Tool::new("flood_then_ask", |cx, _| async move {
             let p = cx.progress();
             for n in 1..=OUTBOUND_CAPACITY + 10 {
@@ -82,6 +95,8 @@ async fn a_session_nobody_reads_drops_progress_past_its_capacity_and_still_answe
             .all(|m| m["method"] == "notifications/progress")
     );
     assert_eq!(queued[0]["params"]["progress"], 1.0);
+    // The latest report, held back while the channel was full, was still held as the call
+    // ended, so it was dropped too: no progress follows the response.
     assert_eq!(
         session.dropped_notifications(),
         (FLOOD - OUTBOUND_CAPACITY) as u64
@@ -91,12 +106,10 @@ async fn a_session_nobody_reads_drops_progress_past_its_capacity_and_still_answe
     assert_eq!(drain(&mut outbound).len(), OUTBOUND_CAPACITY);
 }
 
-#[tokio::test]
-async fn a_response_stream_is_bounded_like_the_session() {
-    let (session, _outbound) = server().session();
-    let (stream, mut notes) = tokio::sync::mpsc::channel(4);
+/// A 2026-07-28 call of `name` with a progress token.
+fn stateless_call(name: &str) -> mcp_tasks_runtime::jsonrpc::Request {
     let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-    "name": "flood",
+    "name": name,
     "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -105,13 +118,43 @@ async fn a_response_stream_is_bounded_like_the_session() {
     let Ok(Message::Request(request)) = Message::parse(&request.to_string()) else {
         panic!("not a request");
     };
+    request
+}
+
+#[tokio::test]
+async fn a_response_stream_is_bounded_like_the_session() {
+    let (session, _outbound) = server().session();
+    let (stream, mut notes) = tokio::sync::mpsc::channel(4);
     let response = session
-        .handle_request_on(request, Some(stream))
+        .handle_request_on(stateless_call("flood"), Some(stream))
         .await
         .unwrap();
     assert!(response.outcome.is_ok(), "{:?}", response.outcome);
     assert_eq!(drain(&mut notes).len(), 4);
+    // The latest report, held back while the stream was full, was still held as the call
+    // ended: dropped too.
     assert_eq!(session.dropped_notifications(), (FLOOD - 4) as u64);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_response_stream_read_meanwhile_gets_the_latest_progress_before_the_response() {
+    let (session, _outbound) = server().session();
+    let (stream, mut notes) = tokio::sync::mpsc::channel(4);
+    let answering = tokio::spawn(async move {
+        session
+            .handle_request_on(stateless_call("flood_then_wait"), Some(stream))
+            .await
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut progress = Vec::new();
+    for _ in 0..5 {
+        let m: Value = serde_json::from_str(&notes.recv().await.unwrap()).unwrap();
+        progress.push(m["params"]["progress"].as_f64().unwrap());
+    }
+    assert_eq!(progress, [1.0, 2.0, 3.0, 4.0, FLOOD as f64]);
+    let response = answering.await.unwrap().unwrap();
+    assert!(response.outcome.is_ok(), "{:?}", response.outcome);
+    assert!(notes.try_recv().is_err(), "nothing follows the response");
 }
 
 #[tokio::test(start_paused = true)]
@@ -123,24 +166,61 @@ async fn a_question_waits_for_room_and_arrives_once_the_client_reads() {
     });
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(!asking.is_finished());
-    assert_eq!(session.dropped_notifications(), 10);
-    // The client reads: the progress that fitted, then the question, which was not lost.
-    let mut progress = 0;
-    let question = loop {
+    // The latest progress is held back; the nine before it, which it replaced, are dropped.
+    assert_eq!(session.dropped_notifications(), 9);
+    // The client reads: the progress that fitted, the question, which was not lost, and the
+    // latest progress.
+    let mut progress = Vec::new();
+    let mut question = None;
+    while progress.len() < OUTBOUND_CAPACITY + 1 || question.is_none() {
         let m: Value = serde_json::from_str(&outbound.recv().await.unwrap()).unwrap();
         if m["method"] == "notifications/progress" {
-            progress += 1;
-            continue;
+            progress.push(m["params"]["progress"].as_f64().unwrap());
+        } else {
+            assert!(question.is_none(), "asked once: {m}");
+            question = Some(m);
         }
-        break m;
-    };
-    assert_eq!(progress, OUTBOUND_CAPACITY);
+    }
+    let question = question.unwrap();
     assert_eq!(question["method"], "elicitation/create");
+    let expected: Vec<f64> = (1..=OUTBOUND_CAPACITY)
+        .chain([OUTBOUND_CAPACITY + 10])
+        .map(|n| n as f64)
+        .collect();
+    assert_eq!(progress, expected);
     let reply = json!({"jsonrpc": "2.0", "id": question["id"],
                        "result": {"action": "accept", "content": {"name": "Ada"}}});
     assert_eq!(session.handle_text(&reply.to_string()).await, None);
     let r: Value = serde_json::from_str(&asking.await.unwrap().unwrap()).unwrap();
     assert_eq!(r["result"]["content"][0]["text"], "\"Ada\"");
+    assert!(outbound.try_recv().is_err(), "nothing follows the response");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_catches_up_sees_the_latest_progress_before_the_response() {
+    let (session, mut outbound) = stateful().await;
+    let calling = tokio::spawn({
+        let session = session.clone();
+        async move { session.handle_text(&call(1, "flood_then_wait")).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!calling.is_finished());
+    let mut progress = Vec::new();
+    while progress.len() < OUTBOUND_CAPACITY + 1 {
+        let m: Value = serde_json::from_str(&outbound.recv().await.unwrap()).unwrap();
+        assert_eq!(m["method"], "notifications/progress");
+        progress.push(m["params"]["progress"].as_f64().unwrap());
+    }
+    // The first reports, in order, then the last one: none in between, none stale.
+    assert_eq!(progress[OUTBOUND_CAPACITY - 1], OUTBOUND_CAPACITY as f64);
+    assert_eq!(progress[OUTBOUND_CAPACITY], FLOOD as f64);
+    assert_eq!(
+        session.dropped_notifications(),
+        (FLOOD - OUTBOUND_CAPACITY - 1) as u64
+    );
+    let r: Value = serde_json::from_str(&calling.await.unwrap().unwrap()).unwrap();
+    assert_eq!(r["result"]["content"][0]["text"], "flooded");
+    assert!(outbound.try_recv().is_err(), "nothing follows the response");
 }
 
 #[tokio::test(start_paused = true)]
@@ -174,4 +254,45 @@ async fn a_question_for_a_client_that_went_away_fails_at_once() {
     let r: Value = serde_json::from_str(&r).unwrap();
     assert_eq!(r["result"]["isError"], true, "{r}");
     assert_eq!(session.dropped_notifications(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_read_late_gets_its_latest_progress_and_status_and_no_progress_after_its_end() {
+    let (session, mut outbound) = stateful().await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "flood_then_wait", "task": {"ttl": 600_000}, "_meta": {"progressToken": "p"}}});
+    let created: Value =
+        serde_json::from_str(&session.handle_text(&call.to_string()).await.unwrap()).unwrap();
+    assert_eq!(created["result"]["task"]["status"], "working", "{created}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Read while the task waits, then after it ended.
+    let mut messages = Vec::new();
+    while let Ok(Some(m)) = tokio::time::timeout(Duration::from_secs(60), outbound.recv()).await {
+        messages.push(serde_json::from_str::<Value>(&m).unwrap());
+    }
+    let progress: Vec<f64> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| m["params"]["progress"].as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        progress.last(),
+        Some(&(FLOOD as f64)),
+        "the latest progress"
+    );
+    assert!(progress.is_sorted(), "never a stale one");
+    assert_eq!(
+        session.dropped_notifications(),
+        (FLOOD - progress.len()) as u64
+    );
+    let ended = messages
+        .iter()
+        .position(|m| m["params"]["status"] == "completed")
+        .expect("the task's end");
+    assert!(
+        messages[ended..]
+            .iter()
+            .all(|m| m["method"] != "notifications/progress"),
+        "no progress after the task's end"
+    );
 }

@@ -10,7 +10,8 @@
 //!
 //! Output is bounded: the session's outbound channel holds
 //! [`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY) lines. A client that stops reading first
-//! loses droppable notifications (progress, logs, task status), then holds up the responses
+//! loses droppable notifications (log lines; of progress and task status all but the latest
+//! of each token and task), then holds up the responses
 //! and server-to-client requests, which wait for room; once requests are held up the reader
 //! stops reading new ones (see [`MAX_IN_FLIGHT`]). Nothing is lost that must not be, and
 //! the server's memory stays bounded however long the client does not read.

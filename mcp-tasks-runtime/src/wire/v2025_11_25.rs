@@ -762,6 +762,12 @@ impl Asker {
 
 impl Delivery for Asker {
     fn changed(&self, engine: &Arc<Engine>, record: &TaskRecord, status_changed: bool) {
+        if record.status.is_terminal()
+            && let Some(token) = &self.progress_token
+        {
+            // The task's progress held back for a slow client goes before its end, or never.
+            self.conn.sink.settle(&crate::session::progress_key(token));
+        }
         if status_changed && !self.conn.is_closed() {
             self.conn
                 .sink
@@ -796,12 +802,9 @@ impl Delivery for Asker {
     }
 
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        Notifier {
-            sink: self.conn.sink.clone(),
-            progress_token: self.progress_token.clone(),
-            log: LogGate::Connection(Arc::clone(&self.conn)),
+        if let Some(token) = &self.progress_token {
+            crate::call::send_progress(&self.conn.sink, token, progress, total, message);
         }
-        .progress(progress, total, message);
     }
 
     fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {

@@ -62,8 +62,9 @@
 //!
 //! Nor is what a client does not read: a 2026-07-28 response stream holds at most
 //! [`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY) unsent messages (then its request waits,
-//! and its progress and log notifications are dropped), and a 2025-11-25 session's streams
-//! keep the bounded event logs `HttpConfig` sizes for resumption.
+//! its log notifications are dropped and only its latest progress is kept), and a
+//! 2025-11-25 session's streams keep the bounded event logs `HttpConfig` sizes for
+//! resumption.
 
 mod admission;
 mod config;
