@@ -505,7 +505,7 @@ mod tests {
 
     fn suspended() -> Suspended {
         use crate::call::{Caller, LogGate, Notifier};
-        let (tx, _rx) = crate::session::outbound_channel();
+        let (tx, _rx) = crate::session::outbound_channel(crate::OUTBOUND_CAPACITY);
         let caller = Caller {
             name: "t".into(),
             client_capabilities: Arc::new(json!({})),

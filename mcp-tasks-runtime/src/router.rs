@@ -17,7 +17,9 @@ use tokio::sync::mpsc;
 /// Transports own one per connection; tests can use it directly, with no transport at all.
 /// Messages the server sends on its own (notifications, server-to-client requests) arrive on
 /// the receiver returned by [`Server::session`], which holds at most
-/// [`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY) unread messages: read it, or the session's
+/// [`ServerBuilder::outbound_capacity`](crate::ServerBuilder::outbound_capacity) unread
+/// messages ([`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY) by default): read it, or the
+/// session's
 /// log notifications are dropped, only the latest progress of each token and status of each
 /// task is kept for when it reads (see [`Session::dropped_notifications`]), and its
 /// server-to-client requests wait for room.
@@ -48,7 +50,7 @@ impl Server {
         principal: Option<String>,
         era: Option<Kind>,
     ) -> (Session, mpsc::Receiver<String>) {
-        let (tx, rx) = outbound_channel();
+        let (tx, rx) = outbound_channel(self.inner.outbound_capacity);
         // Only the stateless era can be decided up front; the stateful one needs its handshake.
         let era = era.and_then(|k| (k == Kind::Stateless).then_some(Era::Stateless));
         (
@@ -62,6 +64,11 @@ impl Server {
 }
 
 impl Session {
+    /// How many unread messages each of the session's outbound channels holds.
+    pub(crate) fn outbound_capacity(&self) -> usize {
+        self.server.inner.outbound_capacity
+    }
+
     /// Handles one message given as JSON text and returns the response text, if any.
     ///
     /// A request that runs a long tool keeps this future pending; transports run requests

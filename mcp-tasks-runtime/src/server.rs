@@ -67,6 +67,8 @@ pub(crate) struct ServerInner {
     pub(crate) prompts: Prompts,
     pub(crate) resources: Resources,
     pub(crate) page_size: usize,
+    /// How many unread messages each outbound channel holds.
+    pub(crate) outbound_capacity: usize,
     pub(crate) state_key: [u8; 32],
     pub(crate) request_state_ttl: Duration,
     pub(crate) list_ttl: Duration,
@@ -124,6 +126,12 @@ impl Server {
         &self.inner.info
     }
 
+    /// How many unread messages each outbound channel holds, set with
+    /// [`ServerBuilder::outbound_capacity`].
+    pub fn outbound_capacity(&self) -> usize {
+        self.inner.outbound_capacity
+    }
+
     /// The per-requestor task quotas, configured with [`ServerBuilder::quotas`].
     pub fn quotas(&self) -> &crate::quota::Quotas {
         &self.inner.quotas
@@ -163,6 +171,7 @@ pub struct ServerBuilder {
     resource_templates: Vec<ResourceTemplate>,
     from_registry: bool,
     page_size: usize,
+    outbound_capacity: usize,
     state_key: Option<[u8; 32]>,
     request_state_ttl: Duration,
     list_ttl: Duration,
@@ -201,6 +210,7 @@ impl Default for ServerBuilder {
             resource_templates: Vec::new(),
             from_registry: false,
             page_size: 100,
+            outbound_capacity: crate::OUTBOUND_CAPACITY,
             state_key: None,
             request_state_ttl: Duration::from_secs(10 * 60),
             list_ttl: Duration::from_secs(60),
@@ -279,6 +289,23 @@ impl ServerBuilder {
     /// Sets how many tools a `tools/list` page holds (at least 1).
     pub fn page_size(mut self, n: usize) -> Self {
         self.page_size = n.max(1);
+        self
+    }
+
+    /// Sets how many messages each connection, and each response stream, holds for a client
+    /// that has not read them yet (default [`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY),
+    /// 1024; at least 1). Past it, messages that must not be lost wait for room, progress and
+    /// task status are coalesced to the latest of each token and task, and log lines are
+    /// dropped. A larger one lets a slow client lose less in bursts; a smaller one bounds the
+    /// memory of many idle sessions more tightly.
+    ///
+    /// ```
+    /// # use mcp_tasks_runtime::Server;
+    /// let server = Server::builder().outbound_capacity(64).build().unwrap();
+    /// assert_eq!(server.outbound_capacity(), 64);
+    /// ```
+    pub fn outbound_capacity(mut self, n: usize) -> Self {
+        self.outbound_capacity = n.max(1);
         self
     }
 
@@ -402,6 +429,7 @@ impl ServerBuilder {
                 prompts,
                 resources,
                 page_size: self.page_size,
+                outbound_capacity: self.outbound_capacity,
                 state_key,
                 request_state_ttl: self.request_state_ttl,
                 list_ttl: self.list_ttl,

@@ -12,7 +12,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// How many outbound messages one connection (or one response stream of it) holds for a
-/// client that has not read them yet: 1024.
+/// client that has not read them yet, unless the server sets another number with
+/// [`ServerBuilder::outbound_capacity`](crate::ServerBuilder::outbound_capacity): 1024.
 ///
 /// Past it the server applies backpressure instead of growing without bound. Messages that
 /// must not be lost (responses, server-to-client requests such as elicitation or sampling,
@@ -34,9 +35,9 @@ use tokio_util::sync::CancellationToken;
 pub const OUTBOUND_CAPACITY: usize = 1024;
 
 /// The outbound channel of one connection (or of one response stream), bounded by
-/// [`OUTBOUND_CAPACITY`].
-pub(crate) fn outbound_channel() -> (mpsc::Sender<String>, mpsc::Receiver<String>) {
-    mpsc::channel(OUTBOUND_CAPACITY)
+/// `capacity` (the server's, [`OUTBOUND_CAPACITY`] by default).
+pub(crate) fn outbound_channel(capacity: usize) -> (mpsc::Sender<String>, mpsc::Receiver<String>) {
+    mpsc::channel(capacity.max(1))
 }
 
 /// Where outbound messages for one request (or one connection) are written.
@@ -191,6 +192,7 @@ impl Sink {
             }
             Err(mpsc::error::TrySendError::Full(text)) => {
                 self.full(method);
+                // Bounded like a channel of the default capacity, whatever the clients send.
                 if held.latest.len() >= OUTBOUND_CAPACITY {
                     drop(held);
                     self.lost();
@@ -269,7 +271,7 @@ impl Sink {
         if !self.dropped.in_burst.swap(true, Ordering::AcqRel) {
             tracing::warn!(
                 method,
-                capacity = OUTBOUND_CAPACITY,
+                capacity = self.tx.max_capacity(),
                 dropped = self.dropped.total.load(Ordering::Relaxed),
                 "the client is not reading its messages: until it catches up, only the latest \
                  progress of each token and status of each task is kept for it, and log \

@@ -13,7 +13,13 @@ use tokio::sync::mpsc::Receiver;
 const FLOOD: usize = 3 * OUTBOUND_CAPACITY;
 
 fn server() -> Server {
+    server_with(OUTBOUND_CAPACITY)
+}
+
+/// The test server, with outbound channels of `capacity` messages.
+fn server_with(capacity: usize) -> Server {
     Server::builder()
+        .outbound_capacity(capacity)
         .name("backpressure")
         .version("0")
         .tool(Tool::new("flood", |cx, _| async move {
@@ -119,6 +125,20 @@ fn stateless_call(name: &str) -> mcp_tasks_runtime::jsonrpc::Request {
         panic!("not a request");
     };
     request
+}
+
+#[tokio::test]
+async fn a_session_holds_what_its_server_s_outbound_capacity_says() {
+    let server = server_with(16);
+    assert_eq!(server.outbound_capacity(), 16);
+    let (session, mut outbound) = server.session();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    session.handle_text(&init.to_string()).await.unwrap();
+    session.handle_text(&call(1, "flood")).await.unwrap();
+    assert_eq!(drain(&mut outbound).len(), 16);
+    assert_eq!(session.dropped_notifications(), (FLOOD - 16) as u64);
 }
 
 #[tokio::test]

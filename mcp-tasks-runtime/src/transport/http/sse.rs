@@ -4,7 +4,6 @@
 //! Every event is framed completely before it is handed to hyper as one data frame, so it
 //! goes out in one write.
 
-use crate::OUTBOUND_CAPACITY;
 use crate::jsonrpc::{Reply, RequestId};
 use crate::router::Session;
 use crate::sync::LockExt;
@@ -68,7 +67,8 @@ type RequestFuture = Pin<Box<dyn Future<Output = Option<Reply>> + Send>>;
 pub(crate) struct Running {
     /// The request, until it ends.
     call: Unfinished,
-    /// Its messages for the stream, bounded by [`OUTBOUND_CAPACITY`].
+    /// Its messages for the stream, bounded by the server's
+    /// [`outbound_capacity`](crate::ServerBuilder::outbound_capacity).
     notes: mpsc::Receiver<String>,
     /// Its response, once it ended while messages were still waiting to be read.
     ended: Option<Option<Reply>>,
@@ -77,7 +77,7 @@ pub(crate) struct Running {
 impl Running {
     /// Starts answering `request` in `session`; nothing runs until it is polled.
     pub(crate) fn start(session: Session, request: crate::jsonrpc::Request) -> Self {
-        let (note_tx, notes) = crate::session::outbound_channel();
+        let (note_tx, notes) = crate::session::outbound_channel(session.outbound_capacity());
         let call: RequestFuture =
             Box::pin(async move { session.reply_on(request, Some(note_tx)).await });
         Self {
@@ -107,13 +107,13 @@ impl Running {
 
     /// The rest of the request's output, produced by a task of its own from now on.
     ///
-    /// The returned receiver is bounded by [`OUTBOUND_CAPACITY`]. While its reader is slow, a
+    /// The returned receiver is bounded like the request's stream. While its reader is slow, a
     /// message waits for room, but the request goes on meanwhile: its next messages fill its
     /// own stream, where droppable notifications are dropped and the others wait for room in
     /// turn. A reader that is gone makes every send fail at once, so nothing waits for a
     /// client that left; the request still runs to its end.
     pub(crate) fn detach(self) -> mpsc::Receiver<Out> {
-        let (out, rx) = mpsc::channel(OUTBOUND_CAPACITY);
+        let (out, rx) = mpsc::channel(self.notes.max_capacity());
         let Self {
             mut call,
             mut notes,
@@ -479,17 +479,20 @@ impl EventLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::OUTBOUND_CAPACITY;
     use std::sync::Arc;
 
     /// A 2026-07-28 session whose `flood` tool reports `n` progress steps, then sets `done`;
-    /// and a call of it.
+    /// and a call of it. Its server's outbound channels hold `capacity` messages.
     fn flood(
         n: usize,
         done: Arc<std::sync::atomic::AtomicBool>,
+        capacity: usize,
     ) -> (Session, crate::jsonrpc::Request) {
         use crate::model::{CallToolResult, Content};
         let server = crate::Server::builder()
             .name("sse-test")
+            .outbound_capacity(capacity)
             .version("0")
             .tool(crate::Tool::new("flood", move |cx, _| {
                 let done = Arc::clone(&done);
@@ -522,17 +525,18 @@ mod tests {
         (session, request)
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_slow_stream_reader_bounds_the_request_and_still_gets_its_response() {
-        let steps = 4 * OUTBOUND_CAPACITY;
+    /// A request flooding a stream nobody reads for a while is bounded by `capacity`, ends
+    /// anyway, and its reader still gets its response.
+    async fn a_slow_reader_of(capacity: usize) {
+        let steps = 4 * capacity;
         let done = Arc::default();
-        let (session, request) = flood(steps, Arc::clone(&done));
+        let (session, request) = flood(steps, Arc::clone(&done), capacity);
         let mut out = Running::start(session.clone(), request).detach();
         // Nobody reads for a while: the stream and the request's own channel fill, the rest
-        // of the progress is dropped, and the request finishes anyway.
+        // of the progress is coalesced, and the request finishes anyway.
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert!(done.load(std::sync::atomic::Ordering::SeqCst));
-        assert_eq!(out.len(), OUTBOUND_CAPACITY);
+        assert_eq!(out.len(), capacity);
         let mut messages = 0;
         let response = loop {
             match out.recv().await.expect("the stream ends with its response") {
@@ -541,7 +545,8 @@ mod tests {
             }
         };
         assert!(response.outcome.is_ok(), "{:?}", response.outcome);
-        assert!(messages <= 2 * OUTBOUND_CAPACITY + 1, "{messages}");
+        assert!(messages <= 2 * capacity + 1, "{messages}");
+        // Every step was sent, or counted as dropped.
         assert_eq!(
             session.dropped_notifications() + messages as u64,
             steps as u64
@@ -550,9 +555,19 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_slow_stream_reader_bounds_the_request_and_still_gets_its_response() {
+        a_slow_reader_of(OUTBOUND_CAPACITY).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_server_s_outbound_capacity_bounds_its_streams() {
+        a_slow_reader_of(8).await;
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_stream_whose_reader_left_never_holds_up_its_request() {
         let done = Arc::<std::sync::atomic::AtomicBool>::default();
-        let (session, request) = flood(4 * OUTBOUND_CAPACITY, Arc::clone(&done));
+        let (session, request) = flood(4 * OUTBOUND_CAPACITY, Arc::clone(&done), OUTBOUND_CAPACITY);
         drop(Running::start(session, request).detach());
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert!(done.load(std::sync::atomic::Ordering::SeqCst));
