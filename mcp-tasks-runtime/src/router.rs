@@ -65,6 +65,7 @@ impl Server {
 
 impl Session {
     /// How many unread messages each of the session's outbound channels holds.
+    #[cfg(feature = "http")]
     pub(crate) fn outbound_capacity(&self) -> usize {
         self.server.inner.outbound_capacity
     }
