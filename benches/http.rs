@@ -6,9 +6,10 @@
 //! MCP_BENCH_SECS=0.5 cargo bench --bench http
 //! MCP_BENCH_HTTP=prebuilt cargo bench --bench http   # only the pre-built-request table
 //! MCP_BENCH_HTTP=clients cargo bench --bench http    # only the JSON-client table
-//! # one row of the first table, a fixed number of requests (for instruction profiles):
-//! MCP_BENCH_HTTP=prebuilt MCP_BENCH_OP=sync MCP_BENCH_CONNECTIONS=16 MCP_BENCH_COUNT=2000 \
-//!     valgrind --tool=callgrind target/release/deps/http-…
+//! # rows of the first table whose server and operation contain MCP_BENCH_OP ("sync",
+//! # "2025-11-25 tasks/get", …), a fixed number of requests (for instruction profiles):
+//! MCP_BENCH_HTTP=prebuilt MCP_BENCH_OP="2026-07-28 sync" MCP_BENCH_CONNECTIONS=16 \
+//!     MCP_BENCH_COUNT=2000 valgrind --tool=callgrind target/release/deps/http-…
 //! ```
 //!
 //! Prints two Markdown tables. The first drives the server with pre-built requests over raw
@@ -403,8 +404,9 @@ mod prebuilt {
     }
 }
 
-/// The first table: pre-built 2026-07-28 requests against the server, and the same load
-/// against a bare axum server answering the server's own sync-call response.
+/// The first table: pre-built requests of both eras against the server (a 2025-11-25
+/// session shared by every connection), and the same load against a bare axum server
+/// answering the server's own 2026-07-28 sync-call response.
 async fn prebuilt_table(url: &str, secs: f64) {
     let addr: std::net::SocketAddr = url
         .trim_start_matches("http://")
@@ -443,6 +445,23 @@ async fn prebuilt_table(url: &str, secs: f64) {
     drop(stream);
     let echo = prebuilt::echo_server(answer).await;
     let echo_sync = prebuilt::request(echo, &[], &json!({}));
+    // 2025-11-25: one session, opened (with a task made) by a JSON client, that every
+    // connection's requests name.
+    let stateful = Client::new(url, Era::Stateful).await;
+    let session = stateful.session.clone().expect("a 2025-11-25 session");
+    let headers = [
+        ("mcp-protocol-version", V2025),
+        ("mcp-session-id", session.as_str()),
+    ];
+    let stateful_request = |method: &str, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        prebuilt::request(addr, &headers, &body)
+    };
+    let sync_2025 = stateful_request(
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "hi"}}),
+    );
+    let get_2025 = stateful_request("tasks/get", json!({"taskId": stateful.task_id}));
 
     fn has_result(v: &Value) -> bool {
         v.get("result").is_some()
@@ -454,14 +473,16 @@ async fn prebuilt_table(url: &str, secs: f64) {
         Err(_) => vec![1, 16, 64],
     };
     for connections in counts {
-        let rows: [(&str, &str, std::net::SocketAddr, &Vec<u8>); 3] = [
+        let rows: [(&str, &str, std::net::SocketAddr, &Vec<u8>); 5] = [
             ("bare axum, fixed body", "POST /mcp", echo, &echo_sync),
             ("mcp-tasks 2026-07-28", "sync tools/call", addr, &sync),
             ("mcp-tasks 2026-07-28", "tasks/get", addr, &get),
+            ("mcp-tasks 2025-11-25", "sync tools/call", addr, &sync_2025),
+            ("mcp-tasks 2025-11-25", "tasks/get", addr, &get_2025),
         ];
         let only = std::env::var("MCP_BENCH_OP").unwrap_or_default();
         for (server, op, target, request) in rows {
-            if !only.is_empty() && !op.contains(&only) {
+            if !only.is_empty() && !format!("{server} {op}").contains(&only) {
                 continue;
             }
             let request = request.clone();
