@@ -21,6 +21,9 @@ use tokio::sync::{Notify, oneshot};
 /// The longest key prefix accepted.
 const MAX_PREFIX_LEN: usize = 100;
 
+/// How many records [`TaskStore::unfinished`] reads per round trip.
+const UNFINISHED_BATCH: usize = 500;
+
 /// Knobs for [`RedisTaskStore::connect_with`]. `RedisOptions::default()` is what
 /// [`RedisTaskStore::connect`] uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -380,13 +383,26 @@ impl Shared {
         what: &str,
         invocation: ::redis::ScriptInvocation<'_>,
     ) -> Result<T, StoreError> {
+        let invocation = &invocation;
+        self.read_with(what, move |mut conn| async move {
+            invocation.invoke_async(&mut conn).await
+        })
+        .await
+    }
+
+    /// Runs a read (`op`, on a connection), once more on the new connection if it found
+    /// its connection lost, all within the store's timeout.
+    async fn read_with<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, StoreError>
+    where
+        F: FnMut(ConnectionManager) -> Fut,
+        Fut: Future<Output = ::redis::RedisResult<T>>,
+    {
         let timeout = self.options.timeout;
         let attempt = async {
             let mut tries = 0;
             loop {
                 tries += 1;
-                let mut conn = self.conn.clone();
-                match invocation.invoke_async(&mut conn).await {
+                match op(self.conn.clone()).await {
                     Ok(value) => return Ok(value),
                     Err(e) if lost(&e) && tries < 2 => continue,
                     Err(e) => return Err(self.error(format!("{what}: {}", problem(&e)))),
@@ -778,28 +794,12 @@ impl TaskStore for RedisTaskStore {
 
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
         let shared = &self.shared;
-        let key = shared.task_key(id);
-        let timeout = shared.options.timeout;
-        let attempt = async {
-            let mut tries = 0;
-            loop {
-                tries += 1;
-                let mut conn = shared.conn.clone();
-                match conn.hgetall::<_, Vec<String>>(&key).await {
-                    Ok(flat) => return Ok(flat),
-                    Err(e) if lost(&e) && tries < 2 => continue,
-                    Err(e) => {
-                        return Err(shared.error(format!("cannot read a task: {}", problem(&e))));
-                    }
-                }
-            }
-        };
-        let flat = match within(timeout, attempt).await {
-            Ok(read) => read?,
-            Err(()) => {
-                return Err(shared.error(format!("cannot read a task: {}", timed_out(timeout))));
-            }
-        };
+        let key = &shared.task_key(id);
+        let flat: Vec<String> = shared
+            .read_with("cannot read a task", move |mut conn| async move {
+                conn.hgetall(key).await
+            })
+            .await?;
         if flat.is_empty() {
             return Ok(None);
         }
@@ -886,8 +886,29 @@ impl TaskStore for RedisTaskStore {
         let shared = &self.shared;
         let mut call = shared.scripts.unfinished.prepare_invoke();
         call.arg(&shared.prefix);
-        let got: Vec<Vec<String>> = shared.read("cannot scan unfinished tasks", call).await?;
-        Ok(got.into_iter().map(|flat| decode(flat).0).collect())
+        let ids: Vec<String> = shared.read("cannot scan unfinished tasks", call).await?;
+        // The records in batches, each one round trip that Redis answers between other
+        // clients' commands. A task that ended (or went) since the snapshot is left out.
+        let mut unfinished = Vec::with_capacity(ids.len());
+        for batch in ids.chunks(UNFINISHED_BATCH) {
+            let mut pipe = ::redis::pipe();
+            for id in batch {
+                pipe.hgetall(shared.task_key(id));
+            }
+            let pipe = &pipe;
+            let read: Vec<Vec<String>> = shared
+                .read_with("cannot read unfinished tasks", move |mut conn| async move {
+                    pipe.query_async(&mut conn).await
+                })
+                .await?;
+            unfinished.extend(
+                read.into_iter()
+                    .filter(|flat| !flat.is_empty())
+                    .map(|flat| decode(flat).0)
+                    .filter(|record| !record.status.is_terminal()),
+            );
+        }
+        Ok(unfinished)
     }
 }
 
@@ -1192,6 +1213,47 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[tokio::test]
+    async fn unfinished_reads_queued_and_leased_tasks_in_batches_and_leaves_out_ended_ones() {
+        let Some(redis) = TestRedis::create("unfinished") else {
+            return;
+        };
+        let store = open(&redis, "unfinished").await;
+        let now = SystemTime::now();
+        let n = 2 * UNFINISHED_BATCH + 7;
+        for i in 0..n {
+            store
+                .create(sample_record(&format!("t{i}"), None, now))
+                .await
+                .unwrap();
+        }
+        let leased = store
+            .claim("w", now + Duration::from_secs(60), 3, &[])
+            .await
+            .unwrap();
+        assert_eq!(leased.len(), 3);
+        let ended: Vec<String> = (100..105).map(|i| format!("t{i}")).collect();
+        for id in &ended {
+            let mut done = store.get(id).await.unwrap().unwrap();
+            let version = done.version;
+            done.status = TaskStatus::Completed;
+            assert!(store.compare_and_set(done, version).await.unwrap());
+        }
+        let got = store.unfinished().await.unwrap();
+        let ids: std::collections::BTreeSet<&str> = got.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(got.len(), n - ended.len(), "each unfinished task once");
+        assert_eq!(ids.len(), got.len());
+        assert!(ended.iter().all(|id| !ids.contains(id.as_str())));
+        for claimed in &leased {
+            let read = got
+                .iter()
+                .find(|r| r.id == claimed.id)
+                .expect("a leased task");
+            assert_eq!(read.lease.as_ref().map(|l| l.worker.as_str()), Some("w"));
+        }
+        assert!(got.iter().all(|r| !r.status.is_terminal()));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

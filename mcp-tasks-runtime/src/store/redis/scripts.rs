@@ -256,14 +256,13 @@ end
 return out
 "#;
 
-/// `unfinished`: ARGV = prefix. The fields of every task that is not terminal.
+/// `unfinished`: ARGV = prefix. The ids of every task that is not terminal, queued ones
+/// (oldest first) then leased ones: one snapshot of both indexes, which holds Redis up only
+/// for as long as reading ids takes; the records are read afterwards, in batches.
 const UNFINISHED: &str = r#"
-local out = {}
-for _, set in ipairs({'queued', 'leases'}) do
-  for _, id in ipairs(redis.call('ZRANGE', P .. set, 0, -1)) do
-    local got = redis.call('HGETALL', P .. 'task:' .. id)
-    if #got > 0 then out[#out + 1] = got end
-  end
+local out = redis.call('ZRANGE', P .. 'queued', 0, -1)
+for _, id in ipairs(redis.call('ZRANGE', P .. 'leases', 0, -1)) do
+  out[#out + 1] = id
 end
 return out
 "#;
