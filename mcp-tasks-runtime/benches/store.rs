@@ -354,6 +354,37 @@ async fn redis(url: &str, secs: f64, rows: &mut Vec<Row>) {
         .unwrap_or_else(|e| panic!("{e}"));
     measure("redis", store, &[16, 64], secs, rows).await;
     let client = ::redis::Client::open(url).expect("a Redis URL");
+    // The restart scan over every task the rows above left running, while another client
+    // pings: its longest wait is how long Redis was held up by the scan.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pinger = std::thread::spawn({
+        let (client, stop) = (client.clone(), std::sync::Arc::clone(&stop));
+        move || {
+            let mut conn = client.get_connection().expect("connect to ping");
+            let mut longest = Duration::ZERO;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let start = Instant::now();
+                ::redis::cmd("PING")
+                    .query::<String>(&mut conn)
+                    .expect("PING");
+                longest = longest.max(start.elapsed());
+            }
+            longest
+        }
+    });
+    let store = RedisTaskStore::connect_with(url, RedisOptions::default().key_prefix(&prefix))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let start = Instant::now();
+    let running = store.unfinished().await.expect("unfinished").len();
+    let scanned = start.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let longest = pinger.join().expect("pinger");
+    println!(
+        "redis: unfinished() found {running} in {:.0} ms; the longest PING meanwhile took {:.1} ms",
+        scanned.as_secs_f64() * 1e3,
+        longest.as_secs_f64() * 1e3
+    );
     let mut conn = client
         .get_connection()
         .expect("connect to delete the bench keys");
