@@ -78,6 +78,26 @@ fn call(id: u64, name: &str) -> String {
     .to_string()
 }
 
+/// Calls `name` (as request 1) in a task of its own; the task ends with the response.
+fn call_in_background(session: &Session, name: &str) -> tokio::task::JoinHandle<Option<String>> {
+    let (session, request) = (session.clone(), call(1, name));
+    tokio::spawn(async move { session.handle_text(&request).await })
+}
+
+/// The next message on `rx`, read as JSON.
+async fn next(rx: &mut Receiver<String>) -> Value {
+    serde_json::from_str(&rx.recv().await.expect("a message")).unwrap()
+}
+
+/// The progress values among `messages`, in order.
+fn progress_of(messages: &[Value]) -> Vec<f64> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| m["params"]["progress"].as_f64().unwrap())
+        .collect()
+}
+
 fn drain(outbound: &mut Receiver<String>) -> Vec<Value> {
     let mut out = Vec::new();
     while let Ok(m) = outbound.try_recv() {
@@ -168,7 +188,7 @@ async fn a_response_stream_read_meanwhile_gets_the_latest_progress_before_the_re
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut progress = Vec::new();
     for _ in 0..5 {
-        let m: Value = serde_json::from_str(&notes.recv().await.unwrap()).unwrap();
+        let m = next(&mut notes).await;
         progress.push(m["params"]["progress"].as_f64().unwrap());
     }
     assert_eq!(progress, [1.0, 2.0, 3.0, 4.0, FLOOD as f64]);
@@ -180,10 +200,7 @@ async fn a_response_stream_read_meanwhile_gets_the_latest_progress_before_the_re
 #[tokio::test(start_paused = true)]
 async fn a_question_waits_for_room_and_arrives_once_the_client_reads() {
     let (session, mut outbound) = stateful().await;
-    let asking = tokio::spawn({
-        let session = session.clone();
-        async move { session.handle_text(&call(1, "flood_then_ask")).await }
-    });
+    let asking = call_in_background(&session, "flood_then_ask");
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(!asking.is_finished());
     // The latest progress is held back; the nine before it, which it replaced, are dropped.
@@ -193,7 +210,7 @@ async fn a_question_waits_for_room_and_arrives_once_the_client_reads() {
     let mut progress = Vec::new();
     let mut question = None;
     while progress.len() < OUTBOUND_CAPACITY + 1 || question.is_none() {
-        let m: Value = serde_json::from_str(&outbound.recv().await.unwrap()).unwrap();
+        let m = next(&mut outbound).await;
         if m["method"] == "notifications/progress" {
             progress.push(m["params"]["progress"].as_f64().unwrap());
         } else {
@@ -219,15 +236,12 @@ async fn a_question_waits_for_room_and_arrives_once_the_client_reads() {
 #[tokio::test(start_paused = true)]
 async fn a_client_that_catches_up_sees_the_latest_progress_before_the_response() {
     let (session, mut outbound) = stateful().await;
-    let calling = tokio::spawn({
-        let session = session.clone();
-        async move { session.handle_text(&call(1, "flood_then_wait")).await }
-    });
+    let calling = call_in_background(&session, "flood_then_wait");
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!calling.is_finished());
     let mut progress = Vec::new();
     while progress.len() < OUTBOUND_CAPACITY + 1 {
-        let m: Value = serde_json::from_str(&outbound.recv().await.unwrap()).unwrap();
+        let m = next(&mut outbound).await;
         assert_eq!(m["method"], "notifications/progress");
         progress.push(m["params"]["progress"].as_f64().unwrap());
     }
@@ -246,10 +260,7 @@ async fn a_client_that_catches_up_sees_the_latest_progress_before_the_response()
 #[tokio::test(start_paused = true)]
 async fn a_question_waiting_for_room_ends_when_the_session_closes() {
     let (session, _outbound) = stateful().await;
-    let asking = tokio::spawn({
-        let session = session.clone();
-        async move { session.handle_text(&call(1, "flood_then_ask")).await }
-    });
+    let asking = call_in_background(&session, "flood_then_ask");
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(!asking.is_finished());
     session.close();
@@ -290,11 +301,7 @@ async fn a_task_read_late_gets_its_latest_progress_and_status_and_no_progress_af
     while let Ok(Some(m)) = tokio::time::timeout(Duration::from_secs(60), outbound.recv()).await {
         messages.push(serde_json::from_str::<Value>(&m).unwrap());
     }
-    let progress: Vec<f64> = messages
-        .iter()
-        .filter(|m| m["method"] == "notifications/progress")
-        .map(|m| m["params"]["progress"].as_f64().unwrap())
-        .collect();
+    let progress = progress_of(&messages);
     assert_eq!(
         progress.last(),
         Some(&(FLOOD as f64)),
