@@ -21,7 +21,8 @@ use tokio::sync::{Notify, oneshot};
 /// The longest key prefix accepted.
 const MAX_PREFIX_LEN: usize = 100;
 
-/// How many records [`TaskStore::unfinished`] reads per round trip.
+/// How many records, index members and feed entries [`TaskStore::unfinished`] reads per
+/// round trip.
 const UNFINISHED_BATCH: usize = 500;
 
 /// Knobs for [`RedisTaskStore::connect_with`]. `RedisOptions::default()` is what
@@ -882,13 +883,101 @@ impl TaskStore for RedisTaskStore {
         .await
     }
 
+    /// In pieces, each a short command that Redis answers between other clients' ones: the
+    /// members of both unfinished indexes page by page (`ZSCAN`), then the tasks written
+    /// meanwhile from the change feed, then the records in pipelined batches.
+    ///
+    /// Every task that is unfinished for the whole call is returned, once: one that stayed
+    /// in its index is returned by that index's scan, and one that moved between the two
+    /// (claimed, released) was written, so the feed names it. Tasks that ended meanwhile
+    /// are left out. Where the feed was trimmed past the start of the scan (more writes
+    /// meanwhile than it keeps), one snapshot of both indexes' ids is taken instead.
     async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError> {
         let shared = &self.shared;
-        let mut call = shared.scripts.unfinished.prepare_invoke();
-        call.arg(&shared.prefix);
-        let ids: Vec<String> = shared.read("cannot scan unfinished tasks", call).await?;
-        // The records in batches, each one round trip that Redis answers between other
-        // clients' commands. A task that ended (or went) since the snapshot is left out.
+        let start = shared.feed_position().await?;
+        let mut ids = shared.members("queued").await?;
+        ids.extend(shared.members("leases").await?);
+        match shared.written_since(start).await? {
+            Some(written) => ids.extend(written),
+            None => {
+                tracing::debug!(store = %shared.label, "the change feed moved on during the unfinished scan; taking a snapshot instead");
+                let mut call = shared.scripts.unfinished.prepare_invoke();
+                call.arg(&shared.prefix);
+                ids = shared.read("cannot scan unfinished tasks", call).await?;
+            }
+        }
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        ids.retain(|id| seen.insert(id.clone()));
+        shared.unfinished_of(&ids).await
+    }
+}
+
+impl Shared {
+    /// The feed's change counter now.
+    async fn feed_position(&self) -> Result<u64, StoreError> {
+        let mut call = self.scripts.changes.prepare_invoke();
+        call.arg(&self.prefix).arg(u64::MAX).arg(0);
+        let got: Vec<String> = self.read("cannot read the change feed", call).await?;
+        Ok(got.first().map_or(0, |n| n.parse().unwrap_or(0)))
+    }
+
+    /// The ids written after change `after`, up to the counter as the first page is read;
+    /// `None` where the feed was trimmed past `after`.
+    async fn written_since(&self, after: u64) -> Result<Option<Vec<String>>, StoreError> {
+        let mut ids = Vec::new();
+        let mut cursor = after;
+        let mut end = None;
+        loop {
+            let mut call = self.scripts.changes.prepare_invoke();
+            call.arg(&self.prefix).arg(cursor).arg(UNFINISHED_BATCH);
+            let got: Vec<String> = self.read("cannot read the change feed", call).await?;
+            let number = |text: &String| text.parse::<u64>().unwrap_or(0);
+            let end = *end.get_or_insert(got.first().map_or(0, number));
+            if got.get(1).map_or(0, number) > after {
+                return Ok(None);
+            }
+            let mut page = 0;
+            let mut rest = got.into_iter().skip(2);
+            while let (Some(id), Some(n)) = (rest.next(), rest.next()) {
+                page += 1;
+                cursor = cursor.max(n.parse().unwrap_or(cursor));
+                ids.push(id);
+            }
+            if page < UNFINISHED_BATCH || cursor >= end {
+                return Ok(Some(ids));
+            }
+        }
+    }
+
+    /// Every member of the sorted set `P:set`, a page per `ZSCAN`; a member may come twice.
+    async fn members(&self, set: &str) -> Result<Vec<String>, StoreError> {
+        let key = &format!("{}{set}", self.prefix);
+        let mut members = Vec::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, page): (u64, Vec<String>) = self
+                .read_with("cannot scan unfinished tasks", move |mut conn| async move {
+                    ::redis::cmd("ZSCAN")
+                        .arg(key)
+                        .arg(cursor)
+                        .arg("COUNT")
+                        .arg(UNFINISHED_BATCH)
+                        .query_async(&mut conn)
+                        .await
+                })
+                .await?;
+            // Member, score, member, score, …
+            members.extend(page.into_iter().step_by(2));
+            if next == 0 {
+                return Ok(members);
+            }
+            cursor = next;
+        }
+    }
+
+    /// The records of `ids` that are still unfinished, read in pipelined batches.
+    async fn unfinished_of(&self, ids: &[String]) -> Result<Vec<TaskRecord>, StoreError> {
+        let shared = self;
         let mut unfinished = Vec::with_capacity(ids.len());
         for batch in ids.chunks(UNFINISHED_BATCH) {
             let mut pipe = ::redis::pipe();
@@ -1254,6 +1343,81 @@ mod tests {
             assert_eq!(read.lease.as_ref().map(|l| l.worker.as_str()), Some("w"));
         }
         assert!(got.iter().all(|r| !r.status.is_terminal()));
+    }
+
+    #[tokio::test]
+    async fn a_task_that_moves_between_the_indexes_mid_scan_is_named_by_the_feed() {
+        let Some(redis) = TestRedis::create("moves") else {
+            return;
+        };
+        let store = open(&redis, "moves").await;
+        let now = SystemTime::now();
+        store.create(sample_record("b", None, now)).await.unwrap();
+        let claimed = store
+            .claim("w", now + Duration::from_secs(60), 1, &[])
+            .await
+            .unwrap();
+        assert_eq!(claimed[0].id, "b");
+        store.create(sample_record("a", None, now)).await.unwrap();
+        // The scan's steps, with `b`'s lease given up between the two index scans: it moves
+        // into the queue, which was read already, out of the leases, which are read next.
+        let shared = &store.shared;
+        let start = shared.feed_position().await.unwrap();
+        let queued = shared.members("queued").await.unwrap();
+        let mut b = store.get("b").await.unwrap().unwrap();
+        let version = b.version;
+        b.lease = None;
+        assert!(store.compare_and_set(b, version).await.unwrap());
+        let leased = shared.members("leases").await.unwrap();
+        assert_eq!((queued, leased), (vec!["a".to_owned()], vec![]));
+        let written = shared.written_since(start).await.unwrap();
+        assert_eq!(
+            written,
+            Some(vec!["b".to_owned()]),
+            "the feed names the move"
+        );
+        let mut all: Vec<String> = store
+            .unfinished()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        all.sort();
+        assert_eq!(all, ["a", "b"]);
+    }
+
+    #[tokio::test]
+    async fn a_feed_trimmed_past_the_scan_s_start_is_told_apart() {
+        let Some(redis) = TestRedis::create("trimmed") else {
+            return;
+        };
+        let store = RedisTaskStore::connect_with(
+            &redis.url(),
+            RedisOptions::default()
+                .key_prefix(format!("{}:trimmed", redis.prefix()))
+                .feed_len(10),
+        )
+        .await
+        .unwrap();
+        let start = store.shared.feed_position().await.unwrap();
+        let now = SystemTime::now();
+        for i in 0..5 {
+            store
+                .create(sample_record(&format!("t{i}"), None, now))
+                .await
+                .unwrap();
+        }
+        let written = store.shared.written_since(start).await.unwrap();
+        assert_eq!(written.map(|ids| ids.len()), Some(5));
+        for i in 5..20 {
+            store
+                .create(sample_record(&format!("t{i}"), None, now))
+                .await
+                .unwrap();
+        }
+        assert_eq!(store.shared.written_since(start).await.unwrap(), None);
+        assert_eq!(store.unfinished().await.unwrap().len(), 20);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
