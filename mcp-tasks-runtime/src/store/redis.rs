@@ -921,19 +921,19 @@ impl Shared {
         Ok(got.first().map_or(0, |n| n.parse().unwrap_or(0)))
     }
 
-    /// The ids written after change `after`, up to the counter as the first page is read;
-    /// `None` where the feed was trimmed past `after`.
+    /// The ids written after change `after`, to the end of the feed; `None` where the feed
+    /// was trimmed past `after`, or where writes outpace the reading (more entries read than
+    /// the feed holds). An id rewritten while the pages are read moves to the end of the
+    /// feed, so it is still read, there.
     async fn written_since(&self, after: u64) -> Result<Option<Vec<String>>, StoreError> {
         let mut ids = Vec::new();
         let mut cursor = after;
-        let mut end = None;
         loop {
             let mut call = self.scripts.changes.prepare_invoke();
             call.arg(&self.prefix).arg(cursor).arg(UNFINISHED_BATCH);
             let got: Vec<String> = self.read("cannot read the change feed", call).await?;
-            let number = |text: &String| text.parse::<u64>().unwrap_or(0);
-            let end = *end.get_or_insert(got.first().map_or(0, number));
-            if got.get(1).map_or(0, number) > after {
+            let floor = got.get(1).map_or(0, |n| n.parse::<u64>().unwrap_or(0));
+            if floor > after || ids.len() > self.options.feed_len {
                 return Ok(None);
             }
             let mut page = 0;
@@ -943,7 +943,7 @@ impl Shared {
                 cursor = cursor.max(n.parse().unwrap_or(cursor));
                 ids.push(id);
             }
-            if page < UNFINISHED_BATCH || cursor >= end {
+            if page < UNFINISHED_BATCH {
                 return Ok(Some(ids));
             }
         }
