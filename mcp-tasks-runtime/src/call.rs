@@ -210,6 +210,19 @@ impl MrtrBackend {
         *self.notifier.locked() = notifier;
     }
 
+    /// This round's answer (its questions) is going out: the progress it held back for a
+    /// slow client is settled, and what the call reports until the next round begins goes
+    /// nowhere, since no request of the client's waits for it.
+    pub(crate) fn end_round(&self) {
+        let mut notifier = self.notifier.locked();
+        let sink = notifier.sink.clone();
+        *notifier = Notifier {
+            sink,
+            progress_token: None,
+            log: LogGate::Request(None),
+        };
+    }
+
     /// Hands the retry's answers to the questions waiting for them; answers to keys that are
     /// not open (never asked, already answered) are ignored.
     pub(crate) fn answer(&self, responses: &JsonObject) {

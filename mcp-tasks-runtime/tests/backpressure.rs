@@ -323,3 +323,31 @@ async fn a_task_read_late_gets_its_latest_progress_and_status_and_no_progress_af
         "no progress after the task's end"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_round_that_asks_sends_no_progress_after_its_answer() {
+    // 2026-07-28 over a session's own channel (as stdio): the call floods, then asks, so
+    // its round is answered with its question while the channel is still full.
+    let (session, mut outbound) = server().session();
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": "flood_then_ask",
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "progressToken": "p",
+    }}});
+    let answer: Value =
+        serde_json::from_str(&session.handle_text(&call.to_string()).await.unwrap()).unwrap();
+    assert_eq!(answer["result"]["resultType"], "input_required", "{answer}");
+    // The latest report was held back, then dropped as the round answered: none follows.
+    assert_eq!(session.dropped_notifications(), 10);
+    let mut messages = drain(&mut outbound);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    messages.extend(drain(&mut outbound));
+    assert_eq!(
+        progress_of(&messages),
+        (1..=OUTBOUND_CAPACITY)
+            .map(|n| n as f64)
+            .collect::<Vec<_>>()
+    );
+}

@@ -854,6 +854,7 @@ async fn interact(
         Step::Ended(end) => Round::Ended(end),
         Step::Detached(s) => Round::Detached(s),
         Step::Asked(s) => {
+            s.backend.end_round();
             let questions = s.backend.open_questions();
             let answers = match call.policy {
                 ResumePolicy::Rerun => s.backend.used_answers(),
