@@ -71,7 +71,7 @@ pub(crate) fn send_progress(
     if let Some(message) = message {
         params["message"] = message.into();
     }
-    sink.notify_droppable("notifications/progress", params);
+    sink.notify_latest(progress_key(token), "notifications/progress", params);
 }
 
 impl Notifier {

@@ -19,10 +19,9 @@ use tokio::sync::mpsc;
 /// the receiver returned by [`Server::session`], which holds at most
 /// [`ServerBuilder::outbound_capacity`](crate::ServerBuilder::outbound_capacity) unread
 /// messages ([`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY) by default): read it, or the
-/// session's
-/// log notifications are dropped, only the latest progress of each token and status of each
-/// task is kept for when it reads (see [`Session::dropped_notifications`]), and its
-/// server-to-client requests wait for room.
+/// session's log notifications are dropped, only the latest progress of each token and
+/// status of each task is kept for when it reads (see [`Session::dropped_notifications`]),
+/// and its server-to-client requests wait for room.
 #[derive(Clone, Debug)]
 pub struct Session {
     server: Server,
@@ -31,8 +30,8 @@ pub struct Session {
 
 impl Server {
     /// Opens a session. The receiver yields every message the server sends outside of direct
-    /// responses, one JSON text per message; it is bounded by
-    /// [`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY).
+    /// responses, one JSON text per message; it is bounded by the server's
+    /// [`outbound_capacity`](crate::ServerBuilder::outbound_capacity).
     pub fn session(&self) -> (Session, mpsc::Receiver<String>) {
         self.session_for(None)
     }

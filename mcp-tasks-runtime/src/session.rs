@@ -5,7 +5,7 @@ use crate::jsonrpc::{ErrorObject, Notification, Request, RequestId, Response};
 use crate::model::LogLevel;
 use crate::sync::LockExt;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::{mpsc, oneshot};
@@ -58,25 +58,12 @@ pub(crate) struct Sink {
 #[derive(Debug, Default)]
 struct Held {
     /// Key and message text, in the order their keys were first held.
-    latest: Vec<(String, String)>,
+    latest: VecDeque<(String, String)>,
     /// `true` while a task sends them as room appears.
     flushing: bool,
 }
 
-/// The key under which a droppable notification is coalesced with the later ones of the
-/// same key, if it is one that is: progress by token, task status by task.
-fn coalesce_key(method: &str, params: &Value) -> Option<String> {
-    match method {
-        "notifications/progress" => params.get("progressToken").map(progress_key),
-        "notifications/tasks/status" => params
-            .get("taskId")
-            .and_then(Value::as_str)
-            .map(|id| format!("task:{id}")),
-        _ => None,
-    }
-}
-
-/// The coalescing key of a progress token's notifications.
+/// The coalescing key ([`Sink::notify_latest`]) of a progress token's notifications.
 pub(crate) fn progress_key(token: &Value) -> String {
     format!("progress:{token}")
 }
@@ -133,42 +120,46 @@ impl Sink {
 
     /// Sends a notification that must not be lost (see [`Sink::send_text`]).
     pub(crate) async fn notify(&self, method: &str, params: Value) -> bool {
-        self.send(&Notification::new(method, params).to_value())
+        self.send_text(Notification::new(method, params).to_json())
             .await
     }
 
-    /// Sends a notification the client can do without (progress, a log line, a status
-    /// change it can poll for), never waiting. While the channel is full, progress and task
-    /// status are coalesced (the latest of each token or task waits for room and goes then)
-    /// and log lines are dropped; see [`OUTBOUND_CAPACITY`]. `true` when it was queued or
-    /// held back to go once there is room.
+    /// Sends a notification the client can do without (a log line), never waiting: while
+    /// the channel is full it is dropped and counted, and the first time in a burst is
+    /// logged; see [`OUTBOUND_CAPACITY`]. `true` when it was queued.
     pub(crate) fn notify_droppable(&self, method: &str, params: Value) -> bool {
-        let key = coalesce_key(method, &params);
-        let text = Notification::new(method, params).to_value().to_string();
-        let Some(key) = key else {
-            return match self.tx.try_send(text) {
-                Ok(()) => {
-                    self.caught_up();
-                    true
-                }
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    self.full(method);
-                    self.lost();
-                    false
-                }
-                // The client went away; there is nobody left to tell.
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
-            };
-        };
+        match self
+            .tx
+            .try_send(Notification::new(method, params).to_json())
+        {
+            Ok(()) => {
+                self.caught_up();
+                true
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.full(method);
+                self.lost();
+                false
+            }
+            // The client went away; there is nobody left to tell.
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Sends a notification whose latest of each `key` is all the client needs (progress of
+    /// a token, the status of a task), never waiting: while the channel is full the latest
+    /// of each key is held back, replacing the one before, and goes as soon as there is
+    /// room, oldest key first; see [`OUTBOUND_CAPACITY`]. `true` when it was queued or held.
+    pub(crate) fn notify_latest(&self, key: String, method: &str, params: Value) -> bool {
+        let text = Notification::new(method, params).to_json();
         let mut held = self.held.locked();
         if !held.flushing {
             // Held back where no runtime could send them later: they go first, if they fit.
-            while !held.latest.is_empty() {
-                let (waiting, text) = held.latest.remove(0);
+            while let Some((waiting, text)) = held.latest.pop_front() {
                 match self.tx.try_send(text) {
                     Ok(()) => {}
                     Err(mpsc::error::TrySendError::Full(text)) => {
-                        held.latest.insert(0, (waiting, text));
+                        held.latest.push_front((waiting, text));
                         break;
                     }
                     Err(mpsc::error::TrySendError::Closed(_)) => held.latest.clear(),
@@ -198,7 +189,7 @@ impl Sink {
                     self.lost();
                     return false;
                 }
-                held.latest.push((key, text));
+                held.latest.push_back((key, text));
                 if !held.flushing
                     && let Ok(runtime) = tokio::runtime::Handle::try_current()
                 {
@@ -229,8 +220,8 @@ impl Sink {
             };
             // Sent under the lock, so that a request settling its progress finds it either
             // held or already queued, never on its way.
-            if !held.latest.is_empty() {
-                permit.send(held.latest.remove(0).1);
+            if let Some((_, text)) = held.latest.pop_front() {
+                permit.send(text);
             }
             if held.latest.is_empty() {
                 held.flushing = false;
@@ -249,7 +240,9 @@ impl Sink {
         let Some(at) = held.latest.iter().position(|(k, _)| k == key) else {
             return;
         };
-        let (_, text) = held.latest.remove(at);
+        let Some((_, text)) = held.latest.remove(at) else {
+            return;
+        };
         if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(text) {
             drop(held);
             self.lost();
@@ -613,6 +606,12 @@ mod tests {
         serde_json::json!({ "progressToken": token, "progress": n })
     }
 
+    /// Sends `params`, a progress notification, coalesced under its token.
+    fn latest(sink: &Sink, params: Value) -> bool {
+        let key = progress_key(&params["progressToken"]);
+        sink.notify_latest(key, "notifications/progress", params)
+    }
+
     fn status(task: &str, status: &str) -> Value {
         serde_json::json!({ "taskId": task, "status": status })
     }
@@ -622,13 +621,17 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(2);
         let sink = Sink::new(tx);
         for n in 0..5 {
-            assert!(sink.notify_droppable("notifications/progress", progress_of("p", n)));
+            assert!(latest(&sink, progress_of("p", n)));
         }
         for n in 0..3 {
-            assert!(sink.notify_droppable("notifications/progress", progress_of("q", n)));
+            assert!(latest(&sink, progress_of("q", n)));
         }
         for s in ["working", "input_required", "working"] {
-            assert!(sink.notify_droppable("notifications/tasks/status", status("t", s)));
+            assert!(sink.notify_latest(
+                "task:t".into(),
+                "notifications/tasks/status",
+                status("t", s)
+            ));
         }
         assert!(!sink.notify_droppable("notifications/message", log(0)));
         // p0 and p1 fitted; p2, p3 and q0, q1 and the first two statuses were replaced by
@@ -656,7 +659,7 @@ mod tests {
         assert!(!sink.held.locked().flushing);
         assert!(!sink.dropped.in_burst.load(Ordering::Acquire));
         // Caught up: the next ones go straight through.
-        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 5)));
+        assert!(latest(&sink, progress_of("p", 5)));
         assert_eq!(read(&mut rx), [progress_of("p", 5)]);
         assert_eq!(sink.dropped(), 7);
     }
@@ -666,8 +669,8 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(1);
         let sink = Sink::new(tx);
         let key = progress_key(&Value::from("p"));
-        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 0)));
-        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 1)));
+        assert!(latest(&sink, progress_of("p", 0)));
+        assert!(latest(&sink, progress_of("p", 1)));
         // Still full as the request ends: its held progress is dropped, not sent later.
         sink.settle(&key);
         assert_eq!(sink.dropped(), 1);
@@ -675,8 +678,8 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(rx.try_recv().is_err(), "nothing follows a settled token");
 
-        assert!(sink.notify_droppable("notifications/progress", progress_of("q", 0)));
-        assert!(sink.notify_droppable("notifications/progress", progress_of("q", 1)));
+        assert!(latest(&sink, progress_of("q", 0)));
+        assert!(latest(&sink, progress_of("q", 1)));
         // Room as the request ends: its held progress goes at once.
         assert_eq!(read(&mut rx), [progress_of("q", 0)]);
         sink.settle(&progress_key(&Value::from("q")));
@@ -691,13 +694,13 @@ mod tests {
     fn without_a_runtime_what_is_held_goes_with_the_next_notification_that_fits() {
         let (tx, mut rx) = mpsc::channel(1);
         let sink = Sink::new(tx);
-        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 0)));
-        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 1)));
+        assert!(latest(&sink, progress_of("p", 0)));
+        assert!(latest(&sink, progress_of("p", 1)));
         assert_eq!(read(&mut rx), [progress_of("p", 0)]);
-        assert!(sink.notify_droppable("notifications/progress", progress_of("q", 0)));
+        assert!(latest(&sink, progress_of("q", 0)));
         assert_eq!(read(&mut rx), [progress_of("p", 1)]);
         assert!(read(&mut rx).is_empty(), "q0 is held now");
-        assert!(sink.notify_droppable("notifications/progress", progress_of("q", 1)));
+        assert!(latest(&sink, progress_of("q", 1)));
         assert_eq!(read(&mut rx), [progress_of("q", 0)], "q1 is held now");
         assert_eq!(sink.dropped(), 0, "each went, none was replaced");
         sink.settle(&progress_key(&Value::from("q")));
@@ -708,8 +711,8 @@ mod tests {
     async fn what_is_held_for_a_reader_that_left_is_let_go() {
         let (tx, rx) = mpsc::channel(1);
         let sink = Sink::new(tx);
-        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 0)));
-        assert!(sink.notify_droppable("notifications/progress", progress_of("p", 1)));
+        assert!(latest(&sink, progress_of("p", 0)));
+        assert!(latest(&sink, progress_of("p", 1)));
         assert!(sink.held.locked().flushing);
         drop(rx);
         tokio::task::yield_now().await;
@@ -769,7 +772,7 @@ mod tests {
                 .notify("notifications/cancelled", serde_json::json!({}))
                 .await
         );
-        assert!(!sink.notify_droppable("notifications/progress", progress(1)));
+        assert!(!latest(&sink, progress(1)));
         // Nobody was there to tell: not a drop for a slow client.
         assert_eq!(sink.dropped(), 0);
     }

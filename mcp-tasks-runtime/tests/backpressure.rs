@@ -63,7 +63,12 @@ fn server_with(capacity: usize) -> Server {
 }
 
 async fn stateful() -> (Session, Receiver<String>) {
-    let (session, outbound) = server().session();
+    stateful_on(&server()).await
+}
+
+/// A 2025-11-25 session of `server`, initialized.
+async fn stateful_on(server: &Server) -> (Session, Receiver<String>) {
+    let (session, outbound) = server.session();
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
         "clientInfo": {"name": "t", "version": "0"}}});
@@ -151,11 +156,7 @@ fn stateless_call(name: &str) -> mcp_tasks_runtime::jsonrpc::Request {
 async fn a_session_holds_what_its_server_s_outbound_capacity_says() {
     let server = server_with(16);
     assert_eq!(server.outbound_capacity(), 16);
-    let (session, mut outbound) = server.session();
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"}}});
-    session.handle_text(&init.to_string()).await.unwrap();
+    let (session, mut outbound) = stateful_on(&server).await;
     session.handle_text(&call(1, "flood")).await.unwrap();
     assert_eq!(drain(&mut outbound).len(), 16);
     assert_eq!(session.dropped_notifications(), (FLOOD - 16) as u64);

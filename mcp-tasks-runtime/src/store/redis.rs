@@ -21,6 +21,18 @@ use tokio::sync::{Notify, oneshot};
 /// The longest key prefix accepted.
 const MAX_PREFIX_LEN: usize = 100;
 
+/// One page of the change feed, as [`Shared::feed_page`] reads it.
+struct FeedPage {
+    /// The change counter.
+    end: u64,
+    /// The highest change number trimmed from the feed.
+    floor: u64,
+    /// The ids of the page, oldest change first.
+    ids: Vec<String>,
+    /// The cursor after the page.
+    next: u64,
+}
+
 /// How many records, index members and feed entries [`TaskStore::unfinished`] reads per
 /// round trip.
 const UNFINISHED_BATCH: usize = 500;
@@ -422,6 +434,100 @@ impl Shared {
 
     fn grace_ms(&self) -> i64 {
         i64::try_from(self.options.expiry_grace.as_millis()).unwrap_or(i64::MAX / 4)
+    }
+
+    /// One page of the change feed: up to `limit` entries written after `after` (none
+    /// without a cursor), with the feed's counter and trimmed floor.
+    async fn feed_page(&self, after: Option<u64>, limit: usize) -> Result<FeedPage, StoreError> {
+        let mut call = self.scripts.changes.prepare_invoke();
+        call.arg(&self.prefix)
+            .arg(after.unwrap_or(u64::MAX))
+            .arg(if after.is_some() { limit } else { 0 });
+        let got: Vec<String> = self.read("cannot read the change feed", call).await?;
+        let number = |text: &String| text.parse::<u64>().unwrap_or(0);
+        let mut page = FeedPage {
+            end: got.first().map_or(0, number),
+            floor: got.get(1).map_or(0, number),
+            ids: Vec::new(),
+            next: after.unwrap_or(0),
+        };
+        let mut rest = got.into_iter().skip(2);
+        while let (Some(id), Some(n)) = (rest.next(), rest.next()) {
+            page.next = page.next.max(n.parse().unwrap_or(page.next));
+            page.ids.push(id);
+        }
+        Ok(page)
+    }
+
+    /// The ids written after change `after`, to the end of the feed; `None` where the feed
+    /// was trimmed past `after`, or where writes outpace the reading (more entries read than
+    /// the feed holds). An id rewritten while the pages are read moves to the end of the
+    /// feed, so it is still read, there.
+    async fn written_since(&self, after: u64) -> Result<Option<Vec<String>>, StoreError> {
+        let mut ids = Vec::new();
+        let mut cursor = after;
+        loop {
+            let page = self.feed_page(Some(cursor), UNFINISHED_BATCH).await?;
+            if page.floor > after || ids.len() > self.options.feed_len {
+                return Ok(None);
+            }
+            let full = page.ids.len() == UNFINISHED_BATCH;
+            ids.extend(page.ids);
+            cursor = page.next;
+            if !full {
+                return Ok(Some(ids));
+            }
+        }
+    }
+
+    /// Every member of the sorted set `P:set`, a page per `ZSCAN`; a member may come twice.
+    async fn members(&self, set: &str) -> Result<Vec<String>, StoreError> {
+        let key = &format!("{}{set}", self.prefix);
+        let mut members = Vec::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, page): (u64, Vec<String>) = self
+                .read_with("cannot scan unfinished tasks", move |mut conn| async move {
+                    ::redis::cmd("ZSCAN")
+                        .arg(key)
+                        .arg(cursor)
+                        .arg("COUNT")
+                        .arg(UNFINISHED_BATCH)
+                        .query_async(&mut conn)
+                        .await
+                })
+                .await?;
+            // Member, score, member, score, …
+            members.extend(page.into_iter().step_by(2));
+            if next == 0 {
+                return Ok(members);
+            }
+            cursor = next;
+        }
+    }
+
+    /// The records of `ids` that are still unfinished, read in pipelined batches.
+    async fn unfinished_of(&self, ids: &[String]) -> Result<Vec<TaskRecord>, StoreError> {
+        let mut unfinished = Vec::with_capacity(ids.len());
+        for batch in ids.chunks(UNFINISHED_BATCH) {
+            let mut pipe = ::redis::pipe();
+            for id in batch {
+                pipe.hgetall(self.task_key(id));
+            }
+            let pipe = &pipe;
+            let read: Vec<Vec<String>> = self
+                .read_with("cannot read unfinished tasks", move |mut conn| async move {
+                    pipe.query_async(&mut conn).await
+                })
+                .await?;
+            unfinished.extend(
+                read.into_iter()
+                    .filter(|flat| !flat.is_empty())
+                    .map(|flat| decode(flat).0)
+                    .filter(|record| !record.status.is_terminal()),
+            );
+        }
+        Ok(unfinished)
     }
 }
 
@@ -894,7 +1000,7 @@ impl TaskStore for RedisTaskStore {
     /// meanwhile than it keeps), one snapshot of both indexes' ids is taken instead.
     async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError> {
         let shared = &self.shared;
-        let start = shared.feed_position().await?;
+        let start = shared.feed_page(None, 0).await?.end;
         let mut ids = shared.members("queued").await?;
         ids.extend(shared.members("leases").await?);
         match shared.written_since(start).await? {
@@ -909,95 +1015,6 @@ impl TaskStore for RedisTaskStore {
         let mut seen = std::collections::HashSet::with_capacity(ids.len());
         ids.retain(|id| seen.insert(id.clone()));
         shared.unfinished_of(&ids).await
-    }
-}
-
-impl Shared {
-    /// The feed's change counter now.
-    async fn feed_position(&self) -> Result<u64, StoreError> {
-        let mut call = self.scripts.changes.prepare_invoke();
-        call.arg(&self.prefix).arg(u64::MAX).arg(0);
-        let got: Vec<String> = self.read("cannot read the change feed", call).await?;
-        Ok(got.first().map_or(0, |n| n.parse().unwrap_or(0)))
-    }
-
-    /// The ids written after change `after`, to the end of the feed; `None` where the feed
-    /// was trimmed past `after`, or where writes outpace the reading (more entries read than
-    /// the feed holds). An id rewritten while the pages are read moves to the end of the
-    /// feed, so it is still read, there.
-    async fn written_since(&self, after: u64) -> Result<Option<Vec<String>>, StoreError> {
-        let mut ids = Vec::new();
-        let mut cursor = after;
-        loop {
-            let mut call = self.scripts.changes.prepare_invoke();
-            call.arg(&self.prefix).arg(cursor).arg(UNFINISHED_BATCH);
-            let got: Vec<String> = self.read("cannot read the change feed", call).await?;
-            let floor = got.get(1).map_or(0, |n| n.parse::<u64>().unwrap_or(0));
-            if floor > after || ids.len() > self.options.feed_len {
-                return Ok(None);
-            }
-            let mut page = 0;
-            let mut rest = got.into_iter().skip(2);
-            while let (Some(id), Some(n)) = (rest.next(), rest.next()) {
-                page += 1;
-                cursor = cursor.max(n.parse().unwrap_or(cursor));
-                ids.push(id);
-            }
-            if page < UNFINISHED_BATCH {
-                return Ok(Some(ids));
-            }
-        }
-    }
-
-    /// Every member of the sorted set `P:set`, a page per `ZSCAN`; a member may come twice.
-    async fn members(&self, set: &str) -> Result<Vec<String>, StoreError> {
-        let key = &format!("{}{set}", self.prefix);
-        let mut members = Vec::new();
-        let mut cursor = 0u64;
-        loop {
-            let (next, page): (u64, Vec<String>) = self
-                .read_with("cannot scan unfinished tasks", move |mut conn| async move {
-                    ::redis::cmd("ZSCAN")
-                        .arg(key)
-                        .arg(cursor)
-                        .arg("COUNT")
-                        .arg(UNFINISHED_BATCH)
-                        .query_async(&mut conn)
-                        .await
-                })
-                .await?;
-            // Member, score, member, score, …
-            members.extend(page.into_iter().step_by(2));
-            if next == 0 {
-                return Ok(members);
-            }
-            cursor = next;
-        }
-    }
-
-    /// The records of `ids` that are still unfinished, read in pipelined batches.
-    async fn unfinished_of(&self, ids: &[String]) -> Result<Vec<TaskRecord>, StoreError> {
-        let shared = self;
-        let mut unfinished = Vec::with_capacity(ids.len());
-        for batch in ids.chunks(UNFINISHED_BATCH) {
-            let mut pipe = ::redis::pipe();
-            for id in batch {
-                pipe.hgetall(shared.task_key(id));
-            }
-            let pipe = &pipe;
-            let read: Vec<Vec<String>> = shared
-                .read_with("cannot read unfinished tasks", move |mut conn| async move {
-                    pipe.query_async(&mut conn).await
-                })
-                .await?;
-            unfinished.extend(
-                read.into_iter()
-                    .filter(|flat| !flat.is_empty())
-                    .map(|flat| decode(flat).0)
-                    .filter(|record| !record.status.is_terminal()),
-            );
-        }
-        Ok(unfinished)
     }
 }
 
@@ -1039,38 +1056,21 @@ impl ClaimStore for RedisTaskStore {
 
     async fn changes(&self, cursor: Option<u64>, limit: usize) -> Result<Changes, StoreError> {
         let shared = &self.shared;
-        let mut call = shared.scripts.changes.prepare_invoke();
-        call.arg(&shared.prefix)
-            .arg(cursor.unwrap_or(u64::MAX))
-            .arg(if cursor.is_some() { limit } else { 0 });
-        let got: Vec<String> = shared.read("cannot read the change feed", call).await?;
-        let number = |text: &String| text.parse::<u64>().unwrap_or(0);
-        let end = got.first().map_or(0, number);
-        let floor = got.get(1).map_or(0, number);
-        let Some(after) = cursor else {
+        let page = shared.feed_page(cursor, limit).await?;
+        let Some(after) = cursor.filter(|&after| after <= page.end) else {
+            // No cursor yet, or not one of this store (or Redis lost its data): from now.
             return Ok(Changes {
                 ids: Vec::new(),
-                cursor: end,
+                cursor: page.end,
             });
         };
-        if after > end {
-            // Not a cursor of this store (or Redis lost its data): start from now.
-            return Ok(Changes {
-                ids: Vec::new(),
-                cursor: end,
-            });
+        if after < page.floor {
+            tracing::warn!(store = %shared.label, lost = page.floor - after, "the change feed was read too late; some changes were trimmed");
         }
-        if after < floor {
-            tracing::warn!(store = %shared.label, lost = floor - after, "the change feed was read too late; some changes were trimmed");
-        }
-        let mut ids = Vec::new();
-        let mut next = after;
-        let mut rest = got.into_iter().skip(2);
-        while let (Some(id), Some(score)) = (rest.next(), rest.next()) {
-            next = next.max(score.parse().unwrap_or(next));
-            ids.push(id);
-        }
-        Ok(Changes { ids, cursor: next })
+        Ok(Changes {
+            ids: page.ids,
+            cursor: page.next,
+        })
     }
 
     fn changed(&self) -> impl Future<Output = ()> + Send {
@@ -1362,7 +1362,7 @@ mod tests {
         // The scan's steps, with `b`'s lease given up between the two index scans: it moves
         // into the queue, which was read already, out of the leases, which are read next.
         let shared = &store.shared;
-        let start = shared.feed_position().await.unwrap();
+        let start = shared.feed_page(None, 0).await.unwrap().end;
         let queued = shared.members("queued").await.unwrap();
         let mut b = store.get("b").await.unwrap().unwrap();
         let version = b.version;
@@ -1400,7 +1400,7 @@ mod tests {
         )
         .await
         .unwrap();
-        let start = store.shared.feed_position().await.unwrap();
+        let start = store.shared.feed_page(None, 0).await.unwrap().end;
         let now = SystemTime::now();
         for i in 0..5 {
             store

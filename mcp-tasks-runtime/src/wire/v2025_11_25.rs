@@ -769,9 +769,12 @@ impl Delivery for Asker {
             self.conn.sink.settle(&crate::session::progress_key(token));
         }
         if status_changed && !self.conn.is_closed() {
-            self.conn
-                .sink
-                .notify_droppable("notifications/tasks/status", task_json(record));
+            // A client behind on its stream needs only each task's latest status.
+            self.conn.sink.notify_latest(
+                format!("task:{}", record.id),
+                "notifications/tasks/status",
+                task_json(record),
+            );
         }
         if record.status.is_terminal() {
             return;

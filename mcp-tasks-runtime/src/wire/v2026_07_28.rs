@@ -972,27 +972,18 @@ mod tests {
                 },
             );
         }
+        let created = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         TaskRecord {
-            id: "t-1".into(),
-            owner: None,
-            tool: "sample".into(),
             arguments: JsonObject::new(),
-            settle: SettlePolicy::Complete,
             status,
             status_message: Some("halfway \"there\"".into()),
-            created_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
             updated_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_800_000_000_123),
             ttl: Some(Duration::from_secs(60)),
             poll_interval: Duration::from_millis(250),
             outcome,
             input_requests,
-            input_responses: BTreeMap::new(),
-            input_seq: 0,
-            client_capabilities: Arc::new(json!({})),
-            lease: None,
-            epoch: 0,
-            cancel_requested: None,
             version: 3,
+            ..crate::store::testing::sample_record("t-1", None, created)
         }
     }
 
