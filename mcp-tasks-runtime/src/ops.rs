@@ -237,56 +237,57 @@ pub(crate) async fn visible_tasks(
 }
 
 /// Follows the changes of `ids` (tasks the owner may see, see [`visible_tasks`]): each as it
-/// is now, then again after every change, until it ends.
-pub(crate) fn follow_tasks(server: &Server, owner: Option<&str>, ids: &[String]) -> TaskFeed {
+/// is now, in order, then again after every change, until it ends. Each task is read once
+/// per change, by its watcher, which hands the record to the feed.
+pub(crate) async fn follow_tasks(server: &Server, owner: Option<&str>, ids: &[String]) -> TaskFeed {
     let engine = &server.inner.engine;
     // Room for every task's pending change: a watcher waits for room only while the feed's
     // reader is slow, and at most one change of its task waits.
     let (tx, rx) = mpsc::channel(ids.len().max(1));
     for id in ids {
-        let _ = tx.try_send(id.clone());
+        // Watched before it is read, so that no change after the read is missed.
         let mut changed = engine.watch(id);
+        let Ok(Some(rec)) = engine.get(id, owner).await else {
+            continue;
+        };
+        let mut poll = rec.poll_interval;
+        let live = !rec.status.is_terminal();
+        let _ = tx.try_send(rec);
+        if !live {
+            continue;
+        }
         let tx = tx.clone();
         let id = id.clone();
         let engine = Arc::clone(engine);
         let owner = owner.map(str::to_owned);
         tokio::spawn(async move {
             loop {
-                let rec = engine.get(&id, owner.as_deref()).await.ok().flatten();
-                let Some(rec) = rec.filter(|r| !r.status.is_terminal()) else {
+                changed.changed(poll).await;
+                let Ok(Some(rec)) = engine.get(&id, owner.as_deref()).await else {
                     break;
                 };
-                changed.changed(rec.poll_interval).await;
-                if tx.send(id.clone()).await.is_err() {
+                poll = rec.poll_interval;
+                let ended = rec.status.is_terminal();
+                if tx.send(rec).await.is_err() || ended {
                     break;
                 }
             }
         });
     }
-    TaskFeed {
-        engine: Arc::clone(engine),
-        owner: owner.map(str::to_owned),
-        changed: rx,
-    }
+    TaskFeed { changed: rx }
 }
 
 /// The changes of a set of tasks (see [`follow_tasks`]). Dropping it stops following them.
 pub(crate) struct TaskFeed {
-    engine: Arc<Engine>,
-    owner: Option<String>,
-    changed: mpsc::Receiver<String>,
+    changed: mpsc::Receiver<TaskRecord>,
 }
 
 impl TaskFeed {
-    /// The next task that changed, as stored now; `None` once every task ended and nothing
-    /// more will change. Cancel-safe: a change not yet read stays for the next call.
+    /// The next task that changed, as read after its change; `None` once every task ended
+    /// and nothing more will change. Cancel-safe: a change not yet read stays for the next
+    /// call.
     pub(crate) async fn next(&mut self) -> Option<TaskRecord> {
-        loop {
-            let id = self.changed.recv().await?;
-            if let Ok(Some(rec)) = self.engine.get(&id, self.owner.as_deref()).await {
-                return Some(rec);
-            }
-        }
+        self.changed.recv().await
     }
 }
 

@@ -448,7 +448,7 @@ async fn listen(
         _ = acknowledged => {}
         () = cancel.cancelled() => return None,
     }
-    let mut feed = ops::follow_tasks(server, owner, &honoured);
+    let mut feed = ops::follow_tasks(server, owner, &honoured).await;
     loop {
         let rec = tokio::select! {
             rec = feed.next() => rec,
