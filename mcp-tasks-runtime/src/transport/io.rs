@@ -8,13 +8,13 @@
 //! (So a tool that blocks its thread before its first `.await` holds up reading too; tools
 //! must not block in any case.)
 //!
-//! Output is bounded: the session's outbound channel holds
-//! [`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY) lines. A client that stops reading first
-//! loses droppable notifications (log lines; of progress and task status all but the latest
-//! of each token and task), then holds up the responses
-//! and server-to-client requests, which wait for room; once requests are held up the reader
-//! stops reading new ones (see [`MAX_IN_FLIGHT`]). Nothing is lost that must not be, and
-//! the server's memory stays bounded however long the client does not read.
+//! Output is bounded: the session's outbound channel holds the server's
+//! [`outbound_capacity`](crate::ServerBuilder::outbound_capacity) lines. A client that stops
+//! reading first loses droppable notifications (log lines; of progress and task status all
+//! but the latest of each token and task), then holds up the responses and server-to-client
+//! requests, which wait for room; once requests are held up the reader stops reading new
+//! ones (see [`MAX_IN_FLIGHT`]). Nothing is lost that must not be, and the server's memory
+//! stays bounded however long the client does not read.
 //!
 //! At end of input, requests already read get a grace period to answer, then the session is
 //! closed and the transport returns, even while tasks of the session still run: those are

@@ -60,11 +60,11 @@
 //! than turn a new client away. On the 2026-07-28 wire a busy answer is 503 and a
 //! rate-limited one 429, both with `Retry-After`.
 //!
-//! Nor is what a client does not read: a 2026-07-28 response stream holds at most
-//! [`OUTBOUND_CAPACITY`](crate::OUTBOUND_CAPACITY) unsent messages (then its request waits,
-//! its log notifications are dropped and only its latest progress is kept), and a
-//! 2025-11-25 session's streams keep the bounded event logs `HttpConfig` sizes for
-//! resumption.
+//! Nor is what a client does not read: a 2026-07-28 response stream holds at most the
+//! server's [`outbound_capacity`](crate::ServerBuilder::outbound_capacity) unsent messages
+//! (then its request waits, its log notifications are dropped and only its latest progress
+//! is kept), and a 2025-11-25 session's streams keep the bounded event logs `HttpConfig`
+//! sizes for resumption.
 
 mod admission;
 mod config;
