@@ -13,7 +13,10 @@
 //! ([`ResumePolicy::Rerun`](crate::ResumePolicy)), the answers collected so far. The client
 //! can neither read it meaningfully nor forge it: it is HMAC-SHA256-signed with the server's
 //! key and bound to the tool (or prompt, or resource), a digest of the arguments, the
-//! principal and an expiry time.
+//! principal and an expiry time. The server holds a keyring
+//! ([`ServerBuilder::request_state_keys`]): it signs with the newest key and accepts a state
+//! signed with any key of the ring, so a key can be rotated without failing the calls that
+//! are suspended when it is.
 //!
 //! Parked calls are bounded ([`ServerBuilder::max_parked_calls`], and
 //! [`ServerBuilder::parked_call_timeout`], past which a parked call is cancelled as a
@@ -22,6 +25,7 @@
 //! the retry) follows the tool's [`ResumePolicy`](crate::ResumePolicy).
 //!
 //! [`ServerBuilder::max_parked_calls`]: crate::ServerBuilder::max_parked_calls
+//! [`ServerBuilder::request_state_keys`]: crate::ServerBuilder::request_state_keys
 //! [`ServerBuilder::parked_call_timeout`]: crate::ServerBuilder::parked_call_timeout
 
 use crate::sync::LockExt;
@@ -143,14 +147,18 @@ pub(crate) fn seal(key: &[u8; 32], to: Binding<'_>, ttl: Duration, state: &State
     format!("{body}.{tag}")
 }
 
-/// Checks a `requestState` and returns what it carries.
-pub(crate) fn open(key: &[u8; 32], state: &str, to: Binding<'_>) -> Result<State, StateError> {
+/// Checks a `requestState` signed with any key of `keys` and returns what it carries.
+pub(crate) fn open(keys: &[[u8; 32]], state: &str, to: Binding<'_>) -> Result<State, StateError> {
     let (body, tag) = state.split_once('.').ok_or(StateError::BadSignature)?;
     let tag = B64.decode(tag).map_err(|_| StateError::BadSignature)?;
-    let mut mac = HmacSha256::new_from_slice(key).expect("hmac takes any key length");
-    mac.update(body.as_bytes());
-    mac.verify_slice(&tag)
-        .map_err(|_| StateError::BadSignature)?;
+    let signed = keys.iter().any(|key| {
+        let mut mac = HmacSha256::new_from_slice(key).expect("hmac takes any key length");
+        mac.update(body.as_bytes());
+        mac.verify_slice(&tag).is_ok()
+    });
+    if !signed {
+        return Err(StateError::BadSignature);
+    }
     let bytes = B64.decode(body).map_err(|_| StateError::BadSignature)?;
     let payload: Payload = serde_json::from_slice(&bytes).map_err(|_| StateError::BadSignature)?;
     if payload.t != to.target
@@ -412,7 +420,7 @@ mod tests {
             .answers
             .insert("elicit-1".to_owned(), json!({"action": "accept"}));
         let s = seal(&key, to("t", &args, None), Duration::from_secs(60), &state);
-        assert_eq!(open(&key, &s, to("t", &args, None)).unwrap(), state);
+        assert_eq!(open(&[key], &s, to("t", &args, None)).unwrap(), state);
         let bare = seal(
             &key,
             to("t", &args, None),
@@ -420,7 +428,7 @@ mod tests {
             &State::default(),
         );
         assert_eq!(
-            open(&key, &bare, to("t", &args, None)).unwrap(),
+            open(&[key], &bare, to("t", &args, None)).unwrap(),
             State::default()
         );
     }
@@ -477,8 +485,40 @@ mod tests {
             ),
         ];
         for (key, state, binding, error) in cases {
-            assert_eq!(open(&key, state, binding), Err(error), "{state}");
+            assert_eq!(open(&[key], state, binding), Err(error), "{state}");
         }
+    }
+
+    #[test]
+    fn a_keyring_accepts_every_key_it_holds_and_no_other() {
+        let (old, new, other) = ([1u8; 32], [2u8; 32], [3u8; 32]);
+        let args = args();
+        let signed_by = |key: &[u8; 32]| {
+            seal(
+                key,
+                to("t", &args, None),
+                Duration::from_secs(60),
+                &State::default(),
+            )
+        };
+        let (by_old, by_new) = (signed_by(&old), signed_by(&new));
+        let rotated = [new, old];
+        assert!(open(&rotated, &by_old, to("t", &args, None)).is_ok());
+        assert!(open(&rotated, &by_new, to("t", &args, None)).is_ok());
+        for state in [&by_old, &by_new] {
+            assert_eq!(
+                open(&[other], state, to("t", &args, None)),
+                Err(StateError::BadSignature)
+            );
+        }
+        assert_eq!(
+            open(&[new], &by_old, to("t", &args, None)),
+            Err(StateError::BadSignature)
+        );
+        assert_eq!(
+            open(&[], &by_new, to("t", &args, None)),
+            Err(StateError::BadSignature)
+        );
     }
 
     #[test]
@@ -498,7 +538,7 @@ mod tests {
         mac.update(body.as_bytes());
         let s = format!("{body}.{}", B64.encode(mac.finalize().into_bytes()));
         assert_eq!(
-            open(&key, &s, to("t", &args(), None)),
+            open(&[key], &s, to("t", &args(), None)),
             Err(StateError::Expired)
         );
     }

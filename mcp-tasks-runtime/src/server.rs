@@ -69,7 +69,8 @@ pub(crate) struct ServerInner {
     pub(crate) page_size: usize,
     /// How many unread messages each outbound channel holds.
     pub(crate) outbound_capacity: usize,
-    pub(crate) state_key: [u8; 32],
+    /// The keys that sign and check `requestState`, newest first; never empty.
+    pub(crate) state_keys: Box<[[u8; 32]]>,
     pub(crate) request_state_ttl: Duration,
     pub(crate) list_ttl: Duration,
     pub(crate) parking: Arc<crate::mrtr::Parking>,
@@ -172,7 +173,7 @@ pub struct ServerBuilder {
     from_registry: bool,
     page_size: usize,
     outbound_capacity: usize,
-    state_key: Option<[u8; 32]>,
+    state_keys: Vec<[u8; 32]>,
     request_state_ttl: Duration,
     list_ttl: Duration,
     max_parked_calls: usize,
@@ -211,7 +212,7 @@ impl Default for ServerBuilder {
             from_registry: false,
             page_size: 100,
             outbound_capacity: crate::OUTBOUND_CAPACITY,
-            state_key: None,
+            state_keys: Vec::new(),
             request_state_ttl: Duration::from_secs(10 * 60),
             list_ttl: Duration::from_secs(60),
             max_parked_calls: 1024,
@@ -310,9 +311,31 @@ impl ServerBuilder {
     }
 
     /// Sets the key that signs 2026-07-28 `requestState` (default: random per process).
-    /// Give every process behind one load balancer the same key.
+    /// Give every process behind one load balancer the same key. The same as
+    /// [`request_state_keys`](Self::request_state_keys) with this one key.
     pub fn request_state_key(mut self, key: [u8; 32]) -> Self {
-        self.state_key = Some(key);
+        self.state_keys = vec![key];
+        self
+    }
+
+    /// Sets the keyring of 2026-07-28 `requestState`, newest key first: a new state is signed
+    /// with the first key, and a state signed with any of them is accepted.
+    ///
+    /// To rotate the key without failing the calls suspended at the time, put the new key
+    /// first and keep the old one after it for at least the
+    /// [`request_state_ttl`](Self::request_state_ttl), then drop it: a state signed with a
+    /// key that left the ring is refused (`-32602`). Every process behind one load balancer
+    /// needs the same ring (at least the same keys; the first one signs). An empty ring is
+    /// the default: a random key per process.
+    ///
+    /// ```
+    /// # use mcp_tasks_runtime::Server;
+    /// let (new, old) = ([2u8; 32], [1u8; 32]);
+    /// let server = Server::builder().request_state_keys([new, old]).build().unwrap();
+    /// # drop(server);
+    /// ```
+    pub fn request_state_keys(mut self, keys: impl IntoIterator<Item = [u8; 32]>) -> Self {
+        self.state_keys = keys.into_iter().collect();
         self
     }
 
@@ -391,14 +414,12 @@ impl ServerBuilder {
         for template in self.resource_templates {
             resources.insert_template(template)?;
         }
-        let state_key = match self.state_key {
-            Some(key) => key,
-            None => {
-                let mut key = [0u8; 32];
-                getrandom::fill(&mut key).map_err(|e| BuildError::Random(e.to_string()))?;
-                key
-            }
-        };
+        let mut state_keys = self.state_keys;
+        if state_keys.is_empty() {
+            let mut key = [0u8; 32];
+            getrandom::fill(&mut key).map_err(|e| BuildError::Random(e.to_string()))?;
+            state_keys.push(key);
+        }
         let state = crate::state::StateMap::new(self.state);
         for tool in registry.iter() {
             if let Some(missing) = tool.state.iter().find(|r| !state.has(r)) {
@@ -430,7 +451,7 @@ impl ServerBuilder {
                 resources,
                 page_size: self.page_size,
                 outbound_capacity: self.outbound_capacity,
-                state_key,
+                state_keys: state_keys.into(),
                 request_state_ttl: self.request_state_ttl,
                 list_ttl: self.list_ttl,
                 parking: crate::mrtr::Parking::new(

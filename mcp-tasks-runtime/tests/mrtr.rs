@@ -561,6 +561,48 @@ async fn a_lost_call_runs_again_only_when_its_tool_allows_it() {
 }
 
 #[tokio::test]
+async fn a_rotated_key_still_opens_its_states_until_it_leaves_the_ring() {
+    const NEW: [u8; 32] = [43; 32];
+    let counters = Counters::default();
+    let mut before = Client::new(&builder(&counters).build().unwrap());
+    let (_, signed_by_old) = asked(&before.call("lookup", json!({})).await);
+
+    // The key is rotated: the new one signs, the old one still opens.
+    let rotated = builder(&counters)
+        .request_state_keys([NEW, KEY])
+        .build()
+        .unwrap();
+    let mut c = Client::new(&rotated);
+    let r = c
+        .call(
+            "lookup",
+            json!({"requestState": signed_by_old, "inputResponses": {"elicit-1": accept("first", "one")}}),
+        )
+        .await;
+    let (keys, signed_by_new) = asked(&r);
+    assert_eq!(keys, ["elicit-2"]);
+
+    // The old key leaves the ring: its states are refused, the new key's still open.
+    let mut c = Client::new(&builder(&counters).request_state_key(NEW).build().unwrap());
+    let (code, message) = error(
+        &c.call(
+            "lookup",
+            json!({"requestState": signed_by_old, "inputResponses": {"elicit-1": accept("first", "one")}}),
+        )
+        .await,
+    );
+    assert_eq!(code, -32602);
+    assert!(message.contains("signature"), "{message}");
+    let r = c
+        .call(
+            "lookup",
+            json!({"requestState": signed_by_new, "inputResponses": {"elicit-2": accept("second", "two")}}),
+        )
+        .await;
+    assert_eq!(answered(&r), "one two");
+}
+
+#[tokio::test]
 async fn parked_calls_are_bounded() {
     let counters = Counters::default();
     let server = builder(&counters).max_parked_calls(1).build().unwrap();

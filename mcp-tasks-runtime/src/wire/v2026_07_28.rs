@@ -788,7 +788,7 @@ fn request_state(
     to: mrtr::Binding<'_>,
 ) -> Result<Option<mrtr::State>, Error> {
     state
-        .map(|state| mrtr::open(&server.inner.state_key, state, to))
+        .map(|state| mrtr::open(&server.inner.state_keys, state, to))
         .transpose()
         .map_err(|e| Error::InvalidParams(e.to_string()))
 }
@@ -938,7 +938,7 @@ fn input_required(
     state: &mrtr::State,
 ) -> Value {
     let state = mrtr::seal(
-        &server.inner.state_key,
+        &server.inner.state_keys[0],
         to,
         server.inner.request_state_ttl,
         state,
