@@ -471,6 +471,96 @@ async fn a_stateful_stream_primes_then_carries_server_requests_then_the_response
     handle.shutdown().await.unwrap();
 }
 
+/// Opens a session of an older revision: the version it was given, and the session id.
+async fn open_old_session(url: &str, version: &str) -> String {
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {},
+                   "clientInfo": {"name": "old", "version": "1"}}});
+    let response = post(&client(), url, &initialize).send().await.unwrap();
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let (status, body) = json_of(response).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["protocolVersion"], version, "{body}");
+    assert!(body["result"]["capabilities"].get("tasks").is_none(), "{body}");
+    session
+}
+
+#[tokio::test]
+async fn streams_of_sessions_older_than_2025_11_25_have_no_priming_event() {
+    let (handle, url) = start(HttpConfig::new()).await;
+    for version in ["2025-06-18", "2025-03-26", "2024-11-05"] {
+        let session = open_old_session(&url, version).await;
+        let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "count_to_three", "arguments": {}, "_meta": {"progressToken": "p"}}});
+        let response = stateful_as(&url, &session, version, call)
+            .send()
+            .await
+            .unwrap();
+        let mut events = Events::new(response);
+        let first = events.next().await.unwrap();
+        assert!(first.retry.is_none(), "{version}: {first:?}");
+        assert_eq!(
+            first.json()["method"],
+            "notifications/progress",
+            "{version}: {first:?}"
+        );
+        assert!(first.id.is_some(), "{version}: events keep their ids");
+        let rest = events.until(|v| v["id"] == 3).await;
+        assert!(
+            rest.iter().all(|e| !e.data.is_empty()),
+            "{version}: {rest:?}"
+        );
+        assert_eq!(
+            rest.last().unwrap().json()["result"]["content"][0]["text"],
+            "counted"
+        );
+    }
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_2024_11_05_client_gets_its_version_and_plain_tools() {
+    let (handle, url) = start(HttpConfig::new()).await;
+    let session = open_old_session(&url, "2024-11-05").await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let (status, tools) = json_of(
+        stateful_as(&url, &session, "2024-11-05", list)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let tools = tools["result"]["tools"].as_array().unwrap();
+    assert!(tools.iter().all(|t| t.get("execution").is_none()));
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "greet", "arguments": {"name": "Ada"}}});
+    // Clients of 2024-11-05 send no MCP-Protocol-Version header.
+    let (status, greeted) = json_of(
+        post(&client(), &url, &call)
+            .header("mcp-session-id", &session)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(greeted["result"]["content"][0]["text"], "Hello, Ada!");
+    let get = json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": "x"}});
+    let (_, refused) = json_of(
+        stateful_as(&url, &session, "2024-11-05", get)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32601);
+    handle.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_dropped_get_stream_resumes_from_last_event_id() {
     let (handle, url) = start(HttpConfig::new()).await;

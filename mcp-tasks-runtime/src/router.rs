@@ -128,8 +128,19 @@ impl Session {
         stream: Option<mpsc::Sender<String>>,
     ) -> Option<Reply> {
         let id = request.id.clone();
-        let sink = stream.map_or_else(|| self.conn.sink.clone(), |tx| self.conn.sink.beside(tx));
         let span = request_span(&request);
+        // Claimed before anything runs, so the later of two requests with one id is refused.
+        let Some(_in_flight) = self.conn.begin(&id) else {
+            let error = Error::InvalidRequest(format!(
+                "request id {id} is in use by a request still in flight on this connection; use a new id"
+            ));
+            span.in_scope(|| tracing::debug!(%id, "request id in use"));
+            return Some(Reply {
+                id,
+                outcome: Err(error.into()),
+            });
+        };
+        let sink = stream.map_or_else(|| self.conn.sink.clone(), |tx| self.conn.sink.beside(tx));
         let outcome = tracing::Instrument::instrument(
             dispatch(&self.server, &self.conn, request, sink),
             span.clone(),

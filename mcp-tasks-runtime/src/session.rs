@@ -413,15 +413,43 @@ impl Connection {
         min != LOG_OFF && level_code(level) >= min
     }
 
-    /// Registers an in-flight request so `notifications/cancelled` can reach it, until the
-    /// returned guard is dropped.
-    pub(crate) fn track(&self, id: &RequestId) -> Tracked<'_> {
+    /// Registers a request as in flight under its id until the returned guard is dropped, so
+    /// that `notifications/cancelled` can reach it; `None` when a request with the same id is
+    /// still in flight on this connection (a reused id would leave the older request out of
+    /// reach of its cancellation).
+    pub(crate) fn begin(&self, id: &RequestId) -> Option<Tracked<'_>> {
+        let mut inflight = self.inflight.locked();
+        if inflight.contains_key(id) {
+            return None;
+        }
         let token = self.closed.child_token();
-        self.inflight.locked().insert(id.clone(), token.clone());
+        inflight.insert(id.clone(), token.clone());
+        Some(Tracked {
+            conn: self,
+            id: id.clone(),
+            token,
+            owned: true,
+        })
+    }
+
+    /// The cancellation token of an in-flight request: the one [`Connection::begin`]
+    /// registered, or (for a request handled without it) one registered until the returned
+    /// guard is dropped.
+    pub(crate) fn track(&self, id: &RequestId) -> Tracked<'_> {
+        let mut inflight = self.inflight.locked();
+        let (token, owned) = match inflight.get(id) {
+            Some(token) => (token.clone(), false),
+            None => {
+                let token = self.closed.child_token();
+                inflight.insert(id.clone(), token.clone());
+                (token, true)
+            }
+        };
         Tracked {
             conn: self,
             id: id.clone(),
             token,
+            owned,
         }
     }
 
@@ -522,6 +550,8 @@ pub(crate) struct Tracked<'a> {
     conn: &'a Connection,
     id: RequestId,
     token: CancellationToken,
+    /// The guard registered the request and removes it when dropped.
+    owned: bool,
 }
 
 impl std::ops::Deref for Tracked<'_> {
@@ -534,7 +564,9 @@ impl std::ops::Deref for Tracked<'_> {
 
 impl Drop for Tracked<'_> {
     fn drop(&mut self) {
-        self.conn.inflight.locked().remove(&self.id);
+        if self.owned {
+            self.conn.inflight.locked().remove(&self.id);
+        }
     }
 }
 

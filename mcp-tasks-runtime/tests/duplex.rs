@@ -4,12 +4,21 @@ use mcp_tasks_runtime::model::{CallToolResult, Content};
 use mcp_tasks_runtime::transport::serve_io;
 use mcp_tasks_runtime::{Server, Tool};
 use serde_json::{Value, json};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// Calls of `wait_counted` that saw their cancellation.
+static WAITS_CANCELLED: AtomicUsize = AtomicUsize::new(0);
 
 fn server() -> Server {
     Server::builder()
         .tool(Tool::new("wait", |cx, _| async move {
             cx.cancellation().cancelled().await;
+            Ok(CallToolResult::default())
+        }))
+        .tool(Tool::new("wait_counted", |cx, _| async move {
+            cx.cancellation().cancelled().await;
+            WAITS_CANCELLED.fetch_add(1, Ordering::SeqCst);
             Ok(CallToolResult::default())
         }))
         .tool(Tool::new("hello", |_, _| async {
@@ -80,6 +89,40 @@ async fn stateful_session_over_a_pipe() {
     assert_eq!(p.recv().await["id"], 4);
     p.write.shutdown().await.unwrap();
     assert!(p.lines.next_line().await.unwrap().is_none());
+    p.server.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_reused_id_is_refused_while_its_request_is_in_flight_and_it_stays_cancellable() {
+    let mut p = open();
+    p.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}"#).await;
+    p.recv().await;
+    p.send(r#"{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"wait_counted"}}"#)
+        .await;
+    p.send(r#"{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"hello"}}"#)
+        .await;
+    let refused = p.recv().await;
+    assert_eq!(refused["id"], "dup");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("in use"), "{message}");
+    // The id of a request that ended is free again; numbers and strings are different ids.
+    p.send(r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#).await;
+    assert_eq!(p.recv().await["id"], 5);
+    p.send(r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#).await;
+    assert!(p.recv().await.get("result").is_some());
+
+    // The first request still gets its cancellation.
+    p.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"dup"}}"#)
+        .await;
+    tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while WAITS_CANCELLED.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the first request was cancelled");
+    p.write.shutdown().await.unwrap();
     p.server.await.unwrap().unwrap();
 }
 

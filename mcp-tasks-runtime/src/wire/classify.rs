@@ -52,10 +52,6 @@ impl<'a> Facts<'a> {
     }
 }
 
-/// Stateful revisions that are not served but still recognised as stateful, so that their
-/// clients are told about sessions rather than about per-request `_meta`.
-const OLD_STATEFUL: [&str; 1] = ["2024-11-05"];
-
 /// Methods only the stateless era has; naming one is enough to be read as stateless.
 const STATELESS_ONLY: [&str; 3] = ["server/discover", "tasks/update", "subscriptions/listen"];
 
@@ -80,9 +76,9 @@ pub(crate) fn classify(facts: &Facts<'_>) -> Kind {
     }
 }
 
-/// `true` for a version of the stateful family, served or not.
+/// `true` for a version of the stateful family.
 pub(crate) fn is_stateful_version(version: &str) -> bool {
-    v2025_11_25::SUPPORTED.contains(&version) || OLD_STATEFUL.contains(&version)
+    v2025_11_25::SUPPORTED.contains(&version)
 }
 
 /// `true` for a reserved `_meta` key of the 2026-07-28 request metadata. The stateful era's
@@ -134,7 +130,7 @@ mod tests {
             ("tools/list", None, Some("v999"), Stateless),
             ("initialize", None, Some("2026-07-28"), Stateless),
             ("ping", None, Some("2026-07-28"), Stateless),
-            // Stateful versions, served or only recognised.
+            // Stateful versions.
             ("tools/list", None, Some("2025-11-25"), Stateful),
             ("tools/list", None, Some("2025-06-18"), Stateful),
             ("tools/list", None, Some("2025-03-26"), Stateful),

@@ -2,6 +2,12 @@
 //!
 //! The era is fixed at `initialize`; client capabilities come from there too. Server-to-client
 //! requests (elicitation, sampling, roots) travel on the connection.
+//!
+//! The older revisions (2025-06-18, 2025-03-26, 2024-11-05) are served without the Tasks
+//! utility: no `tasks` capability, no `execution` on tools, no `params.task`, no `tasks/*`.
+//! What else sets them apart is the transport's: 2024-11-05 had the HTTP+SSE transport,
+//! which this server does not offer (a client of it that speaks Streamable HTTP or stdio is
+//! served), and SSE priming events came with 2025-11-25 ([`primes_streams`]).
 
 use crate::call::{DirectBackend, LogGate, Notifier, outcome_of, run_tool};
 use crate::context::TaskContext;
@@ -34,7 +40,16 @@ const TASK_PAGE: usize = 100;
 /// The newest stateful revision.
 pub const LATEST: &str = "2025-11-25";
 /// Every stateful revision the server accepts, newest first.
-pub const SUPPORTED: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+pub const SUPPORTED: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// `true` when a session of `version` gets an SSE priming event (an id and empty data) at the
+/// start of each stream: from 2025-11-25 on. Clients of the older revisions read the empty
+/// data as a message and report a parse error, so the official SDK servers do not send it
+/// to them either.
+pub(crate) fn primes_streams(version: &str) -> bool {
+    // Revisions are dates, so they order as text.
+    version >= LATEST
+}
 
 /// The params of `initialize`.
 #[derive(Debug, Deserialize)]

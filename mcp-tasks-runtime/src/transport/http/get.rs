@@ -84,7 +84,7 @@ pub(super) async fn get(State(app): State<Arc<App>>, headers: HeaderMap) -> Http
     };
     let active = Active::new(&session);
     let listening = (log.id == 0).then(|| Listening::new(&session));
-    let body = log.follow(from, app.config.retry, app.config.keep_alive, stop);
+    let body = log.follow(from, session.priming, app.config.keep_alive, stop);
     let body = Body::new(WithGuard {
         body,
         _guard: (active, listening),

@@ -34,8 +34,9 @@
 //! any notification or server-to-client request: quick calls cost one plain response and
 //! errors keep their HTTP status. The first such message switches the response to
 //! `text/event-stream`: the messages, then the response, then the end of the stream. A
-//! stateful stream starts with a priming event (an id, `retry:` and empty data) so it can be
-//! resumed. SSE responses carry `Cache-Control: no-cache` and `X-Accel-Buffering: no`.
+//! stream of a 2025-11-25 session starts with a priming event (an id, `retry:` and empty
+//! data) so it can be resumed; sessions of the older revisions get none, since their clients
+//! read the empty data as a malformed message (their events still carry ids). SSE responses carry `Cache-Control: no-cache` and `X-Accel-Buffering: no`.
 //!
 //! # The GET stream
 //!

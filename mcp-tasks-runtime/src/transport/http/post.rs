@@ -14,6 +14,7 @@ use crate::jsonrpc;
 use crate::jsonrpc::{ErrorObject, Message, Request, Response};
 use crate::wire::classify;
 use crate::wire::classify::{Facts, Kind, is_stateful_version};
+use crate::wire::v2025_11_25::primes_streams;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
@@ -210,6 +211,7 @@ pub(super) async fn initialize(
     let http_session = Arc::new(HttpSession {
         session,
         version,
+        priming: primes_streams(version).then_some(app.config.retry),
         streams: Mutex::new(Streams {
             next: 1,
             logs: HashMap::from([(0, Arc::clone(&standalone))]),
@@ -309,6 +311,6 @@ pub(super) async fn stateful(
         pump_session.stream_finished(pump_log.id);
     });
     // A POST stream ends when its response is sent, not at shutdown: in-flight requests finish.
-    let body = log.follow(1, app.config.retry, None, CancellationToken::new());
+    let body = log.follow(1, session.priming, None, CancellationToken::new());
     sse_response(Body::new(body))
 }

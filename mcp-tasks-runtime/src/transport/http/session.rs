@@ -20,6 +20,8 @@ pub(super) const FINISHED_STREAMS_KEPT: usize = 32;
 pub(super) struct HttpSession {
     pub(super) session: Session,
     pub(super) version: &'static str,
+    /// The priming event of its streams (their reconnection delay), if its version has one.
+    pub(super) priming: Option<Duration>,
     pub(super) streams: Mutex<Streams>,
     /// Fires when the session ends; stops its GET stream and its outbound pump.
     pub(super) closed: CancellationToken,

@@ -389,11 +389,12 @@ impl EventLog {
 
     /// Starts following the log from `from` (a sequence number) with a forwarding task,
     /// superseding the current reader. The body ends when the log is done and fully sent,
-    /// when `stop` fires, or when a newer reader takes over.
+    /// when `stop` fires, or when a newer reader takes over. `priming` (the reconnection delay)
+    /// starts the body with a priming event, for the sessions that get one.
     pub(crate) fn follow(
         self: &std::sync::Arc<Self>,
         from: u64,
-        retry: Duration,
+        priming: Option<Duration>,
         keep_alive: Option<Duration>,
         stop: CancellationToken,
     ) -> ChannelSse {
@@ -406,7 +407,7 @@ impl EventLog {
         let (tx, rx) = mpsc::channel(1);
         let log = std::sync::Arc::clone(self);
         tokio::spawn(async move {
-            log.forward(generation, from, retry, keep_alive, tx, stop)
+            log.forward(generation, from, priming, keep_alive, tx, stop)
                 .await;
         });
         ChannelSse::new(rx)
@@ -416,14 +417,16 @@ impl EventLog {
         &self,
         generation: u64,
         mut cursor: u64,
-        retry: Duration,
+        priming: Option<Duration>,
         keep_alive: Option<Duration>,
         tx: mpsc::Sender<Bytes>,
         stop: CancellationToken,
     ) {
-        let prime = priming(&format!("{}-{}", self.id, cursor.saturating_sub(1)), retry);
-        if tx.send(prime).await.is_err() {
-            return;
+        if let Some(retry) = priming {
+            let prime = self::priming(&format!("{}-{}", self.id, cursor.saturating_sub(1)), retry);
+            if tx.send(prime).await.is_err() {
+                return;
+            }
         }
         let mut changes = self.changed.subscribe();
         loop {
@@ -700,7 +703,7 @@ mod tests {
         log.push("{\"a\":1}");
         let body = log.follow(
             1,
-            Duration::from_millis(500),
+            Some(Duration::from_millis(500)),
             None,
             CancellationToken::new(),
         );
@@ -720,7 +723,7 @@ mod tests {
             log.push(&i.to_string());
         }
         log.finish();
-        let text = read_all(log.follow(3, Duration::ZERO, None, CancellationToken::new())).await;
+        let text = read_all(log.follow(3, Some(Duration::ZERO), None, CancellationToken::new())).await;
         assert!(text.starts_with("id: 1-2\n"), "{text}");
         assert!(text.contains("id: 1-3\ndata: 2\n") && text.contains("id: 1-4\ndata: 3\n"));
         assert!(!text.contains("data: 1\n"));
@@ -729,8 +732,8 @@ mod tests {
     #[tokio::test]
     async fn a_new_reader_supersedes_the_old_one_and_the_log_stays_bounded() {
         let log = Arc::new(EventLog::new(0, 2));
-        let first = log.follow(1, Duration::ZERO, None, CancellationToken::new());
-        let _second = log.follow(1, Duration::ZERO, None, CancellationToken::new());
+        let first = log.follow(1, Some(Duration::ZERO), None, CancellationToken::new());
+        let _second = log.follow(1, Some(Duration::ZERO), None, CancellationToken::new());
         // The first reader ends on its own (after at most its priming event).
         let text = read_all(first).await;
         assert!(!text.contains("data: x"));
@@ -738,10 +741,19 @@ mod tests {
             log.push(m);
         }
         log.finish();
-        let text = read_all(log.follow(1, Duration::ZERO, None, CancellationToken::new())).await;
+        let text = read_all(log.follow(1, Some(Duration::ZERO), None, CancellationToken::new())).await;
         assert!(
             !text.contains("data: x\n") && text.contains("data: z\n"),
             "{text}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_reader_without_priming_gets_only_the_events() {
+        let log = Arc::new(EventLog::new(2, 8));
+        log.push("{\"a\":1}");
+        log.finish();
+        let text = read_all(log.follow(1, None, None, CancellationToken::new())).await;
+        assert_eq!(text, "id: 2-1\ndata: {\"a\":1}\n\n");
     }
 }
