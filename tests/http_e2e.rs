@@ -271,6 +271,7 @@ async fn stateless_headers_must_mirror_the_body() {
     let no_method = client()
         .post(&url)
         .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", V2026)
         .body(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {"_meta": meta(json!({}))}}).to_string());
     expect(no_method, 400, -32020).await;
@@ -391,6 +392,7 @@ async fn sessions_are_required_checked_and_ended_by_delete() {
     let no_session = client()
         .post(&url)
         .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", V2025)
         .body(list.to_string());
     let (status, body) = json_of(no_session.send().await.unwrap()).await;
@@ -484,7 +486,10 @@ async fn open_old_session(url: &str, version: &str) -> String {
     let (status, body) = json_of(response).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["protocolVersion"], version, "{body}");
-    assert!(body["result"]["capabilities"].get("tasks").is_none(), "{body}");
+    assert!(
+        body["result"]["capabilities"].get("tasks").is_none(),
+        "{body}"
+    );
     session
 }
 
@@ -791,6 +796,7 @@ async fn idle_sessions_end_when_a_new_one_opens_and_the_session_cap_holds() {
     let refused = client()
         .post(&url)
         .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
         .body(
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                 "protocolVersion": V2025, "capabilities": {},

@@ -4,6 +4,7 @@
 mod support;
 
 use mcp_tasks::EngineConfig;
+use mcp_tasks::ServerBuilder;
 use mcp_tasks::prelude::*;
 use mcp_tasks::transport::http::{HttpConfig, HttpHandle};
 use serde_json::{Value, json};
@@ -18,6 +19,19 @@ use support::http::{
 /// A task that runs until cancelled (at most 60 s).
 #[task_tool(mode = "required", poll_interval = "50ms")]
 async fn long_job(cancel: CancellationToken) -> Result<String, ToolError> {
+    tokio::select! {
+        () = cancel.cancelled() => Err(ToolError::cancelled()),
+        () = tokio::time::sleep(Duration::from_secs(60)) => Ok("done".into()),
+    }
+}
+
+/// Set once `wait_here` runs.
+static WAITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A plain call that waits until it is cancelled (at most 60 s).
+#[task_tool(mode = "forbidden")]
+async fn wait_here(cancel: CancellationToken) -> Result<String, ToolError> {
+    WAITING.store(true, std::sync::atomic::Ordering::SeqCst);
     tokio::select! {
         () = cancel.cancelled() => Err(ToolError::cancelled()),
         () = tokio::time::sleep(Duration::from_secs(60)) => Ok("done".into()),
@@ -201,7 +215,7 @@ async fn oversized_and_broken_bodies_get_json_rpc_errors() {
     let chunk = "z".repeat(700);
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-         Transfer-Encoding: chunked\r\n\r\n{len:x}\r\n{chunk}\r\n{len:x}\r\n{chunk}\r\n0\r\n\r\n",
+         Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n{len:x}\r\n{chunk}\r\n{len:x}\r\n{chunk}\r\n0\r\n\r\n",
         len = chunk.len()
     );
     let (status, body) = parse_answer(&raw(&handle, request.as_bytes()).await);
@@ -209,7 +223,7 @@ async fn oversized_and_broken_bodies_get_json_rpc_errors() {
     assert_eq!(body["error"]["code"], -32600);
 
     let broken = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-                  Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n";
+                  Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n";
     let (status, body) = parse_answer(&raw(&handle, broken.as_bytes()).await);
     assert_eq!((status, &body["id"]), (400, &Value::Null), "{body}");
     assert_eq!(body["error"]["code"], -32600);
@@ -379,7 +393,9 @@ async fn slow_and_idle_connections_are_closed_after_their_timeouts() {
                 // A body shorter than its Content-Length.
                 _ => {
                     let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\
-                                Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"";
+                                Content-Type: application/json\r\n\
+                                Accept: application/json, text/event-stream\r\n\
+                                Content-Length: 100\r\n\r\n{\"jsonrpc\"";
                     socket.write_all(head.as_bytes()).await.unwrap();
                     Box::new(socket)
                 }
@@ -445,7 +461,7 @@ async fn a_full_connection_table_evicts_idle_connections_for_new_clients() {
             1 => b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n",
             _ => {
                 b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-                   Content-Length: 100\r\n\r\n{"
+                   Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{"
             }
         };
         socket.write_all(sent).await.unwrap();
@@ -635,4 +651,416 @@ async fn a_server_out_of_file_descriptors_evicts_idle_connections_for_new_client
     }
     drop(idle);
     fixture.kill().await;
+}
+
+// ---- Media types ----
+
+/// A `server/discover` POST with the given `Content-Type` and `Accept` (`None`: no header).
+async fn discover_with(
+    url: &str,
+    content_type: Option<&str>,
+    accept: Option<&str>,
+) -> (u16, Value) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+        "params": {"_meta": tasks_meta()}});
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("mcp-protocol-version", V2026)
+        .header("mcp-method", "server/discover")
+        .body(body.to_string());
+    if let Some(t) = content_type {
+        request = request.header("content-type", t);
+    }
+    if let Some(a) = accept {
+        request = request.header("accept", a);
+    }
+    json_of(request.send().await.unwrap()).await
+}
+
+/// The status of a session's GET stream opened with `accept`.
+async fn get_with(url: &str, session: &str, accept: &str) -> u16 {
+    reqwest::Client::new()
+        .get(url)
+        .header("accept", accept)
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", V2025)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn wrong_media_types_get_415_and_406_with_json_rpc_errors() {
+    let (handle, url) = start(HttpConfig::new()).await;
+    let both = Some("application/json, text/event-stream");
+    let json_ct = Some("application/json");
+    assert_eq!(discover_with(&url, json_ct, both).await.0, 200);
+    assert_eq!(
+        discover_with(&url, Some("application/json; charset=utf-8"), both)
+            .await
+            .0,
+        200
+    );
+    for content_type in [None, Some("text/plain"), Some("application/jsonl")] {
+        let (status, body) = discover_with(&url, content_type, both).await;
+        assert_eq!(status, 415, "{content_type:?}: {body}");
+        assert_eq!(
+            (&body["id"], &body["error"]["code"]),
+            (&Value::Null, &json!(-32600))
+        );
+    }
+    for accept in [
+        None,
+        Some("application/json"),
+        Some("text/event-stream"),
+        Some("*/*"),
+    ] {
+        let (status, body) = discover_with(&url, json_ct, accept).await;
+        assert_eq!(status, 406, "{accept:?}: {body}");
+        assert_eq!(body["error"]["code"], -32600, "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("Accept")
+        );
+    }
+    let client = reqwest::Client::new();
+    let session = initialize(&client, &url, None).await.unwrap();
+    assert_eq!(get_with(&url, &session, "application/json").await, 406);
+    assert_eq!(get_with(&url, &session, "*/*").await, 406);
+    let stream = session_get(&client, &url, &session).send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    drop(stream);
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_lenient_switch_takes_a_missing_accept_and_wildcards() {
+    let (handle, url) = start(HttpConfig::new().lenient_accept(true)).await;
+    let json_ct = Some("application/json");
+    for accept in [None, Some("*/*"), Some("application/*, text/*")] {
+        let (status, body) = discover_with(&url, json_ct, accept).await;
+        assert_eq!(status, 200, "{accept:?}: {body}");
+    }
+    // What it names must still be right, and so must the Content-Type.
+    assert_eq!(
+        discover_with(&url, json_ct, Some("application/json"))
+            .await
+            .0,
+        406
+    );
+    assert_eq!(discover_with(&url, None, None).await.0, 415);
+    let session = initialize(&reqwest::Client::new(), &url, None)
+        .await
+        .unwrap();
+    assert_eq!(get_with(&url, &session, "application/json").await, 406);
+    assert_eq!(get_with(&url, &session, "*/*").await, 200);
+    handle.shutdown().await.unwrap();
+}
+
+// ---- Reused request ids ----
+
+#[tokio::test]
+async fn a_reused_id_on_a_session_is_refused_while_its_request_is_in_flight() {
+    let (handle, url) = start(HttpConfig::new()).await;
+    let client = reqwest::Client::new();
+    let session = initialize(&client, &url, None).await.unwrap();
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "wait_here", "arguments": {}}});
+    let first = tokio::spawn(session_post(&client, &url, &session, V2025, &call).send());
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !WAITING.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the first call runs");
+
+    let again = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"});
+    let (status, refused) = json_of(
+        session_post(&client, &url, &session, V2025, &again)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, &refused["id"]), (200, &json!(9)), "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("in use")
+    );
+
+    // The first request is still the one its id names: cancelling it ends it, unanswered.
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 9}});
+    let status = session_post(&client, &url, &session, V2025, &cancel)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 202);
+    let first = tokio::time::timeout(Duration::from_secs(10), first)
+        .await
+        .expect("the cancelled call ended")
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.status(), 204);
+    handle.shutdown().await.unwrap();
+}
+
+// ---- Requestors of anonymous clients ----
+
+fn quota_server(burst: u32) -> ServerBuilder {
+    Server::builder()
+        .name("http-hardening")
+        .registry_tools()
+        .quotas(mcp_tasks::quota::QuotaConfig {
+            creation_rate: Some(0.001),
+            creation_burst: burst,
+            ..mcp_tasks::quota::QuotaConfig::default()
+        })
+}
+
+/// A 2026-07-28 `long_job` task created by `client` with `headers`: the HTTP status and the
+/// error's `data.limit`, if refused.
+async fn create_as(client: &reqwest::Client, url: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "long_job", "arguments": {}, "_meta": tasks_meta()}});
+    let mut request = post(client, url, &call)
+        .header("mcp-protocol-version", V2026)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "long_job");
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let (status, body) = json_of(request.send().await.unwrap()).await;
+    (status, body["error"]["data"]["limit"].clone())
+}
+
+#[tokio::test]
+async fn anonymous_2026_clients_are_charged_by_their_address() {
+    let (handle, url) = serve(quota_server(2), HttpConfig::new()).await;
+    let (one, two) = (client_from([127, 0, 0, 1]), client_from([127, 0, 0, 2]));
+    for _ in 0..2 {
+        assert_eq!(create_as(&one, &url, &[]).await.0, 200);
+    }
+    assert_eq!(
+        create_as(&one, &url, &[]).await,
+        (429, json!("creationRate"))
+    );
+    // Another address has a quota of its own.
+    assert_eq!(create_as(&two, &url, &[]).await.0, 200);
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_trusted_proxy_names_the_client_and_any_other_peer_is_the_client() {
+    let config = HttpConfig::new().trusted_proxies(
+        [std::net::IpAddr::from([127, 0, 0, 3])],
+        mcp_tasks::transport::http::ProxyHeader::XForwardedFor,
+    );
+    let (handle, url) = serve(quota_server(1), config).await;
+    let (proxy, other) = (client_from([127, 0, 0, 3]), client_from([127, 0, 0, 4]));
+    let from = |client: &'static str| [("x-forwarded-for", client)];
+    assert_eq!(create_as(&proxy, &url, &from("10.0.0.1")).await.0, 200);
+    assert_eq!(create_as(&proxy, &url, &from("10.0.0.1")).await.0, 429);
+    // What the client wrote itself before the proxy's entry does not count.
+    assert_eq!(
+        create_as(&proxy, &url, &from("10.0.0.2, 10.0.0.1")).await.0,
+        429
+    );
+    assert_eq!(create_as(&proxy, &url, &from("10.0.0.2")).await.0, 200);
+    // A peer that is not a trusted proxy is the client, whatever it forwards.
+    assert_eq!(create_as(&other, &url, &from("10.0.0.5")).await.0, 200);
+    assert_eq!(create_as(&other, &url, &from("10.0.0.6")).await.0, 429);
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_anonymous_requestor_key_is_pluggable() {
+    let config = HttpConfig::new()
+        .anonymous_requestor(|headers, _| Some(headers.get("x-tenant")?.to_str().ok()?.to_owned()));
+    let (handle, url) = serve(quota_server(1), config).await;
+    let client = reqwest::Client::new();
+    assert_eq!(create_as(&client, &url, &[("x-tenant", "a")]).await.0, 200);
+    assert_eq!(create_as(&client, &url, &[("x-tenant", "a")]).await.0, 429);
+    assert_eq!(create_as(&client, &url, &[("x-tenant", "b")]).await.0, 200);
+    // No key: the address.
+    assert_eq!(create_as(&client, &url, &[]).await.0, 200);
+    assert_eq!(create_as(&client, &url, &[]).await.0, 429);
+    handle.shutdown().await.unwrap();
+}
+
+/// A 2025-11-25 task-augmented `long_job` on `session`: the error's `data.limit`, `null`
+/// when the task was created.
+async fn create_on(client: &reqwest::Client, url: &str, session: &str) -> Value {
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "long_job", "arguments": {}, "task": {}}});
+    let (status, body) = json_of(
+        session_post(client, url, session, V2025, &call)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    if body["error"].is_null() {
+        assert!(body["result"]["task"]["taskId"].is_string(), "{body}");
+    }
+    body["error"]["data"]["limit"].clone()
+}
+
+#[tokio::test]
+async fn new_sessions_of_one_address_share_its_quotas() {
+    let (handle, url) = serve(quota_server(2), HttpConfig::new()).await;
+    let (one, two) = (client_from([127, 0, 0, 1]), client_from([127, 0, 0, 2]));
+    let first = initialize(&one, &url, None).await.unwrap();
+    assert_eq!(create_on(&one, &url, &first).await, Value::Null);
+    assert_eq!(create_on(&one, &url, &first).await, Value::Null);
+    assert_eq!(create_on(&one, &url, &first).await, "creationRate");
+    let second = initialize(&one, &url, None).await.unwrap();
+    assert_eq!(create_on(&one, &url, &second).await, "creationRate");
+    let elsewhere = initialize(&two, &url, None).await.unwrap();
+    assert_eq!(create_on(&two, &url, &elsewhere).await, Value::Null);
+    handle.shutdown().await.unwrap();
+}
+
+// ---- Store outages ----
+
+/// The memory store behind a switch that makes every operation fail as a lost backend does.
+struct Failing {
+    inner: mcp_tasks_runtime::store::MemoryTaskStore,
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+mod failing {
+    use super::Failing;
+    use mcp_tasks_runtime::store::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
+    use mcp_tasks_runtime::task::TaskRecord;
+    use std::sync::atomic::Ordering;
+    use std::time::SystemTime;
+
+    impl Failing {
+        fn check(&self) -> Result<(), StoreError> {
+            if self.down.load(Ordering::SeqCst) {
+                Err(StoreError::Backend("connection refused".into()))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    impl TaskStore for Failing {
+        async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
+            self.check()?;
+            self.inner.create(record).await
+        }
+        async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+            self.check()?;
+            self.inner.get(id).await
+        }
+        async fn compare_and_set(
+            &self,
+            record: TaskRecord,
+            expected: u64,
+        ) -> Result<bool, StoreError> {
+            self.check()?;
+            self.inner.compare_and_set(record, expected).await
+        }
+        async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+            self.check()?;
+            self.inner.delete(id).await
+        }
+        async fn list(
+            &self,
+            owner: Option<&str>,
+            cursor: Option<&str>,
+            limit: usize,
+        ) -> Result<TaskPage, StoreError> {
+            self.check()?;
+            self.inner.list(owner, cursor, limit).await
+        }
+        async fn expire(&self, now: SystemTime, limit: usize) -> Result<Vec<String>, StoreError> {
+            self.check()?;
+            self.inner.expire(now, limit).await
+        }
+        async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError> {
+            self.check()?;
+            self.inner.unfinished().await
+        }
+    }
+
+    impl ClaimStore for Failing {
+        async fn claim(
+            &self,
+            worker: &str,
+            until: SystemTime,
+            limit: usize,
+            skip: &[String],
+        ) -> Result<Vec<TaskRecord>, StoreError> {
+            self.check()?;
+            self.inner.claim(worker, until, limit, skip).await
+        }
+        async fn lapsed(
+            &self,
+            now: SystemTime,
+            limit: usize,
+        ) -> Result<Vec<TaskRecord>, StoreError> {
+            self.check()?;
+            self.inner.lapsed(now, limit).await
+        }
+        async fn changes(&self, cursor: Option<u64>, limit: usize) -> Result<Changes, StoreError> {
+            self.check()?;
+            self.inner.changes(cursor, limit).await
+        }
+        fn is_shared(&self) -> bool {
+            self.inner.is_shared()
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_2026_answer_the_store_could_not_give_is_503_with_retry_after() {
+    let store = Failing {
+        inner: mcp_tasks_runtime::store::MemoryTaskStore::new(),
+        down: Default::default(),
+    };
+    let down = std::sync::Arc::clone(&store.down);
+    let builder = Server::builder()
+        .name("http-hardening")
+        .registry_tools()
+        .store(store);
+    let (handle, url) = serve(builder, HttpConfig::new()).await;
+    let task = create_task(&url).await;
+
+    down.store(true, std::sync::atomic::Ordering::SeqCst);
+    let get = stateless(&url, 2, "tasks/get", json!({"taskId": task}), &[]);
+    let call = json!({"name": "long_job", "arguments": {}});
+    let create = stateless(&url, 3, "tools/call", call, &[("mcp-name", "long_job")]);
+    for (id, request) in [(2, get), (3, create)] {
+        let response = request.send().await.unwrap();
+        assert_eq!(response.headers()["retry-after"], "1");
+        let (status, body) = json_of(response).await;
+        assert_eq!((status, &body["id"]), (503, &json!(id)), "{body}");
+        assert_eq!(body["error"]["code"], -32000, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("task store unavailable"), "{message}");
+    }
+
+    // Back up: answered as before.
+    down.store(false, std::sync::atomic::Ordering::SeqCst);
+    let response = stateless(&url, 4, "tasks/get", json!({"taskId": task}), &[])
+        .send()
+        .await
+        .unwrap();
+    assert!(response.headers().get("retry-after").is_none());
+    let (status, body) = json_of(response).await;
+    assert_eq!((status, &body["result"]["taskId"]), (200, &json!(task)));
+    handle.shutdown().await.unwrap();
 }

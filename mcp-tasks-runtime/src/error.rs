@@ -69,6 +69,11 @@ pub enum Error {
     /// `data: {"limit": "liveTasks" | "retainedTasks" | "creationRate", "retryAfterMs": n}`).
     #[error("rate limited: {0}")]
     RateLimited(#[from] crate::quota::QuotaError),
+    /// The task store failed: it cannot be reached, timed out or refused the operation
+    /// (`-32000` like [`Error::Busy`], with `data: {"retryAfterMs": n}`; on the 2026-07-28
+    /// HTTP wire a 503 with `Retry-After`). The request may succeed later.
+    #[error("task store unavailable: {0}")]
+    StoreUnavailable(String),
     /// No task with this id is visible to the caller (unknown, expired or another owner's).
     #[error("failed to retrieve task: task not found")]
     TaskNotFound,
@@ -79,6 +84,9 @@ pub enum Error {
     #[error("internal error: {0}")]
     Internal(String),
 }
+
+/// The retry hint of an answer refused because the task store failed.
+const STORE_RETRY_AFTER_MS: u64 = 1000;
 
 impl From<crate::task::RandomError> for Error {
     fn from(error: crate::task::RandomError) -> Self {
@@ -95,6 +103,8 @@ impl From<Error> for ErrorObject {
             }
             Error::MethodNotFound(_) => ErrorObject::new(jsonrpc::METHOD_NOT_FOUND, message),
             Error::Busy(_) => ErrorObject::new(jsonrpc::SERVER_BUSY, message),
+            Error::StoreUnavailable(_) => ErrorObject::new(jsonrpc::SERVER_BUSY, message)
+                .with_data(json!({ "retryAfterMs": STORE_RETRY_AFTER_MS })),
             Error::RateLimited(quota) => ErrorObject::new(jsonrpc::SERVER_BUSY, message)
                 .with_data(json!({
                     "limit": quota.limit_name(),

@@ -39,14 +39,17 @@ impl Server {
     /// Opens a session on behalf of an authenticated principal. Tasks created in it belong
     /// to that principal, and only that principal can read, answer or cancel them.
     pub fn session_for(&self, principal: Option<String>) -> (Session, mpsc::Receiver<String>) {
-        self.open_session(principal, None)
+        self.open_session(principal, None, None)
     }
 
     /// Opens a session whose era its transport already decided (an HTTP request classified
-    /// from its headers); `None` leaves it to the first message.
+    /// from its headers); `None` leaves it to the first message. Without a principal, its
+    /// tasks are charged to `requestor` (the transport's name for an anonymous client), or
+    /// to the session itself when that is `None`.
     pub(crate) fn open_session(
         &self,
         principal: Option<String>,
+        requestor: Option<Arc<str>>,
         era: Option<Kind>,
     ) -> (Session, mpsc::Receiver<String>) {
         let (tx, rx) = outbound_channel(self.inner.outbound_capacity);
@@ -55,7 +58,7 @@ impl Server {
         (
             Session {
                 server: self.clone(),
-                conn: Connection::new(Sink::new(tx), principal.map(Into::into), era),
+                conn: Connection::new(Sink::new(tx), principal.map(Into::into), requestor, era),
             },
             rx,
         )

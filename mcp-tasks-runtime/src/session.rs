@@ -318,6 +318,9 @@ pub(crate) struct Connection {
     id: OnceLock<String>,
     /// The authenticated principal of every request on this connection, if any.
     pub(crate) principal: Option<Arc<str>>,
+    /// Who the tasks of an anonymous connection are charged to, as its transport named the
+    /// client (over HTTP, its address); `None` charges them to the connection itself.
+    requestor: Option<Arc<str>>,
     /// Written once, by the message that decides it; read lock-free by every later one.
     era: OnceLock<Era>,
     pub(crate) sink: Sink,
@@ -343,10 +346,16 @@ fn level_code(level: LogLevel) -> u8 {
 impl Connection {
     /// A connection whose era the first message decides (`era` `None`), or one the
     /// transport already decided.
-    pub(crate) fn new(sink: Sink, principal: Option<Arc<str>>, era: Option<Era>) -> Arc<Self> {
+    pub(crate) fn new(
+        sink: Sink,
+        principal: Option<Arc<str>>,
+        requestor: Option<Arc<str>>,
+        era: Option<Era>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             id: OnceLock::new(),
             principal,
+            requestor,
             closed: sink.closed.clone(),
             sink,
             era: era.map_or_else(OnceLock::new, OnceLock::from),
@@ -390,6 +399,17 @@ impl Connection {
             (Some(p), _) => Some(format!("principal:{p}")),
             (None, true) => Some(format!("session:{}", self.id.get_or_init(session_key))),
             (None, false) => None,
+        }
+    }
+
+    /// Who the tasks this connection creates are charged to, for the per-requestor quotas:
+    /// its principal; else the anonymous client its transport named; else the connection
+    /// itself (a stdio client).
+    pub(crate) fn requestor(&self) -> String {
+        match (&self.principal, &self.requestor) {
+            (Some(p), _) => format!("principal:{p}"),
+            (None, Some(r)) => format!("anonymous:{r}"),
+            (None, None) => format!("connection:{}", self.id.get_or_init(session_key)),
         }
     }
 
@@ -779,7 +799,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_connection_that_closes_ends_every_wait_for_room() {
         let (tx, _rx) = mpsc::channel(1);
-        let conn = Connection::new(Sink::new(tx), None, None);
+        let conn = Connection::new(Sink::new(tx), None, None, None);
         assert!(conn.sink.send_text("fills it".into()).await);
         let waiting = tokio::spawn({
             let sink = conn.sink.clone();
@@ -812,7 +832,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_server_request_waiting_for_room_ends_when_its_call_is_cancelled() {
         let (tx, mut rx) = mpsc::channel(1);
-        let conn = Connection::new(Sink::new(tx), None, None);
+        let conn = Connection::new(Sink::new(tx), None, None, None);
         assert!(conn.sink.send_text("fills it".into()).await);
         let cancel = CancellationToken::new();
         let asked = tokio::spawn({

@@ -97,8 +97,10 @@ async fn a_reused_id_is_refused_while_its_request_is_in_flight_and_it_stays_canc
     let mut p = open();
     p.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}"#).await;
     p.recv().await;
-    p.send(r#"{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"wait_counted"}}"#)
-        .await;
+    p.send(
+        r#"{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"wait_counted"}}"#,
+    )
+    .await;
     p.send(r#"{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"hello"}}"#)
         .await;
     let refused = p.recv().await;

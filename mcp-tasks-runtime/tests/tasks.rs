@@ -574,6 +574,30 @@ async fn quotas_refuse_a_requestor_over_its_live_tasks() {
     assert!(r["result"]["task"]["taskId"].is_string(), "{r}");
 }
 
+/// Without a transport that names the client (stdio, a `Session` of one's own), each
+/// anonymous connection is a requestor of its own in the stateless era too.
+#[tokio::test(start_paused = true)]
+async fn v2_anonymous_connections_are_requestors_of_their_own() {
+    let mut b = Server::builder()
+        .name("tasks-test")
+        .quotas(mcp_tasks_runtime::quota::QuotaConfig {
+            max_live: 1,
+            ..mcp_tasks_runtime::quota::QuotaConfig::unlimited()
+        });
+    for t in tools() {
+        b = b.tool(t);
+    }
+    let server = b.build().unwrap();
+    let mut a = Client::stateless(&server, None, tasks_caps());
+    let r = a.request("tools/call", json!({"name": "forever"})).await;
+    task_id(&r);
+    let r = a.request("tools/call", json!({"name": "forever"})).await;
+    assert_eq!(r["error"]["data"]["limit"], "liveTasks", "{r}");
+    let mut other = Client::stateless(&server, None, tasks_caps());
+    let r = other.request("tools/call", json!({"name": "forever"})).await;
+    task_id(&r);
+}
+
 /// Without a principal a task id is a bearer handle: another session (a client that
 /// reconnected) reaches it by id, but lists only what it created itself.
 #[tokio::test(start_paused = true)]

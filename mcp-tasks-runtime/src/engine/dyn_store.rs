@@ -109,6 +109,10 @@ impl<S: TaskStore + ClaimStore> DynStore for S {
 
 impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
-        Error::Internal(e.to_string())
+        match e {
+            // The backend failed (connection, I/O, timeout): the server cannot answer now.
+            StoreError::Backend(cause) => Error::StoreUnavailable(cause),
+            other => Error::Internal(other.to_string()),
+        }
     }
 }

@@ -136,6 +136,10 @@ pub(crate) struct NewTask {
     pub(crate) tool: Tool,
     pub(crate) args: JsonObject,
     pub(crate) owner: Option<String>,
+    /// Who the task is charged to for the quotas (see [`Connection::requestor`]).
+    ///
+    /// [`Connection::requestor`]: crate::session::Connection::requestor
+    pub(crate) requestor: String,
     pub(crate) settle: SettlePolicy,
     pub(crate) requested_ttl: Option<Duration>,
     pub(crate) client_capabilities: Arc<Value>,

@@ -16,15 +16,15 @@ use tokio_util::sync::CancellationToken;
 
 impl Engine {
     /// Stores a new record, with its delivery attached first so no change is missed, and
-    /// counts it against its requestor's quotas.
+    /// counts it against `requestor`'s quotas.
     /// Returns the id as the engine's own indexes share it.
     pub(super) async fn create(
         &self,
         record: &TaskRecord,
+        requestor: &str,
         delivery: Option<Arc<dyn Delivery>>,
     ) -> Result<Arc<str>, Error> {
         self.ensure_background();
-        let requestor = record.owner.as_deref().unwrap_or("anonymous");
         let ticket = self.quotas.admit(requestor)?;
         let id: Arc<str> = record.id.as_str().into();
         self.counted[shard_of(&record.id)]
@@ -57,7 +57,10 @@ impl Engine {
         let id = random_id()?;
         let run_now = self.config.execute && self.reserve(&new.tool.name);
         let record = self.new_record(id, &new, run_now.then(|| self.my_lease()));
-        let id = match self.create(&record, new.delivery.clone()).await {
+        let id = match self
+            .create(&record, &new.requestor, new.delivery.clone())
+            .await
+        {
             Ok(id) => id,
             Err(e) => {
                 if run_now {
@@ -100,7 +103,10 @@ impl Engine {
             *slots.per_tool.entry(new.tool.name.to_string()).or_default() += 1;
         }
         let record = self.new_record(id, &new, Some(self.my_lease()));
-        if let Err(e) = self.create(&record, new.delivery.clone()).await {
+        if let Err(e) = self
+            .create(&record, &new.requestor, new.delivery.clone())
+            .await
+        {
             self.unreserve(&new.tool.name);
             return Err(e);
         }

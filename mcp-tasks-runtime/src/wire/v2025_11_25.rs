@@ -529,6 +529,7 @@ async fn start_task(
             tool: tool.clone(),
             args,
             owner: Some(owner),
+            requestor: conn.requestor(),
             // A tool result with `isError: true` ends a task of this era `failed`.
             settle: SettlePolicy::Fail,
             requested_ttl,

@@ -716,6 +716,7 @@ fn new_task(conn: &Connection, tool: &Tool, args: JsonObject, meta: RequestMeta)
         tool: tool.clone(),
         args,
         owner: conn.task_owner(false),
+        requestor: conn.requestor(),
         // A tool result with `isError: true` ends a task of this era `completed`.
         settle: SettlePolicy::Complete,
         requested_ttl: None,

@@ -1,11 +1,14 @@
-//! Admission: `Host` and `Origin` checks (DNS-rebinding protection) and authentication,
-//! before a request's body is read.
+//! Admission: `Host` and `Origin` checks (DNS-rebinding protection), authentication, and the
+//! media types of the Streamable HTTP rules (`Content-Type`, `Accept`), before a request's
+//! body is read.
 
-use super::App;
-use super::config::AuthError;
+use super::config::{AuthError, ProxyHeader};
 use super::response::plain_error;
+use super::{App, sessions};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
+use std::net::IpAddr;
+use std::sync::Arc;
 
 impl App {
     /// Checks `Host` and `Origin` (DNS-rebinding protection) and authenticates.
@@ -51,6 +54,179 @@ impl App {
             }),
         }
     }
+}
+
+/// The media type of a JSON-RPC body.
+const JSON: &str = "application/json";
+/// The media type of a stream of server-sent events.
+const EVENT_STREAM: &str = "text/event-stream";
+
+impl App {
+    /// Checks the media types of a POST: a JSON body (else 415), and an `Accept` that takes
+    /// both a JSON answer and an event stream (else 406).
+    pub(super) fn negotiate_post(&self, headers: &HeaderMap) -> Result<(), Refused> {
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(str::trim);
+        if !content_type.is_some_and(|t| t.eq_ignore_ascii_case(JSON)) {
+            return Err(Refused::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Content-Type must be application/json",
+            ));
+        }
+        if !accepts(headers, &[JSON, EVENT_STREAM], self.config.lenient_accept) {
+            return Err(Refused::new(
+                StatusCode::NOT_ACCEPTABLE,
+                "Accept must allow both application/json and text/event-stream",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the `Accept` of a GET: it must take an event stream (else 406).
+    pub(super) fn negotiate_get(&self, headers: &HeaderMap) -> Result<(), Refused> {
+        if accepts(headers, &[EVENT_STREAM], self.config.lenient_accept) {
+            Ok(())
+        } else {
+            Err(Refused::new(
+                StatusCode::NOT_ACCEPTABLE,
+                "a GET stream needs Accept: text/event-stream",
+            ))
+        }
+    }
+}
+
+impl App {
+    /// The client's address: the peer's or, while the hop is a trusted proxy, the address
+    /// it forwarded in the configured header, read from the right.
+    pub(super) fn client_address(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<IpAddr>,
+    ) -> Option<IpAddr> {
+        let mut client = peer?.to_canonical();
+        let trusted = &self.config.trusted_proxies;
+        if !trusted.contains(&client) {
+            return Some(client);
+        }
+        for hop in forwarded_chain(headers, self.config.proxy_header)
+            .iter()
+            .rev()
+        {
+            match hop {
+                Some(ip) => client = ip.to_canonical(),
+                // A hop that names no address: the nearest trusted proxy is all we know.
+                None => break,
+            }
+            if !trusted.contains(&client) {
+                break;
+            }
+        }
+        Some(client)
+    }
+
+    /// The requestor an anonymous request is charged to: the configured key, else the
+    /// client's address (IPv6 by its /64), else one requestor for every unknown address.
+    pub(super) fn anonymous_requestor(
+        &self,
+        headers: &HeaderMap,
+        client: Option<IpAddr>,
+    ) -> Arc<str> {
+        if let Some(key) = self
+            .config
+            .anonymous_requestor
+            .as_ref()
+            .and_then(|f| f(headers, client))
+        {
+            return format!("key:{key}").into();
+        }
+        match client {
+            Some(ip) => format!("address:{}", sessions::client_group(ip)).into(),
+            None => "address:unknown".into(),
+        }
+    }
+}
+
+/// The addresses of a forwarding header, client first; `None` for an entry that names none
+/// (`unknown`, an obfuscated node, garbage).
+fn forwarded_chain(headers: &HeaderMap, header: ProxyHeader) -> Vec<Option<IpAddr>> {
+    let values = |name: &str| {
+        headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.to_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    match header {
+        ProxyHeader::XForwardedFor => values("x-forwarded-for")
+            .iter()
+            .flat_map(|v| v.split(','))
+            .map(node_address)
+            .collect(),
+        ProxyHeader::Forwarded => values("forwarded")
+            .iter()
+            .flat_map(|v| v.split(','))
+            .map(|element| {
+                element.split(';').find_map(|pair| {
+                    let (name, value) = pair.split_once('=')?;
+                    name.trim().eq_ignore_ascii_case("for").then_some(value)
+                })
+            })
+            .map(|node| node.and_then(node_address))
+            .collect(),
+    }
+}
+
+/// The address of one forwarded node: `192.0.2.1`, `192.0.2.1:4711`, `2001:db8::1`,
+/// `"[2001:db8::1]:4711"` (quoted or not).
+fn node_address(node: &str) -> Option<IpAddr> {
+    let node = node.trim().trim_matches('"');
+    if let Some(rest) = node.strip_prefix('[') {
+        return rest.split(']').next()?.parse().ok();
+    }
+    if let Ok(ip) = node.parse() {
+        return Some(ip);
+    }
+    let (host, port) = node.rsplit_once(':')?;
+    port.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| host.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4))
+        .flatten()
+}
+
+/// Whether the `Accept` headers allow every media type of `wanted`. Strictly, each must be
+/// named (with a quality above zero), as the Streamable HTTP rules ask of clients; `lenient`
+/// also takes a missing `Accept` and wildcards (`*/*`, `text/*`).
+fn accepts(headers: &HeaderMap, wanted: &[&str], lenient: bool) -> bool {
+    let ranges: Vec<String> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|item| {
+            let mut parts = item.split(';');
+            let range = parts.next()?.trim().to_ascii_lowercase();
+            let refused = parts.any(|p| {
+                let (name, value) = p.split_once('=').unwrap_or((p, ""));
+                name.trim().eq_ignore_ascii_case("q")
+                    && value.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
+            });
+            (!range.is_empty() && !refused).then_some(range)
+        })
+        .collect();
+    if ranges.is_empty() && headers.get(header::ACCEPT).is_none() {
+        return lenient;
+    }
+    wanted.iter().all(|want| {
+        let family = want.split('/').next().unwrap_or_default();
+        ranges.iter().any(|range| {
+            range == want
+                || (lenient
+                    && (range == "*/*" || range.strip_suffix("/*").is_some_and(|f| f == family)))
+        })
+    })
 }
 
 /// A request refused before its body is read.
@@ -136,5 +312,78 @@ mod tests {
         assert!(!is_loopback_origin("http://evil.example.com"));
         assert!(!is_loopback_origin("null"));
         assert!(!is_loopback_origin("http://localhost.evil.com"));
+    }
+
+    #[test]
+    fn accept_takes_named_types_strictly_and_wildcards_only_when_lenient() {
+        let with = |accept: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            if let Some(a) = accept {
+                headers.insert(header::ACCEPT, HeaderValue::from_str(a).unwrap());
+            }
+            headers
+        };
+        let both = [JSON, EVENT_STREAM];
+        #[rustfmt::skip]
+        let cases: [(Option<&str>, bool, bool); 10] = [
+            // (Accept, strict, lenient)
+            (Some("application/json, text/event-stream"), true, true),
+            (Some("text/event-stream;q=0.9, Application/JSON"), true, true),
+            (Some("application/json"), false, false),
+            (Some("text/event-stream"), false, false),
+            (Some("application/json, text/event-stream;q=0"), false, false),
+            (Some("*/*"), false, true),
+            (Some("application/*, text/*"), false, true),
+            (Some("application/json, */*;q=0"), false, false),
+            (Some(""), false, false),
+            (None, false, true),
+        ];
+        for (accept, strict, lenient) in cases {
+            let headers = with(accept);
+            assert_eq!(accepts(&headers, &both, false), strict, "{accept:?} strict");
+            assert_eq!(
+                accepts(&headers, &both, true),
+                lenient,
+                "{accept:?} lenient"
+            );
+        }
+        assert!(accepts(
+            &with(Some("text/event-stream")),
+            &[EVENT_STREAM],
+            false
+        ));
+        assert!(!accepts(&with(Some("*/*")), &[EVENT_STREAM], false));
+        assert!(accepts(&with(Some("*/*")), &[EVENT_STREAM], true));
+    }
+
+    #[test]
+    fn forwarded_nodes_and_chains() {
+        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        assert_eq!(node_address("192.0.2.1"), ip("192.0.2.1"));
+        assert_eq!(node_address(" 192.0.2.1:4711"), ip("192.0.2.1"));
+        assert_eq!(node_address("2001:db8::1"), ip("2001:db8::1"));
+        assert_eq!(node_address("\"[2001:db8::1]:4711\""), ip("2001:db8::1"));
+        assert_eq!(node_address("unknown"), None);
+        assert_eq!(node_address("_hidden"), None);
+        let mut headers = HeaderMap::new();
+        headers.append(
+            "x-forwarded-for",
+            HeaderValue::from_static("1.1.1.1, 2.2.2.2"),
+        );
+        headers.append("x-forwarded-for", HeaderValue::from_static("3.3.3.3"));
+        headers.append(
+            "forwarded",
+            HeaderValue::from_static(
+                "for=4.4.4.4;proto=https, by=x;for=\"[2001:db8::2]:80\", for=unknown",
+            ),
+        );
+        assert_eq!(
+            forwarded_chain(&headers, ProxyHeader::XForwardedFor),
+            [ip("1.1.1.1"), ip("2.2.2.2"), ip("3.3.3.3")]
+        );
+        assert_eq!(
+            forwarded_chain(&headers, ProxyHeader::Forwarded),
+            [ip("4.4.4.4"), ip("2001:db8::2"), None]
+        );
     }
 }

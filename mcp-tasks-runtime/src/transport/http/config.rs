@@ -1,7 +1,7 @@
 //! The settings of the HTTP transport and the authenticator hook.
 
 use axum::http::HeaderMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -12,6 +12,25 @@ use tokio_util::sync::CancellationToken;
 /// it only if the server is meant to be open), `Err` to refuse the request. Tasks belong to the
 /// principal that created them: no other principal can read, answer or cancel them.
 pub type Authenticator = Arc<dyn Fn(&HeaderMap) -> Result<Option<String>, AuthError> + Send + Sync>;
+
+/// Names the requestor an anonymous request is charged to, for the task quotas
+/// ([`ServerBuilder::quotas`](crate::ServerBuilder::quotas)), from the request's headers and
+/// the client's address (the peer's, or the one a trusted proxy forwarded; `None` when the
+/// router is served without the peer's address). `None` falls back to the address.
+///
+/// See [`HttpConfig::anonymous_requestor`].
+pub type RequestorKey = Arc<dyn Fn(&HeaderMap, Option<IpAddr>) -> Option<String> + Send + Sync>;
+
+/// The header a trusted reverse proxy puts the client's address in
+/// ([`HttpConfig::trusted_proxies`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProxyHeader {
+    /// `Forwarded: for=…` (RFC 7239).
+    Forwarded,
+    /// `X-Forwarded-For: client, proxy1, …`.
+    XForwardedFor,
+}
 
 /// Why an [`Authenticator`] refused a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,6 +81,10 @@ pub struct HttpConfig {
     pub(super) session_idle: Duration,
     pub(super) unused_session_idle: Duration,
     pub(super) strict_task_name: bool,
+    pub(super) lenient_accept: bool,
+    pub(super) trusted_proxies: Vec<IpAddr>,
+    pub(super) proxy_header: ProxyHeader,
+    pub(super) anonymous_requestor: Option<RequestorKey>,
     pub(super) shutdown: CancellationToken,
 }
 
@@ -83,6 +106,10 @@ impl std::fmt::Debug for HttpConfig {
             .field("max_sessions", &self.max_sessions)
             .field("max_sessions_per_client", &self.max_sessions_per_client)
             .field("require_task_name_header", &self.strict_task_name)
+            .field("lenient_accept", &self.lenient_accept)
+            .field("trusted_proxies", &self.trusted_proxies)
+            .field("proxy_header", &self.proxy_header)
+            .field("anonymous_requestor", &self.anonymous_requestor.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -109,6 +136,10 @@ impl Default for HttpConfig {
             session_idle: Duration::from_secs(30 * 60),
             unused_session_idle: Duration::from_secs(30),
             strict_task_name: false,
+            lenient_accept: false,
+            trusted_proxies: Vec::new(),
+            proxy_header: ProxyHeader::XForwardedFor,
+            anonymous_requestor: None,
             shutdown: CancellationToken::new(),
         }
     }
@@ -231,10 +262,11 @@ impl HttpConfig {
     }
 
     /// Sets how many stateful sessions one client may have at once (default 64): one
-    /// principal, or for anonymous clients one peer address (an IPv6 /64). Beyond that its
+    /// principal, or for anonymous clients one address (an IPv6 /64). Beyond that its
     /// least recently used idle session is ended, or the `initialize` gets 429 when all of
-    /// them are busy. Behind a reverse proxy every anonymous client has the proxy's address:
-    /// authenticate, or raise this.
+    /// them are busy. Behind a reverse proxy every anonymous client has the proxy's address
+    /// unless the proxy is trusted ([`trusted_proxies`](Self::trusted_proxies)):
+    /// authenticate, trust it, or raise this.
     pub fn max_sessions_per_client(mut self, n: usize) -> Self {
         self.max_sessions_per_client = n.max(1);
         self
@@ -260,6 +292,79 @@ impl HttpConfig {
     /// clients leave the header out; a header that disagrees with the body is always refused.
     pub fn require_task_name_header(mut self, required: bool) -> Self {
         self.strict_task_name = required;
+        self
+    }
+
+    /// Also serves requests whose `Accept` header is missing or allows the media types only
+    /// through a wildcard (`*/*`, `text/*`); off by default.
+    ///
+    /// The Streamable HTTP rules have a client name both `application/json` and
+    /// `text/event-stream` in the `Accept` of every POST, and `text/event-stream` in that of a
+    /// GET; a request that does not gets 406 (a POST whose `Content-Type` is not
+    /// `application/json` gets 415, whatever this says). The official SDKs and the MCP
+    /// Inspector send exactly that; turn this on for hand-written clients (`curl`, scripts)
+    /// that send no `Accept` or `*/*`.
+    pub fn lenient_accept(mut self, lenient: bool) -> Self {
+        self.lenient_accept = lenient;
+        self
+    }
+
+    /// Takes the client's address from `header` when a request comes from one of `proxies`
+    /// (reverse proxies or load balancers in front of this server); by default no proxy is
+    /// trusted and the client's address is the peer's.
+    ///
+    /// The address serves where anonymous clients are told apart: their share of the session
+    /// table ([`max_sessions_per_client`](Self::max_sessions_per_client)) and the requestor
+    /// their tasks are charged to ([`anonymous_requestor`](Self::anonymous_requestor)). The
+    /// header's addresses are read from the right: each trusted proxy's entry names the
+    /// hop before it, and the first address that is not a trusted proxy is the client.
+    /// Trust only proxies that set `header` themselves (appending to what the client sent),
+    /// and name the header they set: a header a client wrote itself is never believed past
+    /// the nearest trusted hop.
+    ///
+    /// ```
+    /// use mcp_tasks_runtime::transport::http::{HttpConfig, ProxyHeader};
+    /// let config = HttpConfig::new()
+    ///     .allow_any_host()
+    ///     .trusted_proxies(["10.0.0.2".parse().unwrap()], ProxyHeader::XForwardedFor);
+    /// # drop(config);
+    /// ```
+    pub fn trusted_proxies(
+        mut self,
+        proxies: impl IntoIterator<Item = IpAddr>,
+        header: ProxyHeader,
+    ) -> Self {
+        self.trusted_proxies = proxies.into_iter().map(|ip| ip.to_canonical()).collect();
+        self.proxy_header = header;
+        self
+    }
+
+    /// Names the requestor each anonymous request is charged to, for the per-requestor task
+    /// quotas ([`ServerBuilder::quotas`](crate::ServerBuilder::quotas)); see [`RequestorKey`].
+    ///
+    /// A request with a principal is charged to its principal. By default an anonymous one
+    /// is charged to the client's address (an IPv6 /64; behind a proxy, see
+    /// [`trusted_proxies`](Self::trusted_proxies)), in both eras: every 2026-07-28 request
+    /// and every 2025-11-25 session of one address share its quotas, so one client can
+    /// neither use up the quotas of the others nor escape its own by opening sessions. When
+    /// the router is served without the peer's address (see
+    /// [`Server::http_router`](crate::Server::http_router)), anonymous requests without a key
+    /// of this function's share one requestor.
+    ///
+    /// ```
+    /// use mcp_tasks_runtime::transport::http::HttpConfig;
+    /// // Anonymous clients of a gateway that names the tenant.
+    /// let config = HttpConfig::new().anonymous_requestor(|headers, _address| {
+    ///     let tenant = headers.get("x-tenant")?.to_str().ok()?;
+    ///     Some(format!("tenant:{tenant}"))
+    /// });
+    /// # drop(config);
+    /// ```
+    pub fn anonymous_requestor<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&HeaderMap, Option<IpAddr>) -> Option<String> + Send + Sync + 'static,
+    {
+        self.anonymous_requestor = Some(Arc::new(f));
         self
     }
 

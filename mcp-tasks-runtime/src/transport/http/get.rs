@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::wire::classify::is_stateful_version;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -35,16 +35,8 @@ pub(super) async fn get(State(app): State<Arc<App>>, headers: HeaderMap) -> Http
     let Some(session) = app.session(session_id, &principal, true) else {
         return session_not_found(None);
     };
-    let accepts_sse = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("text/event-stream") || v.contains("*/*"));
-    if !accepts_sse {
-        return plain_error(
-            StatusCode::NOT_ACCEPTABLE,
-            "a GET stream needs Accept: text/event-stream",
-        );
+    if let Err(refused) = app.negotiate_get(&headers) {
+        return refused.into_response();
     }
     let (log, from) = match headers.get(LAST_EVENT_ID).and_then(|v| v.to_str().ok()) {
         None => {

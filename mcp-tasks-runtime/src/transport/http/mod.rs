@@ -18,7 +18,8 @@
 //!   `-32020`); a missing `Mcp-Name` on `tasks/*` is accepted unless
 //!   [`HttpConfig::require_task_name_header`]. Errors map to HTTP statuses: `-32601` is 404;
 //!   `-32600`, `-32602`, `-32020`, `-32021` and `-32022` are 400; `-32000` is 429 when the
-//!   requestor is over a quota and 503 when the server is busy, both with `Retry-After`.
+//!   requestor is over a quota and 503 when the server is busy or its task store failed,
+//!   both with `Retry-After`.
 //!   GET and DELETE answer 405. Closing the response stream cancels the request.
 //! - **2025-11-25 (stateful).** A POST of `initialize` without `Mcp-Session-Id` opens a
 //!   session; the id comes back in the `Mcp-Session-Id` header and must be sent on every later
@@ -45,6 +46,13 @@
 //! without the server noticing can always reconnect. Messages sent while no GET is open wait
 //! in the stream's log and go out on the next GET.
 //!
+//! # Media types
+//!
+//! As the Streamable HTTP rules say: a POST whose `Content-Type` is not `application/json`
+//! gets 415; a POST whose `Accept` does not name both `application/json` and
+//! `text/event-stream`, or a GET whose `Accept` does not name `text/event-stream`, gets 406
+//! ([`HttpConfig::lenient_accept`] also takes a missing `Accept` and wildcards).
+//!
 //! # Security
 //!
 //! [`HttpConfig`] binds 127.0.0.1 unless told otherwise, accepts only `Host` values and
@@ -55,8 +63,10 @@
 //!
 //! Nothing a client holds without sending requests is unbounded: [`Server::serve_http`]
 //! closes connections slow to send headers or idle between requests and caps how many are
-//! open, evicting the longest-idle one for a new client. Each client (principal, or peer
-//! address when anonymous) has a share of the session table; sessions that never sent a
+//! open, evicting the longest-idle one for a new client. Each client (principal, or address
+//! when anonymous, after [`HttpConfig::trusted_proxies`]) has a share of the session table
+//! and is one requestor of the task quotas ([`HttpConfig::anonymous_requestor`] names
+//! anonymous requestors otherwise); sessions that never sent a
 //! request expire soon, and a full table ends its least recently used idle session rather
 //! than turn a new client away. On the 2026-07-28 wire a busy answer is 503 and a
 //! rate-limited one 429, both with `Retry-After`.
@@ -79,7 +89,7 @@ mod sessions;
 mod sse;
 mod stateless;
 
-pub use config::{AuthError, Authenticator, HttpConfig};
+pub use config::{AuthError, Authenticator, HttpConfig, ProxyHeader, RequestorKey};
 
 use crate::server::Server;
 use crate::transport::TransportError;
@@ -147,7 +157,8 @@ impl Server {
     /// Serve it with `TCP_NODELAY` on accepted sockets (as [`Server::serve_http`] does):
     /// SSE events are small writes that must not wait on Nagle's algorithm. Serve it with
     /// the peer's address (`into_make_service_with_connect_info::<SocketAddr>()`) so that
-    /// anonymous sessions are counted per peer. The connection limits of [`HttpConfig`]
+    /// anonymous sessions and tasks are counted per peer (without it, anonymous clients
+    /// share one requestor unless [`HttpConfig::anonymous_requestor`] names them). The connection limits of [`HttpConfig`]
     /// (header and idle timeouts, the connection cap) are [`Server::serve_http`]'s; the
     /// body limit and the body timeout hold here too.
     pub fn http_router(&self, config: HttpConfig) -> Router {

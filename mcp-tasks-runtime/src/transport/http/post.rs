@@ -39,17 +39,9 @@ pub(super) async fn post(
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };
-    if let Some(ct) = headers.get(header::CONTENT_TYPE)
-        && !ct
-            .to_str()
-            .unwrap_or_default()
-            .to_ascii_lowercase()
-            .starts_with("application/json")
-    {
-        return plain_error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "Content-Type must be application/json",
-        );
+    let client = app.client_address(&headers, peer);
+    if let Err(refused) = app.negotiate_post(&headers) {
+        return refused.into_response();
     }
     let body = match read_body(&app.config, &headers, body).await {
         Ok(body) => body,
@@ -79,12 +71,15 @@ pub(super) async fn post(
         Message::Request(request) => {
             tracing::debug!(method = %request.method, id = %request.id, "HTTP request");
             let facts = Facts::of(&request).with_version_header(version.as_deref());
+            let requestor = principal
+                .is_none()
+                .then(|| app.anonymous_requestor(&headers, client));
             if classify::classify(&facts) == Kind::Stateless {
-                return stateless(&app, &headers, principal, request).await;
+                return stateless(&app, &headers, principal, requestor, request).await;
             }
             let Some(session_id) = session_id else {
                 if request.method == "initialize" {
-                    return initialize(&app, principal, peer, request).await;
+                    return initialize(&app, principal, requestor, client, request).await;
                 }
                 return error_response(
                     StatusCode::BAD_REQUEST,
@@ -187,15 +182,17 @@ pub(super) fn check_session_version(
     }
 }
 
-/// `initialize` without a session: opens one if the handshake succeeds.
+/// `initialize` without a session: opens one if the handshake succeeds. Its tasks are
+/// charged to `requestor` when it has no principal; `client` is the client's address.
 pub(super) async fn initialize(
     app: &Arc<App>,
     principal: Option<String>,
-    peer: Option<std::net::IpAddr>,
+    requestor: Option<Arc<str>>,
+    client: Option<std::net::IpAddr>,
     request: Request,
 ) -> HttpResponse {
     let id = request.id.clone();
-    let (session, outbound) = app.server.session_for(principal.clone());
+    let (session, outbound) = app.server.open_session(principal.clone(), requestor, None);
     let Some(response) = session.handle_request(request).await else {
         return StatusCode::NO_CONTENT.into_response();
     };
@@ -223,7 +220,7 @@ pub(super) async fn initialize(
         recency: AtomicU64::new(0),
         epoch: app.epoch,
     });
-    let session_id = match app.register(Arc::clone(&http_session), principal, peer) {
+    let session_id = match app.register(Arc::clone(&http_session), principal, client) {
         Ok(id) => id,
         Err(full) => {
             http_session.end();

@@ -108,9 +108,9 @@ impl App {
         &self,
         session: Arc<HttpSession>,
         principal: Option<String>,
-        peer: Option<std::net::IpAddr>,
+        client: Option<std::net::IpAddr>,
     ) -> Result<String, sessions::Full> {
-        let owner = Owner::of(principal.as_deref(), peer);
+        let owner = Owner::of(principal.as_deref(), client);
         self.sessions
             .locked()
             .insert(session, principal, owner, Instant::now())

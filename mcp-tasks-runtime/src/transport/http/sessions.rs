@@ -44,15 +44,21 @@ impl Owner {
     pub(crate) fn of(principal: Option<&str>, peer: Option<IpAddr>) -> Self {
         match (principal, peer) {
             (Some(p), _) => Self::Principal(p.to_owned()),
-            (None, Some(ip)) => Self::Peer(match ip.to_canonical() {
-                IpAddr::V6(v6) => {
-                    let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-                    IpAddr::V6(prefix.into())
-                }
-                v4 => v4,
-            }),
+            (None, Some(ip)) => Self::Peer(client_group(ip)),
             (None, None) => Self::Unknown,
         }
+    }
+}
+
+/// The address that stands for a client: its own, IPv4-mapped addresses as IPv4, and IPv6
+/// addresses by their /64 (one host usually has a whole /64 to draw from).
+pub(crate) fn client_group(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(prefix.into())
+        }
+        v4 => v4,
     }
 }
 

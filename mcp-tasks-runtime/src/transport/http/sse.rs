@@ -512,7 +512,8 @@ mod tests {
             }))
             .build()
             .unwrap();
-        let (session, _) = server.open_session(None, Some(crate::wire::classify::Kind::Stateless));
+        let (session, _) =
+            server.open_session(None, None, Some(crate::wire::classify::Kind::Stateless));
         let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "flood",
         "_meta": {
@@ -622,7 +623,7 @@ mod tests {
         }
 
         fn call(server: &Server, tool: &str) -> Running {
-            let (session, _outbound) = server.open_session(None, Some(Kind::Stateless));
+            let (session, _outbound) = server.open_session(None, None, Some(Kind::Stateless));
             let request = Request {
                 id: 1.into(),
                 method: "tools/call".into(),
@@ -723,7 +724,8 @@ mod tests {
             log.push(&i.to_string());
         }
         log.finish();
-        let text = read_all(log.follow(3, Some(Duration::ZERO), None, CancellationToken::new())).await;
+        let text =
+            read_all(log.follow(3, Some(Duration::ZERO), None, CancellationToken::new())).await;
         assert!(text.starts_with("id: 1-2\n"), "{text}");
         assert!(text.contains("id: 1-3\ndata: 2\n") && text.contains("id: 1-4\ndata: 3\n"));
         assert!(!text.contains("data: 1\n"));
@@ -741,7 +743,8 @@ mod tests {
             log.push(m);
         }
         log.finish();
-        let text = read_all(log.follow(1, Some(Duration::ZERO), None, CancellationToken::new())).await;
+        let text =
+            read_all(log.follow(1, Some(Duration::ZERO), None, CancellationToken::new())).await;
         assert!(
             !text.contains("data: x\n") && text.contains("data: z\n"),
             "{text}"

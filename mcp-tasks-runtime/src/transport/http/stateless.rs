@@ -19,6 +19,7 @@ pub(super) async fn stateless(
     app: &Arc<App>,
     headers: &HeaderMap,
     principal: Option<String>,
+    requestor: Option<Arc<str>>,
     request: Request,
 ) -> HttpResponse {
     let strict = app.config.strict_task_name;
@@ -27,7 +28,9 @@ pub(super) async fn stateless(
         return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
     }
     let listen = request.method == "subscriptions/listen";
-    let (session, _outbound) = app.server.open_session(principal, Some(Kind::Stateless));
+    let (session, _outbound) = app
+        .server
+        .open_session(principal, requestor, Some(Kind::Stateless));
     let mut guard = CancelOnDrop::new(session.clone(), request.id.clone());
     let mut running = Running::start(session, request);
     match running.first().await {
@@ -124,6 +127,11 @@ mod tests {
         let busy = answer(Error::Busy("queue full".into()));
         assert_eq!(
             stateless_status(busy.as_ref()),
+            (StatusCode::SERVICE_UNAVAILABLE, Some(1))
+        );
+        let store = answer(Error::StoreUnavailable("connection refused".into()));
+        assert_eq!(
+            stateless_status(store.as_ref()),
             (StatusCode::SERVICE_UNAVAILABLE, Some(1))
         );
         let other = answer(Error::Internal("x".into()));
