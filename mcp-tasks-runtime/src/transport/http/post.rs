@@ -71,14 +71,19 @@ pub(super) async fn post(
         Message::Request(request) => {
             tracing::debug!(method = %request.method, id = %request.id, "HTTP request");
             let facts = Facts::of(&request).with_version_header(version.as_deref());
-            let requestor = principal
-                .is_none()
-                .then(|| app.anonymous_requestor(&headers, client));
+            // Only a request that may open tasks on a new session names its requestor.
+            let requestor = |principal: &Option<String>| {
+                principal
+                    .is_none()
+                    .then(|| app.anonymous_requestor(&headers, client))
+            };
             if classify::classify(&facts) == Kind::Stateless {
+                let requestor = requestor(&principal);
                 return stateless(&app, &headers, principal, requestor, request).await;
             }
             let Some(session_id) = session_id else {
                 if request.method == "initialize" {
+                    let requestor = requestor(&principal);
                     return initialize(&app, principal, requestor, client, request).await;
                 }
                 return error_response(
