@@ -14,8 +14,8 @@
 //! 4. [`Quotas::gone`] when the task is deleted (expired, or removed before it finished).
 //!
 //! [`Quotas::restore`] counts a task found in the store (after a restart) instead of admitted.
-//! A requestor is any string the engine picks (the principal, or the peer of an anonymous
-//! client). One with nothing counted and a full creation bucket is forgotten, so memory
+//! A requestor is any string the engine picks: the principal, or for an anonymous client the
+//! name its transport gives it (its address over HTTP, its connection over stdio). One with nothing counted and a full creation bucket is forgotten, so memory
 //! follows the number of requestors that have tasks.
 //!
 //! ```

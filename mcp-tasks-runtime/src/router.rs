@@ -32,6 +32,7 @@ impl Server {
     /// Opens a session. The receiver yields every message the server sends outside of direct
     /// responses, one JSON text per message; it is bounded by the server's
     /// [`outbound_capacity`](crate::ServerBuilder::outbound_capacity).
+    /// The session is anonymous, and a requestor of its own for the task quotas.
     pub fn session(&self) -> (Session, mpsc::Receiver<String>) {
         self.session_for(None)
     }

@@ -387,6 +387,12 @@ impl ServerBuilder {
 
     /// Sets the per-requestor limits on live tasks, retained tasks and task creation rate
     /// (default [`QuotaConfig::default`](crate::quota::QuotaConfig)).
+    ///
+    /// A requestor is the principal of the request, in either era. An anonymous one is
+    /// what its transport names: over HTTP the client's address (see
+    /// `HttpConfig::anonymous_requestor` and `HttpConfig::trusted_proxies`), shared by all
+    /// its 2026-07-28 requests and 2025-11-25 sessions; over stdio (or a
+    /// [`Server::session`] of one's own) the connection.
     pub fn quotas(mut self, config: crate::quota::QuotaConfig) -> Self {
         self.quota_config = config;
         self
