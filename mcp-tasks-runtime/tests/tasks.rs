@@ -578,12 +578,13 @@ async fn quotas_refuse_a_requestor_over_its_live_tasks() {
 /// anonymous connection is a requestor of its own in the stateless era too.
 #[tokio::test(start_paused = true)]
 async fn v2_anonymous_connections_are_requestors_of_their_own() {
-    let mut b = Server::builder()
-        .name("tasks-test")
-        .quotas(mcp_tasks_runtime::quota::QuotaConfig {
-            max_live: 1,
-            ..mcp_tasks_runtime::quota::QuotaConfig::unlimited()
-        });
+    let mut b =
+        Server::builder()
+            .name("tasks-test")
+            .quotas(mcp_tasks_runtime::quota::QuotaConfig {
+                max_live: 1,
+                ..mcp_tasks_runtime::quota::QuotaConfig::unlimited()
+            });
     for t in tools() {
         b = b.tool(t);
     }
@@ -594,7 +595,9 @@ async fn v2_anonymous_connections_are_requestors_of_their_own() {
     let r = a.request("tools/call", json!({"name": "forever"})).await;
     assert_eq!(r["error"]["data"]["limit"], "liveTasks", "{r}");
     let mut other = Client::stateless(&server, None, tasks_caps());
-    let r = other.request("tools/call", json!({"name": "forever"})).await;
+    let r = other
+        .request("tools/call", json!({"name": "forever"}))
+        .await;
     task_id(&r);
 }
 
