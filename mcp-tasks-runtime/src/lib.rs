@@ -28,6 +28,7 @@ mod state;
 pub mod store;
 mod sync;
 pub mod task;
+pub mod tasks;
 pub mod tool;
 pub mod transport;
 pub mod wire;
@@ -45,6 +46,7 @@ pub use router::Session;
 pub use server::{BuildError, Implementation, Server, ServerBuilder};
 pub use session::OUTBOUND_CAPACITY;
 pub use state::{State, StateRequirement};
+pub use tasks::{Tasks, Viewer};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     IntoToolResult, Json, Registry, RestartPolicy, ResumePolicy, Tool, ToolDefError, ToolInput,

@@ -133,6 +133,12 @@ impl Server {
         self.inner.outbound_capacity
     }
 
+    /// The public face of the server's tasks, for everything that is not the protocol: an
+    /// operator console, an admin command, user code. See [`Tasks`](crate::Tasks).
+    pub fn tasks(&self) -> crate::Tasks {
+        crate::Tasks::new(Arc::clone(&self.inner.engine))
+    }
+
     /// The per-requestor task quotas, configured with [`ServerBuilder::quotas`].
     pub fn quotas(&self) -> &crate::quota::Quotas {
         &self.inner.quotas

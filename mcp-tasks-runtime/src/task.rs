@@ -42,7 +42,7 @@ pub fn rfc3339(time: SystemTime) -> String {
 }
 
 /// Where a task is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     /// Running.
@@ -384,4 +384,10 @@ mod shared_values_tests {
         }
         assert!(Arc::ptr_eq(&d, &shared.share(&json!({ "n": 1 }))));
     }
+}
+
+/// The first eight characters of a task id, for log lines at `info` and above: enough to
+/// tell tasks apart, too few to use as the bearer handle an anonymous client's id is.
+pub(crate) fn short_id(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
 }

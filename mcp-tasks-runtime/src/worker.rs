@@ -59,6 +59,11 @@ impl Worker {
         self
     }
 
+    /// The public face of the tasks in the worker's store (see [`Tasks`](crate::Tasks)).
+    pub fn tasks(&self) -> crate::Tasks {
+        self.server.tasks()
+    }
+
     /// The worker's name in the leases it holds.
     pub fn id(&self) -> &str {
         self.server.inner.engine.worker()

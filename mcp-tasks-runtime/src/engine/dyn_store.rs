@@ -2,12 +2,14 @@
 
 use crate::context::BoxFuture;
 use crate::error::Error;
-use crate::store::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
+use crate::store::{
+    Changes, ClaimStore, ScanTasks, StoreError, TaskCounts, TaskFilter, TaskPage, TaskStore,
+};
 use crate::task::TaskRecord;
 use std::time::SystemTime;
 
 /// [`TaskStore`] and [`ClaimStore`] with boxed futures, so the engine can hold any backend.
-pub(super) trait DynStore: Send + Sync {
+pub(crate) trait DynStore: Send + Sync {
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreError>>;
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>>;
     fn compare_and_set(
@@ -45,6 +47,13 @@ pub(super) trait DynStore: Send + Sync {
     ) -> BoxFuture<'_, Result<Changes, StoreError>>;
     fn changed(&self) -> BoxFuture<'_, ()>;
     fn is_shared(&self) -> bool;
+    fn scan<'a>(
+        &'a self,
+        filter: &'a TaskFilter,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<TaskPage, StoreError>>;
+    fn count(&self) -> BoxFuture<'_, Result<TaskCounts, StoreError>>;
 }
 
 impl<S: TaskStore + ClaimStore> DynStore for S {
@@ -104,6 +113,17 @@ impl<S: TaskStore + ClaimStore> DynStore for S {
     }
     fn is_shared(&self) -> bool {
         ClaimStore::is_shared(self)
+    }
+    fn scan<'a>(
+        &'a self,
+        filter: &'a TaskFilter,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<TaskPage, StoreError>> {
+        Box::pin(ScanTasks::scan(self, filter, cursor, limit))
+    }
+    fn count(&self) -> BoxFuture<'_, Result<TaskCounts, StoreError>> {
+        Box::pin(ScanTasks::count(self))
     }
 }
 

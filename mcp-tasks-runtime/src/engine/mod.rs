@@ -24,7 +24,7 @@
 use crate::error::Error;
 use crate::model::JsonObject;
 use crate::quota::Quotas;
-use crate::store::{ClaimStore, TaskStore};
+use crate::store::ClaimStore;
 use crate::sync::LockExt;
 use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus, random_id};
 use crate::tool::{Registry, Tool};
@@ -47,7 +47,8 @@ mod tasks;
 pub use background::Recovery;
 pub use config::EngineConfig;
 pub(crate) use delivery::{Delivery, TaskWatch};
-use dyn_store::DynStore;
+pub(crate) use dyn_store::DynStore;
+pub(crate) use tasks::Access;
 
 /// A run of a task's tool in this process.
 struct Run {
@@ -168,7 +169,7 @@ pub(crate) fn error_answer(message: &str) -> Value {
 }
 
 impl Engine {
-    pub(crate) fn new<S: TaskStore + ClaimStore>(
+    pub(crate) fn new<S: ClaimStore>(
         store: S,
         config: EngineConfig,
         registry: Registry,

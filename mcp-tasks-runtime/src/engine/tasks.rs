@@ -5,7 +5,7 @@ use super::{Delivery, Engine, TaskWatch, shard_of};
 use crate::error::Error;
 use crate::model::JsonObject;
 use crate::quota::Stage;
-use crate::store::{StoreError, TaskPage};
+use crate::store::{StoreError, TaskCounts, TaskFilter, TaskPage};
 use crate::sync::LockExt;
 use crate::task::{CancelRequest, TaskRecord, TaskStatus};
 use std::sync::Arc;
@@ -147,12 +147,24 @@ impl Engine {
         id: &str,
         owner: Option<&str>,
     ) -> Result<Option<TaskRecord>, Error> {
+        self.get_as(id, Access::Owner(owner)).await
+    }
+
+    /// The task, if it exists, has not expired and `access` may see it.
+    pub(crate) async fn get_as(
+        &self,
+        id: &str,
+        access: Access<'_>,
+    ) -> Result<Option<TaskRecord>, Error> {
         // A process that only reads must still hear of other processes' writes.
         self.ensure_background();
         let Some(rec) = self.store.get(id).await? else {
             return Ok(None);
         };
-        Ok(self.visible(rec, owner))
+        Ok(match access {
+            Access::Owner(owner) => self.visible(rec, owner),
+            Access::Admin(_) => (!is_expired(&rec)).then_some(rec),
+        })
     }
 
     /// Cancels a task. Returns the task as it is afterwards and whether this call cancelled
@@ -163,9 +175,19 @@ impl Engine {
         id: &str,
         owner: Option<&str>,
     ) -> Result<Option<(TaskRecord, bool)>, Error> {
-        let Some(visible) = self.get(id, owner).await? else {
+        self.cancel_as(id, Access::Owner(owner)).await
+    }
+
+    /// [`Engine::cancel`] by whoever `access` names (kept in the task as who cancelled it).
+    pub(crate) async fn cancel_as(
+        &self,
+        id: &str,
+        access: Access<'_>,
+    ) -> Result<Option<(TaskRecord, bool)>, Error> {
+        let Some(visible) = self.get_as(id, access).await? else {
             return Ok(None);
         };
+        let by = access.who();
         let retention = self.config.min_retention;
         let result = self
             .update_from(id, Some(visible), |rec| {
@@ -176,7 +198,7 @@ impl Engine {
                 rec.status_message = Some("The task was cancelled by request.".into());
                 rec.cancel_requested = Some(CancelRequest {
                     at: SystemTime::now(),
-                    by: owner.map(str::to_owned),
+                    by: by.clone(),
                 });
                 rec.input_requests.clear();
                 rec.lease = None;
@@ -198,9 +220,22 @@ impl Engine {
         owner: Option<&str>,
         responses: &JsonObject,
     ) -> Result<Option<TaskRecord>, Error> {
-        let Some(visible) = self.get(id, owner).await? else {
+        self.answer_as(id, Access::Owner(owner), responses).await
+    }
+
+    /// [`Engine::answer`] on behalf of whoever `access` names.
+    pub(crate) async fn answer_as(
+        &self,
+        id: &str,
+        access: Access<'_>,
+        responses: &JsonObject,
+    ) -> Result<Option<TaskRecord>, Error> {
+        let Some(visible) = self.get_as(id, access).await? else {
             return Ok(None);
         };
+        if let Access::Admin(admin) = access {
+            tracing::info!(task = %crate::task::short_id(id), %admin, keys = responses.len(), "an operator answered a task's question");
+        }
         let result = self
             .update_from(id, Some(visible), |rec| {
                 if rec.status.is_terminal() {
@@ -295,6 +330,99 @@ impl Engine {
         }
     }
 
+    /// One page of the tasks that match `filter` and that `access` may list: an owner lists
+    /// its own tasks, an admin every task.
+    pub(crate) async fn scan(
+        &self,
+        access: Access<'_>,
+        filter: &TaskFilter,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, Error> {
+        self.ensure_background();
+        let filter = match access {
+            Access::Admin(_) => std::borrow::Cow::Borrowed(filter),
+            Access::Owner(None) => return Ok(TaskPage::default()),
+            Access::Owner(Some(owner)) => {
+                if filter.owner.as_deref().is_some_and(|o| o != owner) {
+                    return Ok(TaskPage::default());
+                }
+                std::borrow::Cow::Owned(filter.clone().owner(owner))
+            }
+        };
+        match self.store.scan(&filter, cursor, limit).await {
+            Ok(mut page) => {
+                page.tasks.retain(|t| !is_expired(t));
+                Ok(page)
+            }
+            Err(StoreError::InvalidCursor(c)) => {
+                Err(Error::InvalidParams(format!("invalid cursor {c:?}")))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The tasks `access` may list, by status and tool.
+    pub(crate) async fn count(&self, access: Access<'_>) -> Result<TaskCounts, Error> {
+        if let Access::Admin(_) = access {
+            return Ok(self.store.count().await?);
+        }
+        let mut counts = TaskCounts::default();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self
+                .scan(access, &TaskFilter::new(), cursor.as_deref(), 1000)
+                .await?;
+            for task in &page.tasks {
+                counts.add(task.status, &task.tool, 1);
+            }
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(counts),
+            }
+        }
+    }
+
+    /// Runs a finished task's tool again with its arguments, as a new task of the same
+    /// owner; only tools whose restart policy reruns them (declared idempotent).
+    pub(crate) async fn rerun(
+        &self,
+        id: &str,
+        access: Access<'_>,
+    ) -> Result<Option<TaskRecord>, Error> {
+        let Some(old) = self.get_as(id, access).await? else {
+            return Ok(None);
+        };
+        let tool = self.registry.get(&old.tool).ok_or_else(|| {
+            Error::InvalidParams(format!("the tool {:?} is not served here", old.tool))
+        })?;
+        if tool.on_restart != crate::tool::RestartPolicy::Rerun {
+            return Err(Error::InvalidParams(format!(
+                "the tool {:?} does not rerun (declare it idempotent with on_restart = \"rerun\")",
+                old.tool
+            )));
+        }
+        if !old.status.is_terminal() {
+            return Err(Error::InvalidParams(format!(
+                "the task has not finished (it is {})",
+                old.status
+            )));
+        }
+        let record = self
+            .start(super::NewTask {
+                tool: tool.clone(),
+                args: old.arguments,
+                owner: old.owner,
+                settle: old.settle,
+                requested_ttl: old.ttl,
+                client_capabilities: old.client_capabilities,
+                delivery: None,
+            })
+            .await?;
+        tracing::info!(task = %crate::task::short_id(&record.id), rerun_of = %crate::task::short_id(id), tool = %record.tool, by = ?access.who(), "task rerun");
+        Ok(Some(record))
+    }
+
     /// One page of the owner's tasks (`tasks/list`).
     pub(crate) async fn list(
         &self,
@@ -316,4 +444,27 @@ impl Engine {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// Who reads or changes a task through the engine.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Access<'a> {
+    /// An owner key (or an anonymous caller), under the protocol's visibility rules.
+    Owner(Option<&'a str>),
+    /// An operator, by name, who sees every task.
+    Admin(&'a str),
+}
+
+impl Access<'_> {
+    /// Who to record as having acted.
+    fn who(self) -> Option<String> {
+        match self {
+            Access::Owner(owner) => owner.map(str::to_owned),
+            Access::Admin(name) => Some(format!("admin:{name}")),
+        }
+    }
+}
+
+fn is_expired(rec: &TaskRecord) -> bool {
+    rec.expires_at().is_some_and(|at| at <= SystemTime::now())
 }

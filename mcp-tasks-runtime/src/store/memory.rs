@@ -1,9 +1,12 @@
 //! The in-memory task store: the reference backend, and the default when no durable store
 //! is configured. Tasks are lost when the process exits.
 
+use super::scan::{
+    ScanIndex, ScanTasks, TaskCounts, TaskFilter, index_for, no_page, scan_start, scan_take,
+};
 use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore, paging};
 use crate::sync::LockExt;
-use crate::task::{Lease, TaskRecord};
+use crate::task::{Lease, TaskRecord, TaskStatus};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::ops::Bound;
@@ -23,7 +26,9 @@ const SHARDS: usize = 32;
 /// - an expiry index ordered by `expires_at`, so [`TaskStore::expire`] reads only the tasks
 ///   that have expired (plus one entry per shard to see where to stop), earliest first;
 /// - an owner index ordered by a store-wide creation sequence number, so
-///   [`TaskStore::list`] reads only the owner's tasks after the cursor.
+///   [`TaskStore::list`] reads only the owner's tasks after the cursor;
+/// - a status index and a tool index by the same number, and counts by status and tool, for
+///   [`ScanTasks`].
 ///
 /// Listing cursors encode that sequence number, so a cursor stays valid when the task it
 /// points after is deleted.
@@ -49,6 +54,23 @@ struct Shard {
     queued: BTreeMap<u64, Arc<str>>,
     /// `(lease end, id)` of every unfinished task with a lease.
     leased: BTreeSet<(SystemTime, Arc<str>)>,
+    /// Tasks by status (in [`status_index`] order), then by creation sequence number.
+    by_status: [BTreeMap<u64, Arc<str>>; 5],
+    /// Tasks by tool, then by creation sequence number.
+    by_tool: HashMap<String, BTreeMap<u64, Arc<str>>>,
+    /// The number of tasks of each status and tool.
+    counts: HashMap<(TaskStatus, String), u64>,
+}
+
+/// Where a status's tasks are in [`Shard::by_status`].
+fn status_index(status: TaskStatus) -> usize {
+    match status {
+        TaskStatus::Working => 0,
+        TaskStatus::InputRequired => 1,
+        TaskStatus::Completed => 2,
+        TaskStatus::Failed => 3,
+        TaskStatus::Cancelled => 4,
+    }
 }
 
 /// Where a record stands in the claim indexes.
@@ -137,9 +159,64 @@ impl Shard {
         }
     }
 
+    /// Adds a task to the status and tool indexes and the counts.
+    fn index_scan(&mut self, status: TaskStatus, tool: &str, seq: u64, id: &Arc<str>) {
+        self.by_status[status_index(status)].insert(seq, Arc::clone(id));
+        if !self.by_tool.contains_key(tool) {
+            self.by_tool.insert(tool.to_owned(), BTreeMap::new());
+        }
+        let tools = self.by_tool.get_mut(tool).expect("inserted above");
+        tools.insert(seq, Arc::clone(id));
+        *self.counts.entry((status, tool.to_owned())).or_default() += 1;
+    }
+
+    /// Removes a task from the status and tool indexes and the counts.
+    fn unindex_scan(&mut self, status: TaskStatus, tool: &str, seq: u64) {
+        self.by_status[status_index(status)].remove(&seq);
+        if let Some(tools) = self.by_tool.get_mut(tool) {
+            tools.remove(&seq);
+            if tools.is_empty() {
+                self.by_tool.remove(tool);
+            }
+        }
+        let key = (status, tool.to_owned());
+        if let Some(n) = self.counts.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                self.counts.remove(&key);
+            }
+        }
+    }
+
+    /// Up to `take` entries below `before`, newest first, of the index that serves `filter`
+    /// best ([`index_for`]).
+    fn candidates(&self, filter: &TaskFilter, before: u64, take: usize) -> Vec<(u64, Arc<str>)> {
+        let from = |index: &BTreeMap<u64, Arc<str>>| -> Vec<(u64, Arc<str>)> {
+            index
+                .range(..before)
+                .rev()
+                .take(take)
+                .map(|(seq, id)| (*seq, Arc::clone(id)))
+                .collect()
+        };
+        let statuses = match index_for(filter) {
+            ScanIndex::Owner(owner) => return self.owned.get(owner).map(from).unwrap_or_default(),
+            ScanIndex::Tool(tool) => return self.by_tool.get(tool).map(from).unwrap_or_default(),
+            ScanIndex::Statuses(statuses) => statuses,
+        };
+        let mut merged: Vec<(u64, Arc<str>)> = statuses
+            .iter()
+            .flat_map(|status| from(&self.by_status[status_index(*status)]))
+            .collect();
+        merged.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        merged.truncate(take);
+        merged
+    }
+
     /// Removes a task and its index entries.
     fn remove(&mut self, id: &str) -> Option<Box<Slot>> {
         let (key, slot) = self.tasks.remove_entry(id)?;
+        self.unindex_scan(slot.record.status, &slot.record.tool, slot.seq);
         self.unindex_claim(claim_key(&slot.record), slot.seq, &key);
         if let Some(at) = slot.record.expires_at() {
             self.expiry.remove(&(at, key));
@@ -205,6 +282,7 @@ impl TaskStore for MemoryTaskStore {
         }
         shard.index_owner(record.owner.as_deref(), seq, Arc::clone(&id));
         shard.index_claim(claim_key(&record), seq, &id);
+        shard.index_scan(record.status, &record.tool, seq, &id);
         shard.tasks.insert(id, Box::new(Slot { record, seq }));
         Ok(())
     }
@@ -233,7 +311,13 @@ impl TaskStore for MemoryTaskStore {
         let (old_expiry, new_expiry) = (old.expires_at(), new.expires_at());
         let new_owner = (old.owner != new.owner).then(|| new.owner.clone());
         let (old_claim, new_claim) = (claim_key(&old), claim_key(new));
-        if old_expiry == new_expiry && new_owner.is_none() && old_claim == new_claim {
+        let rescan = (old.status != new.status || old.tool != new.tool)
+            .then(|| (new.status, new.tool.clone()));
+        if old_expiry == new_expiry
+            && new_owner.is_none()
+            && old_claim == new_claim
+            && rescan.is_none()
+        {
             return Ok(true);
         }
         let (key, _) = shard
@@ -241,6 +325,10 @@ impl TaskStore for MemoryTaskStore {
             .get_key_value(old.id.as_str())
             .expect("the task was just written");
         let key = Arc::clone(key);
+        if let Some((status, tool)) = rescan {
+            shard.unindex_scan(old.status, &old.tool, seq);
+            shard.index_scan(status, &tool, seq, &key);
+        }
         if old_claim != new_claim {
             shard.unindex_claim(old_claim, seq, &key);
             shard.index_claim(new_claim, seq, &key);
@@ -436,6 +524,72 @@ impl ClaimStore for MemoryTaskStore {
 
     fn is_shared(&self) -> bool {
         false
+    }
+}
+
+impl ScanTasks for MemoryTaskStore {
+    async fn scan(
+        &self,
+        filter: &TaskFilter,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, StoreError> {
+        // The cursor is the creation number the next page starts below.
+        let Some(before) = scan_start(cursor, 'n', u64::MAX, limit)? else {
+            return Ok(no_page(cursor));
+        };
+        // Each shard gives its newest index entries below the cursor, at most `take`, and
+        // the matches among them. Past the oldest entry of a shard that gave `take`, that
+        // shard was not read: only matches above the highest such floor are known complete.
+        let take = scan_take(filter, limit);
+        let mut matched: Vec<(u64, usize, Arc<str>)> = Vec::new();
+        let mut floor: Option<u64> = None;
+        for index in 0..self.shards.len() {
+            let shard = self.lock(index);
+            let candidates = shard.candidates(filter, before, take);
+            if candidates.len() == take {
+                let oldest = candidates.last().map_or(0, |(seq, _)| *seq);
+                floor = Some(floor.map_or(oldest, |f| f.max(oldest)));
+            }
+            matched.extend(candidates.into_iter().filter_map(|(seq, id)| {
+                let slot = shard.tasks.get(&*id)?;
+                (slot.seq == seq && filter.matches(&slot.record)).then_some((seq, index, id))
+            }));
+        }
+        matched.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        if let Some(floor) = floor {
+            matched.retain(|(seq, _, _)| *seq >= floor);
+        }
+        let full = matched.len() > limit;
+        matched.truncate(limit);
+        let mut tasks = Vec::with_capacity(matched.len());
+        for (seq, index, id) in &matched {
+            // A task deleted or changed since its key was read is left out.
+            let shard = self.lock(*index);
+            if let Some(slot) = shard.tasks.get(&**id)
+                && slot.seq == *seq
+                && filter.matches(&slot.record)
+            {
+                tasks.push(slot.record.clone());
+            }
+        }
+        let next_cursor = if full {
+            matched.last().map(|(seq, _, _)| paging::cursor('n', seq))
+        } else {
+            floor.map(|floor| paging::cursor('n', floor))
+        };
+        Ok(TaskPage { tasks, next_cursor })
+    }
+
+    async fn count(&self) -> Result<TaskCounts, StoreError> {
+        let mut counts = TaskCounts::default();
+        for index in 0..self.shards.len() {
+            let shard = self.lock(index);
+            for ((status, tool), n) in &shard.counts {
+                counts.add(*status, tool, *n);
+            }
+        }
+        Ok(counts)
     }
 }
 

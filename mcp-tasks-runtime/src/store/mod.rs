@@ -19,6 +19,7 @@ mod paging;
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+mod scan;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(any(test, feature = "testing"))]
@@ -29,6 +30,7 @@ pub use self::redis::{RedisDurability, RedisOptions, RedisTaskStore};
 pub use memory::MemoryTaskStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresTaskStore};
+pub use scan::{ALL_STATUSES, ScanTasks, TaskCounts, TaskFilter, TimeRange};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteTaskStore, Synchronous};
 
@@ -120,7 +122,10 @@ pub struct Changes {
 /// [`TaskRecord::epoch`]); renewals and fenced writes are compare-and-set writes whose
 /// change checks the lease first, so they need nothing more from the store. What a backend
 /// adds here are the atomic claim and the two scans, each served by an index.
-pub trait ClaimStore: TaskStore {
+///
+/// Every such store also lists and counts across owners ([`ScanTasks`]), for operators and
+/// [`Server::tasks`](crate::Server::tasks).
+pub trait ClaimStore: TaskStore + ScanTasks {
     /// Claims up to `limit` queued tasks ([`TaskRecord::is_queued`]), oldest first, leaving
     /// out tasks of the tools in `skip`. Each claimed task gets the lease
     /// `Lease { worker, until }`, its `epoch` and its `version` bumped by one, and is

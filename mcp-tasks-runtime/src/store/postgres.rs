@@ -2,7 +2,10 @@
 //! [`PostgresTaskStore`].
 
 use super::codec::{Row, Stored, millis};
-use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore, paging};
+use super::scan::{SqlValue, count_query, no_page, scan_query, scan_start};
+use super::{
+    Changes, ClaimStore, ScanTasks, StoreError, TaskCounts, TaskFilter, TaskPage, TaskStore, paging,
+};
 use crate::sync::LockExt;
 use crate::task::{TaskRecord, random_id};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
@@ -60,6 +63,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX tasks_lease ON {s}.tasks (lease_until, id)
         WHERE lease_worker IS NOT NULL AND status IN ('working', 'input_required');
     CREATE INDEX tasks_changes ON {s}.tasks (change_seq);",
+    // 2: listing across owners by status and by tool, newest first, and counts.
+    "CREATE INDEX tasks_status_seq ON {s}.tasks (status, seq);
+    CREATE INDEX tasks_tool_status_seq ON {s}.tasks (tool, status, seq);",
 ];
 
 /// The columns a record is read from, in the order [`decode`] expects.
@@ -327,6 +333,9 @@ struct Sql {
     claim: String,
     lapsed: String,
     catch_up: String,
+    /// The table, for the scans across owners.
+    table: String,
+    count: String,
 }
 
 impl Sql {
@@ -408,6 +417,8 @@ impl Sql {
                 "SELECT id, change_seq FROM {s}.tasks WHERE change_seq > $1 \
                  ORDER BY change_seq LIMIT $2"
             ),
+            table: format!("{s}.tasks"),
+            count: count_query(&format!("{s}.tasks")),
         }
     }
 }
@@ -1793,6 +1804,68 @@ impl TaskStore for PostgresTaskStore {
                 decode_all(&client.query(&statement, &[]).await?)
             })
             .await
+    }
+}
+
+impl ScanTasks for PostgresTaskStore {
+    async fn scan(
+        &self,
+        filter: &TaskFilter,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, StoreError> {
+        let Some(before) = scan_start(cursor, 'g', i64::MAX, limit)? else {
+            return Ok(no_page(cursor));
+        };
+        let shared = &self.shared;
+        let wanted = clamp_limit(limit).saturating_add(1);
+        let query = scan_query(filter, COLUMNS, &shared.sql.table, before, wanted, |n| {
+            format!("${n}")
+        });
+        let query = &query;
+        let (tasks, last, more) = shared
+            .read("cannot list tasks", |client| async move {
+                let params: Vec<&(dyn ToSql + Sync)> = query
+                    .params
+                    .iter()
+                    .map(|p| match p {
+                        SqlValue::Text(text) => text as &(dyn ToSql + Sync),
+                        SqlValue::Int(n) => n as &(dyn ToSql + Sync),
+                    })
+                    .collect();
+                let statement = client.prepare_cached(&query.sql).await?;
+                let rows = client.query(&statement, &params).await?;
+                let more = rows.len() > limit;
+                let mut tasks = Vec::with_capacity(rows.len().min(limit));
+                let mut last = before;
+                for row in rows.iter().take(limit) {
+                    let (record, seq) = decode(row)?;
+                    tasks.push(record);
+                    last = seq;
+                }
+                Ok((tasks, last, more))
+            })
+            .await?;
+        let next_cursor = more.then(|| paging::cursor('g', last));
+        Ok(TaskPage { tasks, next_cursor })
+    }
+
+    async fn count(&self) -> Result<TaskCounts, StoreError> {
+        let shared = &self.shared;
+        let rows = shared
+            .read("cannot count tasks", |client| async move {
+                let statement = client.prepare_cached(&shared.sql.count).await?;
+                client.query(&statement, &[]).await
+            })
+            .await?;
+        let mut counts = TaskCounts::default();
+        for row in rows {
+            let (status, tool, n): (String, String, i64) = (row.get(0), row.get(1), row.get(2));
+            if let Ok(status) = status.parse() {
+                counts.add(status, &tool, n.max(0).unsigned_abs());
+            }
+        }
+        Ok(counts)
     }
 }
 

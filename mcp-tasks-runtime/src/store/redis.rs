@@ -4,7 +4,10 @@
 mod scripts;
 
 use super::codec::{Row, Stored, millis};
-use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore, paging};
+use super::scan::{no_page, scan_start, scan_take};
+use super::{
+    Changes, ClaimStore, ScanTasks, StoreError, TaskCounts, TaskFilter, TaskPage, TaskStore, paging,
+};
 use crate::task::TaskRecord;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{AsyncCommands, ErrorKind, RedisError};
@@ -336,6 +339,10 @@ impl RedisTaskStore {
                 )));
             }
         }
+        if let Err(problem) = shared.backfill().await {
+            shared.close();
+            return Err(fail(problem.to_string()));
+        }
         Ok(Self { shared })
     }
 
@@ -425,6 +432,32 @@ impl Shared {
         match within(timeout, attempt).await {
             Ok(result) => result,
             Err(()) => Err(self.error(format!("{what}: {}", timed_out(timeout)))),
+        }
+    }
+
+    /// Gives the tasks of a store written before the listings by status and tool existed
+    /// their entries, once per store, a few hundred tasks per script.
+    async fn backfill(&self) -> Result<(), StoreError> {
+        let marker = format!("{}scan-indexed", self.prefix);
+        let done: bool = self
+            .read_with("cannot read the store's version", move |mut conn| {
+                let marker = marker.clone();
+                async move { conn.exists(marker).await }
+            })
+            .await?;
+        if done {
+            return Ok(());
+        }
+        let mut cursor = "0".to_owned();
+        loop {
+            let mut call = self.scripts.backfill.prepare_invoke();
+            call.arg(&self.prefix).arg(&cursor);
+            cursor = self
+                .run("cannot index the tasks by status and tool", call)
+                .await?;
+            if cursor == "0" {
+                return Ok(());
+            }
         }
     }
 
@@ -1015,6 +1048,86 @@ impl TaskStore for RedisTaskStore {
         let mut seen = std::collections::HashSet::with_capacity(ids.len());
         ids.retain(|id| seen.insert(id.clone()));
         shared.unfinished_of(&ids).await
+    }
+}
+
+impl ScanTasks for RedisTaskStore {
+    async fn scan(
+        &self,
+        filter: &TaskFilter,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, StoreError> {
+        // Creation numbers stay below 2^53, where Lua's numbers are exact.
+        let Some(below) = scan_start(cursor, 'k', 1u64 << 53, limit)? else {
+            return Ok(no_page(cursor));
+        };
+        let shared = &self.shared;
+        let limit = limit.min(1 << 20);
+        let time = |at: Option<SystemTime>| at.map(|t| millis(t).to_string()).unwrap_or_default();
+        let mut call = shared.scripts.scan.prepare_invoke();
+        call.arg(&shared.prefix)
+            .arg(below)
+            .arg(scan_take(filter, limit))
+            .arg(limit)
+            .arg(if filter.owner.is_some() { "1" } else { "0" })
+            .arg(filter.owner.as_deref().unwrap_or_default())
+            .arg(filter.tool.as_deref().unwrap_or_default())
+            .arg(time(filter.created.after))
+            .arg(time(filter.created.before))
+            .arg(time(filter.updated.after))
+            .arg(time(filter.updated.before));
+        for status in filter.wanted_statuses() {
+            call.arg(status.as_str());
+        }
+        let got: Vec<::redis::Value> = shared.read("cannot list tasks", call).await?;
+        let mut got = got.into_iter();
+        let floor: String = match got.next() {
+            Some(value) => ::redis::from_redis_value(value)
+                .map_err(|e| shared.error(format!("cannot list tasks: {e}")))?,
+            None => {
+                return Err(shared.error("cannot list tasks: an empty answer from the scan script"));
+            }
+        };
+        let mut tasks = Vec::new();
+        let mut last = below;
+        let mut full = false;
+        for value in got {
+            if tasks.len() == limit {
+                full = true;
+                break;
+            }
+            let flat: Vec<String> = ::redis::from_redis_value(value)
+                .map_err(|e| shared.error(format!("cannot list tasks: {e}")))?;
+            let (record, seq) = decode(flat);
+            last = seq;
+            tasks.push(record);
+        }
+        let next_cursor = if full {
+            Some(paging::cursor('k', last))
+        } else {
+            (!floor.is_empty()).then(|| paging::cursor('k', floor))
+        };
+        Ok(TaskPage { tasks, next_cursor })
+    }
+
+    async fn count(&self) -> Result<TaskCounts, StoreError> {
+        let shared = &self.shared;
+        let call = {
+            let mut call = shared.scripts.count.prepare_invoke();
+            call.arg(&shared.prefix);
+            call
+        };
+        let pairs: Vec<(String, u64)> = shared.read("cannot count tasks", call).await?;
+        let mut counts = TaskCounts::default();
+        for (pair, n) in pairs {
+            if let Some((status, tool)) = pair.split_once(':')
+                && let Ok(status) = status.parse()
+            {
+                counts.add(status, tool, n);
+            }
+        }
+        Ok(counts)
     }
 }
 

@@ -13,6 +13,9 @@
 //!   the listing even after Redis removed the record itself;
 //! - `P:changes`: the change feed, ids by change number; `P:changes:floor` is the highest
 //!   change number trimmed from it;
+//! - `P:stt:STATUS:TOOL`: sorted sets of ids by creation number, one per status and tool
+//!   (listing across owners, counts), and `P:pairs`, the set of `STATUS:TOOL` that have one;
+//!   `P:scan-indexed` marks a store whose tasks all have their entry (see `BACKFILL`);
 //! - the channel `P:signal`, where every write publishes its change number.
 
 /// Helpers every script starts with.
@@ -66,6 +69,30 @@ local function index(id, key, h, seq, grace)
     redis.call('PEXPIREAT', key, string.format('%d', tonumber(h.expires) + grace))
   end
 end
+-- The listing of a status and tool, for scans across owners.
+local function pair_key(status, tool)
+  return P .. 'stt:' .. status .. ':' .. tool
+end
+local function index_pair(id, status, tool, seq)
+  redis.call('ZADD', pair_key(status, tool), seq, id)
+  redis.call('SADD', P .. 'pairs', status .. ':' .. tool)
+end
+local function unindex_pair(id, status, tool)
+  local key = pair_key(status, tool)
+  redis.call('ZREM', key, id)
+  if redis.call('ZCARD', key) == 0 then
+    redis.call('SREM', P .. 'pairs', status .. ':' .. tool)
+  end
+end
+-- Drops an id from every status and tool listing (its record is gone, so which is unknown).
+local function unindex_pairs_of(id)
+  for _, pair in ipairs(redis.call('SMEMBERS', P .. 'pairs')) do
+    local key = P .. 'stt:' .. pair
+    if redis.call('ZREM', key, id) == 1 and redis.call('ZCARD', key) == 0 then
+      redis.call('SREM', P .. 'pairs', pair)
+    end
+  end
+end
 -- Records a change in the feed, trimming its oldest entries past `max`.
 local function changed(id, max)
   local c = string.format('%d', redis.call('INCR', P .. 'cseq'))
@@ -94,6 +121,7 @@ local h = fields(5)
 local seq = string.format('%d', redis.call('INCR', P .. 'seq'))
 redis.call('HSET', key, 'seq', seq, unpack(ARGV, 5))
 redis.call('ZADD', owner_key(h.owner), seq, id)
+index_pair(id, h.status, h.tool, seq)
 index(id, key, h, seq, tonumber(ARGV[3]))
 redis.call('PUBLISH', P .. 'signal', changed(id, tonumber(ARGV[4])))
 return 1
@@ -105,10 +133,14 @@ return 1
 const UPDATE: &str = r#"
 local id = ARGV[2]
 local key = P .. 'task:' .. id
-local old = redis.call('HMGET', key, 'version', 'status', 'owner', 'lease_worker', 'expires', 'seq')
+local old = redis.call('HMGET', key, 'version', 'status', 'owner', 'lease_worker', 'expires', 'seq', 'tool')
 if not old[1] or old[1] ~= ARGV[3] then return 0 end
 local h = fields(6)
 local seq = old[6]
+if old[2] ~= h.status or old[7] ~= h.tool then
+  unindex_pair(id, old[2], old[7] or '')
+  index_pair(id, h.status, h.tool, seq)
+end
 unindex(id, old[2], old[3] or nil, old[4], old[5])
 local old_owner = old[3] or nil
 if old_owner ~= h.owner then
@@ -126,9 +158,10 @@ return 1
 const DELETE: &str = r#"
 local id = ARGV[2]
 local key = P .. 'task:' .. id
-local old = redis.call('HMGET', key, 'status', 'owner', 'lease_worker', 'expires')
+local old = redis.call('HMGET', key, 'status', 'owner', 'lease_worker', 'expires', 'tool')
 if not old[1] then return 0 end
 unindex(id, old[1], old[2] or nil, old[3], old[4])
+unindex_pair(id, old[1], old[5] or '')
 redis.call('ZREM', owner_key(old[2] or nil), id)
 redis.call('DEL', key)
 return 1
@@ -181,16 +214,18 @@ while #out < limit do
     redis.call('ZREM', P .. 'expiry', m)
     local id, owner = parse_member(m)
     local key = P .. 'task:' .. id
-    local old = redis.call('HMGET', key, 'status', 'owner', 'lease_worker', 'expires')
+    local old = redis.call('HMGET', key, 'status', 'owner', 'lease_worker', 'expires', 'tool')
     if not old[1] then
-      -- Redis removed the record at its own expiry; clean its listing entry.
+      -- Redis removed the record at its own expiry; clean its listing entries.
       redis.call('ZREM', owner_key(owner), id)
+      unindex_pairs_of(id)
       if not seen[id] then
         seen[id] = true
         out[#out + 1] = id
       end
     elseif (old[2] or nil) == owner and old[4] and tonumber(old[4]) <= now then
       unindex(id, old[1], old[2] or nil, old[3], old[4])
+      unindex_pair(id, old[1], old[5] or '')
       redis.call('ZREM', owner_key(old[2] or nil), id)
       redis.call('DEL', key)
       if not seen[id] then
@@ -279,6 +314,91 @@ end
 return out
 "#;
 
+/// `scan`: ARGV = prefix, below (a creation number), take, limit, "1" with an owner or "0",
+/// owner, tool or "", created from, created before, updated from, updated before (each
+/// milliseconds or ""), then the statuses. Reads up to `take` entries of the listings the
+/// filter names, newest first, below `below`; returns `{floor}` (the creation number below
+/// which a listing was not read, or "") followed by the fields of up to `limit + 1`
+/// matching tasks, newest first. Entries whose record is gone are dropped on the way.
+const SCAN: &str = r#"
+local below, take, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local owner = nil
+if ARGV[5] == '1' then owner = ARGV[6] end
+local tool = nil
+if ARGV[7] ~= '' then tool = ARGV[7] end
+local bounds = {}
+for i = 8, 11 do bounds[i - 7] = tonumber(ARGV[i]) end
+local statuses = {}
+for i = 12, #ARGV do statuses[ARGV[i]] = true end
+local sets = {}
+if owner then
+  sets[1] = owner_key(owner)
+else
+  for _, pair in ipairs(redis.call('SMEMBERS', P .. 'pairs')) do
+    local colon = string.find(pair, ':', 1, true)
+    local status, t = string.sub(pair, 1, colon - 1), string.sub(pair, colon + 1)
+    if statuses[status] and (not tool or t == tool) then sets[#sets + 1] = P .. 'stt:' .. pair end
+  end
+end
+local found = {}
+for _, key in ipairs(sets) do
+  local got = redis.call('ZREVRANGEBYSCORE', key, '(' .. below, '-inf', 'WITHSCORES', 'LIMIT', 0, take)
+  for i = 1, #got, 2 do found[#found + 1] = {tonumber(got[i + 1]), got[i], key} end
+end
+table.sort(found, function(a, b) return a[1] > b[1] end)
+local out = {''}
+if #found >= take then
+  out[1] = string.format('%d', found[take][1])
+  for i = #found, take + 1, -1 do found[i] = nil end
+end
+local function within(value, from, before)
+  local v = tonumber(value)
+  if not v then return false end
+  if from and v < from then return false end
+  if before and v >= before then return false end
+  return true
+end
+local matched = 0
+for _, entry in ipairs(found) do
+  if matched > limit then break end
+  local seq, id, set = entry[1], entry[2], entry[3]
+  local key = P .. 'task:' .. id
+  local got = redis.call('HMGET', key, 'seq', 'status', 'tool', 'owner', 'created_at', 'updated_at')
+  if not got[1] or tonumber(got[1]) ~= seq then
+    redis.call('ZREM', set, id)
+  elseif statuses[got[2]] and (not tool or got[3] == tool) and (not owner or got[4] == owner)
+    and within(got[5], bounds[1], bounds[2]) and within(got[6], bounds[3], bounds[4]) then
+    matched = matched + 1
+    out[#out + 1] = redis.call('HGETALL', key)
+  end
+end
+return out
+"#;
+
+/// `count`: ARGV = prefix. `{STATUS:TOOL, n, ...}` for every status and tool with tasks.
+const COUNT: &str = r#"
+local out = {}
+for _, pair in ipairs(redis.call('SMEMBERS', P .. 'pairs')) do
+  out[#out + 1] = pair
+  out[#out + 1] = redis.call('ZCARD', P .. 'stt:' .. pair)
+end
+return out
+"#;
+
+/// `backfill`: ARGV = prefix, SCAN cursor. Gives up to a few hundred tasks of a store written
+/// before the listings by status and tool existed their entries; returns the next cursor
+/// ("0" when done, after which `P:scan-indexed` is set). Entries are added idempotently, so
+/// a backfill that races new writes, or runs twice, changes nothing twice.
+const BACKFILL: &str = r#"
+local got = redis.call('SCAN', ARGV[2], 'MATCH', P .. 'task:*', 'COUNT', 500)
+for _, key in ipairs(got[2]) do
+  local h = redis.call('HMGET', key, 'seq', 'status', 'tool', 'id')
+  if h[1] and h[2] and h[3] and h[4] then index_pair(h[4], h[2], h[3], h[1]) end
+end
+if got[1] == '0' then redis.call('SET', P .. 'scan-indexed', '1') end
+return got[1]
+"#;
+
 /// Every script, compiled once per store.
 pub(super) struct Scripts {
     pub(super) create: ::redis::Script,
@@ -290,6 +410,9 @@ pub(super) struct Scripts {
     pub(super) lapsed: ::redis::Script,
     pub(super) unfinished: ::redis::Script,
     pub(super) changes: ::redis::Script,
+    pub(super) scan: ::redis::Script,
+    pub(super) count: ::redis::Script,
+    pub(super) backfill: ::redis::Script,
 }
 
 impl Scripts {
@@ -305,6 +428,9 @@ impl Scripts {
             lapsed: script(LAPSED),
             unfinished: script(UNFINISHED),
             changes: script(CHANGES),
+            scan: script(SCAN),
+            count: script(COUNT),
+            backfill: script(BACKFILL),
         }
     }
 }

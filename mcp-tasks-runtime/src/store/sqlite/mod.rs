@@ -2,7 +2,10 @@
 //! described on [`SqliteTaskStore`].
 
 use super::codec::{Row, millis, to_json};
-use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
+use super::scan::{no_page, scan_start};
+use super::{
+    Changes, ClaimStore, ScanTasks, StoreError, TaskCounts, TaskFilter, TaskPage, TaskStore,
+};
 use crate::sync::LockExt;
 use crate::task::TaskRecord;
 use rusqlite::Connection;
@@ -30,7 +33,10 @@ use super::paging::{self, clamp_limit};
 use cache::{Cache, Lookup};
 use checkpoint::run_checkpointer;
 pub use options::{SqliteOptions, Synchronous};
-use queries::{changed_ids, get_record, lapsed_records, list_records, unfinished_records};
+use queries::{
+    changed_ids, count_records, get_record, lapsed_records, list_records, scan_records,
+    unfinished_records,
+};
 use readers::{ReadJob, ReadQueue};
 use schema::{MIGRATIONS, migrate, open_connection, open_reader, probe};
 use writer::{WriteOp, Writer};
@@ -414,6 +420,26 @@ impl TaskStore for SqliteTaskStore {
 
     async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError> {
         self.read(unfinished_records).await
+    }
+}
+
+impl ScanTasks for SqliteTaskStore {
+    async fn scan(
+        &self,
+        filter: &TaskFilter,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, StoreError> {
+        let Some(before) = scan_start(cursor, 'q', i64::MAX, limit)? else {
+            return Ok(no_page(cursor));
+        };
+        let filter = filter.clone();
+        self.read(move |conn| scan_records(conn, &filter, before, limit))
+            .await
+    }
+
+    async fn count(&self) -> Result<TaskCounts, StoreError> {
+        self.read(count_records).await
     }
 }
 

@@ -3,7 +3,8 @@
 use super::super::paging::{self, clamp_limit};
 use super::row::{COLUMNS, SIZED_COLUMNS, UNFINISHED, decode};
 use super::sql_error;
-use crate::store::{Changes, StoreError, TaskPage};
+use crate::store::scan::{SqlValue, count_query, scan_query};
+use crate::store::{Changes, StoreError, TaskCounts, TaskFilter, TaskPage};
 use crate::task::TaskRecord;
 use rusqlite::{Connection, params};
 
@@ -152,4 +153,57 @@ pub(super) fn changed_ids(
     // is committed.
     *seen = (ids.len() < limit).then_some(version);
     Ok(Changes { ids, cursor: last })
+}
+
+/// A page of [`crate::store::ScanTasks::scan`]: newest first, below `before`.
+pub(super) fn scan_records(
+    conn: &Connection,
+    filter: &TaskFilter,
+    before: i64,
+    limit: usize,
+) -> Result<TaskPage, StoreError> {
+    let sql = |e| sql_error("cannot list tasks", e);
+    let wanted = clamp_limit(limit).saturating_add(1);
+    let query = scan_query(filter, COLUMNS, "tasks", before, wanted, |n| {
+        format!("?{n}")
+    });
+    let mut statement = conn.prepare_cached(&query.sql).map_err(sql)?;
+    let params = query.params.iter().map(|p| match p {
+        SqlValue::Text(text) => rusqlite::types::Value::Text(text.clone()),
+        SqlValue::Int(n) => rusqlite::types::Value::Integer(*n),
+    });
+    let mut rows = statement
+        .query(rusqlite::params_from_iter(params))
+        .map_err(sql)?;
+    let mut tasks = Vec::new();
+    let mut last = before;
+    let mut more = false;
+    while let Some(row) = rows.next().map_err(sql)? {
+        if tasks.len() == limit {
+            more = true;
+            break;
+        }
+        let (record, seq) = decode(row)?;
+        tasks.push(record);
+        last = seq;
+    }
+    let next_cursor = more.then(|| paging::cursor('q', last));
+    Ok(TaskPage { tasks, next_cursor })
+}
+
+/// The tasks by status and tool.
+pub(super) fn count_records(conn: &Connection) -> Result<TaskCounts, StoreError> {
+    let sql = |e| sql_error("cannot count tasks", e);
+    let mut statement = conn.prepare_cached(&count_query("tasks")).map_err(sql)?;
+    let mut rows = statement.query([]).map_err(sql)?;
+    let mut counts = TaskCounts::default();
+    while let Some(row) = rows.next().map_err(sql)? {
+        let status: String = row.get(0).map_err(sql)?;
+        let tool: String = row.get(1).map_err(sql)?;
+        let n: i64 = row.get(2).map_err(sql)?;
+        if let Ok(status) = status.parse() {
+            counts.add(status, &tool, n.max(0).unsigned_abs());
+        }
+    }
+    Ok(counts)
 }

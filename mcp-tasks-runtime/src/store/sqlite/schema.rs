@@ -66,6 +66,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX tasks_lease ON tasks (lease_until)
         WHERE lease_worker IS NOT NULL AND status IN ('working', 'input_required');
     CREATE INDEX tasks_changes ON tasks (change_seq);",
+    // 3: listing across owners by status and by tool, newest first, and counts.
+    "CREATE INDEX tasks_status_seq ON tasks (status, seq);
+    CREATE INDEX tasks_tool_status_seq ON tasks (tool, status, seq);",
 ];
 
 pub(super) fn open_connection(path: &Path, busy_timeout: Duration) -> rusqlite::Result<Connection> {

@@ -28,7 +28,7 @@
 //!   [`ClaimStore::lapsed`] returns exactly the unfinished tasks whose lease ended; a
 //!   shared store reports every write in [`ClaimStore::changes`].
 
-use super::{ClaimStore, StoreError, TaskStore};
+use super::{ClaimStore, ScanTasks, StoreError, TaskStore};
 use crate::error::CallOutcome;
 use crate::jsonrpc::ErrorObject;
 use crate::model::{CallToolResult, Content, InputRequest, JsonObject};
@@ -108,7 +108,7 @@ pub async fn check_store<S, F, Fut>(make: F)
 where
     F: Fn() -> Fut,
     Fut: Future<Output = S>,
-    S: TaskStore + ClaimStore,
+    S: TaskStore + ClaimStore + ScanTasks,
 {
     let mut failures = Vec::new();
     let mut total = 0;
@@ -138,6 +138,9 @@ where
         lapsed_leases,
         fenced_writes,
         changes_feed,
+        scan_filters_and_order,
+        scan_sparse_matches,
+        counts,
     );
     if !failures.is_empty() {
         panic!(
@@ -188,6 +191,9 @@ macro_rules! ensure_eq {
         }
     };
 }
+
+mod scan;
+use scan::{counts, scan_filters_and_order, scan_sparse_matches};
 
 /// Turns a store error into a check failure that says which call failed.
 trait Step<T> {
@@ -1254,7 +1260,7 @@ async fn changes_feed<S: TaskStore + ClaimStore>(store: S) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::MemoryTaskStore;
+    use crate::store::{MemoryTaskStore, TaskCounts, TaskFilter, TaskPage, TimeRange};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn memory_store_passes_the_suite() {
@@ -1279,6 +1285,9 @@ mod tests {
         ClaimIgnoresSkip,
         LapsedIgnoresTime,
         ClaimTwice,
+        ScanIgnoresCursor,
+        ScanIgnoresTimes,
+        CountIgnoresDeletes,
     }
 
     #[derive(Debug)]
@@ -1442,6 +1451,34 @@ mod tests {
         }
     }
 
+    impl ScanTasks for Flawed {
+        async fn scan(
+            &self,
+            filter: &TaskFilter,
+            cursor: Option<&str>,
+            limit: usize,
+        ) -> Result<TaskPage, StoreError> {
+            match self.flaw {
+                Flaw::ScanIgnoresCursor => self.inner.scan(filter, None, limit).await,
+                Flaw::ScanIgnoresTimes => {
+                    let mut wide = filter.clone();
+                    wide.created = TimeRange::default();
+                    wide.updated = TimeRange::default();
+                    self.inner.scan(&wide, cursor, limit).await
+                }
+                _ => self.inner.scan(filter, cursor, limit).await,
+            }
+        }
+
+        async fn count(&self) -> Result<TaskCounts, StoreError> {
+            let mut counts = self.inner.count().await?;
+            if self.flaw == Flaw::CountIgnoresDeletes {
+                counts.add(TaskStatus::Failed, "render", 1);
+            }
+            Ok(counts)
+        }
+    }
+
     #[tokio::test]
     async fn the_suite_catches_broken_stores() {
         let cases = [
@@ -1462,6 +1499,12 @@ mod tests {
             (Flaw::ClaimIgnoresSkip, &["claims"][..]),
             (Flaw::LapsedIgnoresTime, &["lapsed_leases"][..]),
             (Flaw::ClaimTwice, &["claims", "concurrent_claims"][..]),
+            (Flaw::ScanIgnoresCursor, &["scan_filters_and_order"][..]),
+            (
+                Flaw::ScanIgnoresTimes,
+                &["scan_filters_and_order", "scan_sparse_matches"][..],
+            ),
+            (Flaw::CountIgnoresDeletes, &["counts"][..]),
         ];
         for (flaw, failing) in cases {
             let run = tokio::spawn(check_store(move || async move {
@@ -1475,7 +1518,7 @@ mod tests {
             };
             let message = *error.into_panic().downcast::<String>().expect("a message");
             assert!(
-                message.contains(&format!("failed {} of 15 checks", failing.len())),
+                message.contains(&format!("failed {} of 18 checks", failing.len())),
                 "{flaw:?}: {message}"
             );
             for check in failing {
