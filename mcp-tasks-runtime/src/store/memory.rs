@@ -2,7 +2,8 @@
 //! is configured. Tasks are lost when the process exits.
 
 use super::scan::{
-    ScanIndex, ScanTasks, TaskCounts, TaskFilter, index_for, no_page, scan_start, scan_take,
+    ALL_STATUSES, ScanIndex, ScanTasks, TaskCounts, TaskFilter, index_for, no_page, scan_start,
+    scan_take,
 };
 use super::{Changes, ClaimStore, StoreError, TaskPage, TaskStore, paging};
 use crate::sync::LockExt;
@@ -57,9 +58,9 @@ struct Shard {
     /// Tasks by status (in [`status_index`] order), then by creation sequence number.
     by_status: [BTreeMap<u64, Arc<str>>; 5],
     /// Tasks by tool, then by creation sequence number.
-    by_tool: HashMap<String, BTreeMap<u64, Arc<str>>>,
-    /// The number of tasks of each status and tool.
-    counts: HashMap<(TaskStatus, String), u64>,
+    /// Tasks by tool and status, then by creation sequence number; their sizes are the
+    /// counts by status and tool.
+    by_tool: HashMap<String, [BTreeMap<u64, Arc<str>>; 5]>,
 }
 
 /// Where a status's tasks are in [`Shard::by_status`].
@@ -159,31 +160,23 @@ impl Shard {
         }
     }
 
-    /// Adds a task to the status and tool indexes and the counts.
+    /// Adds a task to the status and tool indexes.
     fn index_scan(&mut self, status: TaskStatus, tool: &str, seq: u64, id: &Arc<str>) {
         self.by_status[status_index(status)].insert(seq, Arc::clone(id));
         if !self.by_tool.contains_key(tool) {
-            self.by_tool.insert(tool.to_owned(), BTreeMap::new());
+            self.by_tool.insert(tool.to_owned(), Default::default());
         }
         let tools = self.by_tool.get_mut(tool).expect("inserted above");
-        tools.insert(seq, Arc::clone(id));
-        *self.counts.entry((status, tool.to_owned())).or_default() += 1;
+        tools[status_index(status)].insert(seq, Arc::clone(id));
     }
 
-    /// Removes a task from the status and tool indexes and the counts.
+    /// Removes a task from the status and tool indexes.
     fn unindex_scan(&mut self, status: TaskStatus, tool: &str, seq: u64) {
         self.by_status[status_index(status)].remove(&seq);
         if let Some(tools) = self.by_tool.get_mut(tool) {
-            tools.remove(&seq);
-            if tools.is_empty() {
+            tools[status_index(status)].remove(&seq);
+            if tools.iter().all(BTreeMap::is_empty) {
                 self.by_tool.remove(tool);
-            }
-        }
-        let key = (status, tool.to_owned());
-        if let Some(n) = self.counts.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                self.counts.remove(&key);
             }
         }
     }
@@ -199,14 +192,18 @@ impl Shard {
                 .map(|(seq, id)| (*seq, Arc::clone(id)))
                 .collect()
         };
-        let statuses = match index_for(filter) {
+        let indexes = match index_for(filter) {
             ScanIndex::Owner(owner) => return self.owned.get(owner).map(from).unwrap_or_default(),
-            ScanIndex::Tool(tool) => return self.by_tool.get(tool).map(from).unwrap_or_default(),
-            ScanIndex::Statuses(statuses) => statuses,
+            ScanIndex::Tool(tool) => match self.by_tool.get(tool) {
+                Some(by_status) => by_status,
+                None => return Vec::new(),
+            },
+            ScanIndex::Statuses => &self.by_status,
         };
-        let mut merged: Vec<(u64, Arc<str>)> = statuses
+        let mut merged: Vec<(u64, Arc<str>)> = filter
+            .wanted_statuses()
             .iter()
-            .flat_map(|status| from(&self.by_status[status_index(*status)]))
+            .flat_map(|status| from(&indexes[status_index(*status)]))
             .collect();
         merged.sort_unstable_by(|a, b| b.0.cmp(&a.0));
         merged.truncate(take);
@@ -585,8 +582,10 @@ impl ScanTasks for MemoryTaskStore {
         let mut counts = TaskCounts::default();
         for index in 0..self.shards.len() {
             let shard = self.lock(index);
-            for ((status, tool), n) in &shard.counts {
-                counts.add(*status, tool, *n);
+            for (tool, by_status) in &shard.by_tool {
+                for status in ALL_STATUSES {
+                    counts.add(status, tool, by_status[status_index(status)].len() as u64);
+                }
             }
         }
         Ok(counts)

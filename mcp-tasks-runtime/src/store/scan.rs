@@ -245,20 +245,21 @@ pub(crate) fn no_page(cursor: Option<&str>) -> TaskPage {
 pub(crate) enum ScanIndex<'a> {
     /// One owner's tasks.
     Owner(&'a str),
-    /// One tool's tasks.
+    /// One tool's tasks of the wanted statuses.
     Tool(&'a str),
-    /// The tasks of these statuses.
-    Statuses(&'a [TaskStatus]),
+    /// The tasks of the wanted statuses.
+    Statuses,
 }
 
-/// The index that serves `filter`: the owner's, else the tool's, else the statuses'.
+/// The index that serves `filter`: the owner's, else the tool's (by status), else the
+/// statuses'.
 pub(crate) fn index_for(filter: &TaskFilter) -> ScanIndex<'_> {
     if let Some(owner) = &filter.owner {
         ScanIndex::Owner(owner)
     } else if let Some(tool) = &filter.tool {
         ScanIndex::Tool(tool)
     } else {
-        ScanIndex::Statuses(filter.wanted_statuses())
+        ScanIndex::Statuses
     }
 }
 
@@ -270,8 +271,7 @@ pub(crate) fn scan_take(filter: &TaskFilter, limit: usize) -> usize {
     let decided = times_open
         && match index_for(filter) {
             ScanIndex::Owner(_) => filter.statuses.is_empty() && filter.tool.is_none(),
-            ScanIndex::Tool(_) => filter.statuses.is_empty(),
-            ScanIndex::Statuses(_) => true,
+            ScanIndex::Tool(_) | ScanIndex::Statuses => true,
         };
     if decided {
         limit.saturating_add(1)
