@@ -46,6 +46,33 @@ pub(crate) fn generate(args: TokenStream, func: &mut ItemFn) -> syn::Result<Toke
     Ok(expand(&args, &task))
 }
 
+/// The `T` of a return type spelled `Json<T>`, or `Result<Json<T>, E>` with any path that
+/// ends in `Result` (`anyhow::Result<Json<T>>`, `io::Result<Json<T>>`).
+fn structured_output(ty: &syn::Type) -> Option<&syn::Type> {
+    match ty {
+        syn::Type::Group(group) => structured_output(&group.elem),
+        syn::Type::Paren(paren) => structured_output(&paren.elem),
+        syn::Type::Path(path) if path.qself.is_none() => {
+            let last = path.path.segments.last()?;
+            let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+                return None;
+            };
+            let first = args.args.iter().find_map(|arg| match arg {
+                syn::GenericArgument::Type(ty) => Some(ty),
+                _ => None,
+            })?;
+            if last.ident == "Json" {
+                Some(first)
+            } else if last.ident == "Result" {
+                structured_output(first)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
 /// The function followed by its generated registration.
 pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
     let func = task.original;
@@ -101,9 +128,21 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
         quote_spanned!(span=> <#input_ty as #p::ToolInput>)
     };
     let parse = quote_spanned!(input.span=> #input_trait::parse(__mcp_tasks_args));
+    // `Json<T>` whose `T` is known never to be a JSON object (a `Vec`, a `String`, a number,
+    // ...) fails to compile here, on `T`; other types are checked when the server is built.
+    let shape_check = task.return_type().and_then(structured_output).map(|t| {
+        let p = rt.private(t.span());
+        quote_spanned! {t.span()=>
+            {
+                use #p::AnyOutputShape as _;
+                #p::OutputShape::<#t>::new().check();
+            }
+        }
+    });
     // Spanned on the name too, so that rustc's notes call it the tool's future.
     let future = quote_spanned! {ident.span()=>
         async move {
+            #shape_check
             let __mcp_tasks_input: #input_ty = #parse?;
             let __mcp_tasks_output = #ident(#(#call_args),*).await;
             #ret_trait::into_tool_result(__mcp_tasks_output)
