@@ -151,6 +151,13 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
 
     let registration = registration(args, task, &rt, &ret_trait, &input_trait);
     let name_check = name_check(args, task, &rt);
+    // No description at all: a warning on the function's name (a deprecated constant is the
+    // one warning a procedural macro can raise on stable Rust).
+    let undescribed = matches!((&args.description, &task.doc), (None, Doc::Text(t)) if t.is_empty());
+    let description_check = undescribed.then(|| {
+        let p = rt.private(ident.span());
+        quote_spanned!(ident.span()=> const _: () = #p::TOOL_WITHOUT_DESCRIPTION;)
+    });
     // The application state the injected parameters need, checked when the server is built.
     let required_state = task
         .params
@@ -174,6 +181,8 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
         #(#cfgs)*
         const _: () = {
             #name_check
+
+            #description_check
 
             #input_items
 
@@ -695,11 +704,38 @@ mod tests {
                 }
                 _ => None,
             })
+            .filter(|check| check.contains("tool_name"))
             .collect();
         let [check] = &checks[..] else {
             panic!("expected one name check, got {checks:?}");
         };
         check.clone()
+    }
+
+    /// The generated items that name the runtime's warning for a tool without a description.
+    fn description_warnings(items: &[Item]) -> usize {
+        items
+            .iter()
+            .filter(|item| {
+                matches!(item, Item::Const(c)
+                    if c.expr.to_token_stream().to_string().contains("TOOL_WITHOUT_DESCRIPTION"))
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_tool_without_a_description_warns() {
+        let (_, items) = expand_ok(quote!(), quote!(async fn bare() {}));
+        assert_eq!(description_warnings(&items), 1);
+        for (args, func) in [
+            (quote!(), quote!(/// Described.
+                async fn documented() {})),
+            (quote!(description = "Described."), quote!(async fn named() {})),
+            (quote!(description = ""), quote!(async fn on_purpose() {})),
+        ] {
+            let (_, items) = expand_ok(args, func);
+            assert_eq!(description_warnings(&items), 0);
+        }
     }
 
     #[test]

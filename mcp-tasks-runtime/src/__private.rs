@@ -134,6 +134,16 @@ macro_rules! not_an_object_tuples {
 
 not_an_object_tuples!((A), (A, B), (A, B, C), (A, B, C, D), (A, B, C, D, E), (A, B, C, D, E, F));
 
+/// Named by the code `#[task_tool]` generates for a function with neither a doc comment nor
+/// `description = "..."`, on the function's name: using a deprecated item is how a
+/// procedural macro raises a warning on stable Rust.
+#[deprecated(
+    note = "this tool has no description: add a doc comment (`/// What the tool does.`) or \
+            `description = \"...\"` to its `#[task_tool]`; the model reads the description to \
+            decide when and how to call the tool (`description = \"\"` leaves it out on purpose)"
+)]
+pub const TOOL_WITHOUT_DESCRIPTION: () = ();
+
 /// `Box`, for generated code in crates that shadow the name.
 pub type Box<T> = ::std::boxed::Box<T>;
 

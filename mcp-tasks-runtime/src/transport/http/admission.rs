@@ -2,14 +2,19 @@
 //! before a request's body is read.
 
 use super::App;
-use super::config::AuthError;
+use super::config::{AuthError, Principal};
 use super::response::plain_error;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
 
 impl App {
-    /// Checks `Host` and `Origin` (DNS-rebinding protection) and authenticates.
-    pub(super) fn admit(&self, headers: &HeaderMap) -> Result<Option<String>, Refused> {
+    /// Checks `Host` and `Origin` (DNS-rebinding protection) and authenticates: the
+    /// [`Principal`] an application's layer set comes first, then the authenticator.
+    pub(super) fn admit(
+        &self,
+        headers: &HeaderMap,
+        given: Option<&Principal>,
+    ) -> Result<Option<String>, Refused> {
         if !self.config.any_host
             && let Some(host) = headers.get(header::HOST)
         {
@@ -33,6 +38,9 @@ impl App {
                 tracing::debug!(%origin, "request refused: Origin not allowed");
                 return Err(Refused::new(StatusCode::FORBIDDEN, "Origin not allowed"));
             }
+        }
+        if let Some(principal) = given {
+            return Ok(Some(principal.0.clone()));
         }
         match &self.config.authenticator {
             None => Ok(None),

@@ -8,14 +8,21 @@ use super::{App, LAST_EVENT_ID, SESSION_ID, headers};
 use crate::error::Error;
 use crate::wire::classify::is_stateful_version;
 use axum::body::Body;
+use super::Principal;
+use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-pub(super) async fn get(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse {
-    let principal = match app.admit(&headers) {
+pub(super) async fn get(
+    State(app): State<Arc<App>>,
+    given: Option<Extension<Principal>>,
+    headers: HeaderMap,
+) -> HttpResponse {
+    app.server.recover_logged().await;
+    let principal = match app.admit(&headers, given.as_deref()) {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };
