@@ -37,7 +37,8 @@ fn left_over(id: &str, owner: &str) -> TaskRecord {
     let now = SystemTime::now();
     TaskRecord {
         id: id.into(),
-        owner: Some(owner.into()),
+        // How the engine stores a principal's ownership.
+        owner: Some(format!("principal:{owner}")),
         tool: "whoami".into(),
         arguments: Default::default(),
         settle: SettlePolicy::Complete,
@@ -85,8 +86,9 @@ async fn serve_app(server: &Server) -> String {
     format!("http://{address}/mcp")
 }
 
-/// A 2026-07-28 request made as `user`.
-async fn as_user(url: &str, user: &str, id: u64, method: &str, params: Value) -> Value {
+/// A 2026-07-28 request of a client with the tasks extension, made as `user`.
+async fn as_user(url: &str, user: &str, id: u64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = tasks_meta();
     let response = stateless(url, id, method, params, &[("x-user", user)])
         .send()
         .await
@@ -125,7 +127,7 @@ async fn the_endpoint_mounted_in_an_app_takes_the_apps_principal() {
     assert_eq!(anonymous.status(), 401);
 
     // A task created through the app belongs to the app's principal.
-    let params = json!({"name": "whoami", "arguments": {}, "_meta": tasks_meta()});
+    let params = json!({"name": "whoami", "arguments": {}});
     let created = as_user(&url, "alice", 2, "tools/call", params).await;
     let id = created["result"]["taskId"]
         .as_str()
