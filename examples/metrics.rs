@@ -94,7 +94,10 @@ in {}.",
     };
     // One axum app: the MCP endpoint and the scrape endpoint, on one port.
     let app = Router::new()
-        .route("/metrics", get(move || std::future::ready(exporter.render())))
+        .route(
+            "/metrics",
+            get(move || std::future::ready(exporter.render())),
+        )
         .merge(server.http_router(HttpConfig::new().path("/mcp")));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;

@@ -198,6 +198,8 @@
 /// [`is_valid_tool_name`]: crate::tool::is_valid_tool_name
 /// [`Server::from_registry`]: crate::Server::from_registry
 /// [Json]: crate::Json
+/// [Serve it]: crate#serve-it
+/// [Logs and metrics]: crate#logs-and-metrics
 #[doc(inline)]
 pub use mcp_tasks_macros::task_tool;
 pub use mcp_tasks_runtime::*;

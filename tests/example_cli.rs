@@ -172,10 +172,16 @@ async fn the_metrics_example_serves_metrics_beside_mcp() {
     let list = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                   "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let tools = support::http::stateless(&format!("{base}/mcp"), 1, "tools/list", list["params"].clone(), &[])
-        .send()
-        .await
-        .unwrap();
+    let tools = support::http::stateless(
+        &format!("{base}/mcp"),
+        1,
+        "tools/list",
+        list["params"].clone(),
+        &[],
+    )
+    .send()
+    .await
+    .unwrap();
     let tools = support::http::answer(tools).await;
     assert_eq!(tools["result"]["tools"][0]["name"], "nap", "{tools}");
     child.kill().await.unwrap();

@@ -109,7 +109,14 @@ async fn the_endpoint_mounted_in_an_app_takes_the_apps_principal() {
     let url = serve_app(&server).await;
 
     // Settled before the first answer, without a call to `recover`.
-    let left = as_user(&url, "alice", 1, "tasks/get", json!({"taskId": "left-over"})).await;
+    let left = as_user(
+        &url,
+        "alice",
+        1,
+        "tasks/get",
+        json!({"taskId": "left-over"}),
+    )
+    .await;
     assert_eq!(left["result"]["status"], "failed", "{left}");
 
     // The app's own route and its login work beside the endpoint.

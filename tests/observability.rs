@@ -1,6 +1,11 @@
-//! The runtime's metrics reach an installed recorder, and its logs carry the task.
+//! The runtime's metrics reach an installed recorder, and its logs tell an operator what
+//! happened: at `info` the server's start and each task's creation and end, at `warn` a tool's
+//! error or panic, task ids only by their first characters, and never a client's answers or
+//! credentials.
 
+use mcp_tasks::ServerBuilder;
 use mcp_tasks::prelude::*;
+use mcp_tasks::transport::http::HttpConfig;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -135,9 +140,6 @@ fn logging_server() -> ServerBuilder {
         )
 }
 
-use mcp_tasks::ServerBuilder;
-use mcp_tasks::transport::http::HttpConfig;
-
 /// A 2026-07-28 request with the tasks extension, sent with an `Authorization` header.
 async fn call_with_token(url: &str, id: u64, method: &str, params: Value) -> Value {
     let meta = json!({
@@ -190,8 +192,13 @@ async fn the_log_tells_a_session_with_task_id_prefixes_and_no_secrets() {
     let mut n = 0;
     for tool in ["fine", "full_disk", "trips", "login"] {
         n += 1;
-        let created =
-            call_with_token(&url, n, "tools/call", json!({"name": tool, "arguments": {}})).await;
+        let created = call_with_token(
+            &url,
+            n,
+            "tools/call",
+            json!({"name": tool, "arguments": {}}),
+        )
+        .await;
         let id = created["result"]["taskId"]
             .as_str()
             .unwrap_or_else(|| panic!("a task: {created}"))
@@ -230,21 +237,39 @@ async fn the_log_tells_a_session_with_task_id_prefixes_and_no_secrets() {
     let seen = operator_lines(&text);
     let has = |needle: &[&str]| seen.iter().any(|l| needle.iter().all(|n| l.contains(n)));
     assert!(
-        has(&["INFO", "serving MCP over HTTP", "127.0.0.1", "MemoryTaskStore", "2026-07-28"]),
+        has(&[
+            "INFO",
+            "serving MCP over HTTP",
+            "127.0.0.1",
+            "MemoryTaskStore",
+            "2026-07-28"
+        ]),
         "{text}"
     );
     assert!(has(&["INFO", "task created", "full_disk"]), "{text}");
-    assert!(has(&["INFO", "task finished", "completed", "fine"]), "{text}");
+    assert!(
+        has(&["INFO", "task finished", "completed", "fine"]),
+        "{text}"
+    );
     assert!(has(&["WARN", "the disk is full", "full_disk"]), "{text}");
-    assert!(has(&["WARN", "the tool tripped over a cable", "trips"]), "{text}");
+    assert!(
+        has(&["WARN", "the tool tripped over a cable", "trips"]),
+        "{text}"
+    );
     for id in &ids {
         assert!(has(&[&id[..8], "task finished"]), "{id}: {text}");
         let whole: Vec<_> = seen.iter().filter(|l| l.contains(id.as_str())).collect();
-        assert!(whole.is_empty(), "whole task id at info or above: {whole:#?}");
+        assert!(
+            whole.is_empty(),
+            "whole task id at info or above: {whole:#?}"
+        );
         // The whole id is there for whoever turns on `debug`.
         assert!(text.contains(id.as_str()), "{id} at debug");
     }
-    assert!(!text.contains("hunter2"), "an elicitation answer was logged: {text}");
+    assert!(
+        !text.contains("hunter2"),
+        "an elicitation answer was logged: {text}"
+    );
     assert!(
         !text.contains("s3cret-token-value"),
         "an Authorization header was logged: {text}"
@@ -275,9 +300,6 @@ async fn a_client_hanging_up_is_not_logged_as_an_error() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     handle.shutdown().await.unwrap();
-    assert!(
-        text.contains("the client closed the connection"),
-        "{text}"
-    );
+    assert!(text.contains("the client closed the connection"), "{text}");
     assert!(!text.to_lowercase().contains("error"), "{text}");
 }

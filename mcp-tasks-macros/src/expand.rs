@@ -134,6 +134,8 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
         let p = rt.private(t.span());
         quote_spanned! {t.span()=>
             {
+                // Unused when the check fails, which is reported instead.
+                #[allow(unused_imports)]
                 use #p::AnyOutputShape as _;
                 #p::OutputShape::<#t>::new().check();
             }
@@ -153,7 +155,8 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
     let name_check = name_check(args, task, &rt);
     // No description at all: a warning on the function's name (a deprecated constant is the
     // one warning a procedural macro can raise on stable Rust).
-    let undescribed = matches!((&args.description, &task.doc), (None, Doc::Text(t)) if t.is_empty());
+    let undescribed =
+        matches!((&args.description, &task.doc), (None, Doc::Text(t)) if t.is_empty());
     let description_check = undescribed.then(|| {
         let p = rt.private(ident.span());
         quote_spanned!(ident.span()=> const _: () = #p::TOOL_WITHOUT_DESCRIPTION;)
@@ -725,13 +728,33 @@ mod tests {
 
     #[test]
     fn a_tool_without_a_description_warns() {
-        let (_, items) = expand_ok(quote!(), quote!(async fn bare() {}));
+        let (_, items) = expand_ok(
+            quote!(),
+            quote!(
+                async fn bare() {}
+            ),
+        );
         assert_eq!(description_warnings(&items), 1);
         for (args, func) in [
-            (quote!(), quote!(/// Described.
-                async fn documented() {})),
-            (quote!(description = "Described."), quote!(async fn named() {})),
-            (quote!(description = ""), quote!(async fn on_purpose() {})),
+            (
+                quote!(),
+                quote!(
+                    /// Described.
+                    async fn documented() {}
+                ),
+            ),
+            (
+                quote!(description = "Described."),
+                quote!(
+                    async fn named() {}
+                ),
+            ),
+            (
+                quote!(description = ""),
+                quote!(
+                    async fn on_purpose() {}
+                ),
+            ),
         ] {
             let (_, items) = expand_ok(args, func);
             assert_eq!(description_warnings(&items), 0);

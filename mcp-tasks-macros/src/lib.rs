@@ -77,6 +77,9 @@ use proc_macro::TokenStream;
 /// description), `format` (optional, default `"pdf"`) and `title` (optional), and refuses any
 /// other property.
 ///
+/// Serving the tools (stdio, HTTP, task stores, mounting in an axum app) and reading what they
+/// log and count are chapters of the crate page: [Serve it] and [Logs and metrics].
+///
 /// # Arguments
 ///
 /// | argument | value | default | sets |
@@ -633,6 +636,11 @@ use proc_macro::TokenStream;
     doc = "[`Server::from_registry`]: ../mcp_tasks/struct.Server.html#method.from_registry"
 )]
 #[cfg_attr(doc, doc = "[Json]: ../mcp_tasks/struct.Json.html")]
+#[cfg_attr(doc, doc = "[Serve it]: ../mcp_tasks/index.html#serve-it")]
+#[cfg_attr(
+    doc,
+    doc = "[Logs and metrics]: ../mcp_tasks/index.html#logs-and-metrics"
+)]
 #[cfg_attr(
     doc,
     doc = "[`ServerBuilder::parked_call_timeout`]: ../mcp_tasks/struct.ServerBuilder.html#method.parked_call_timeout"

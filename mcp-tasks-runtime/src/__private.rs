@@ -89,6 +89,9 @@ impl<T: ?Sized> AnyOutputShape for OutputShape<T> {}
 )]
 pub trait ObjectOutput {}
 
+// A map is an object; kept out of the error's list of implementations, which would only
+// distract from its note.
+#[diagnostic::do_not_recommend]
 impl ObjectOutput for crate::model::JsonObject {}
 
 /// Types whose JSON is never an object: sequences, strings, numbers, booleans, `null`,
@@ -100,8 +103,27 @@ macro_rules! not_an_object {
 }
 
 not_an_object!(
-    (), bool, char, str, String, u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize,
-    f32, f64, ::serde_json::Value, ::serde_json::Number,
+    (),
+    bool,
+    char,
+    str,
+    String,
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    f32,
+    f64,
+    ::serde_json::Value,
+    ::serde_json::Number,
 );
 
 macro_rules! not_an_object_generic {
@@ -132,7 +154,14 @@ macro_rules! not_an_object_tuples {
     ($(($($t:ident),+)),* $(,)?) => { $(impl<$($t),+> NotAnObject for ($($t,)+) {})* };
 }
 
-not_an_object_tuples!((A), (A, B), (A, B, C), (A, B, C, D), (A, B, C, D, E), (A, B, C, D, E, F));
+not_an_object_tuples!(
+    (A),
+    (A, B),
+    (A, B, C),
+    (A, B, C, D),
+    (A, B, C, D, E),
+    (A, B, C, D, E, F)
+);
 
 /// Named by the code `#[task_tool]` generates for a function with neither a doc comment nor
 /// `description = "..."`, on the function's name: using a deprecated item is how a

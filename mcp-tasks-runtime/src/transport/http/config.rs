@@ -22,11 +22,11 @@ pub type Authenticator = Arc<dyn Fn(&HeaderMap) -> Result<Option<String>, AuthEr
 /// anonymous when there is none). The `Host` and `Origin` checks apply either way.
 ///
 /// ```
-/// use mcp_tasks_runtime::transport::http::Principal;
-/// use axum::{extract::Request, middleware::Next, response::Response};
+/// use mcp_tasks_runtime::axum::{Router, extract::Request, middleware, response::Response};
+/// use mcp_tasks_runtime::transport::http::{HttpConfig, Principal};
 ///
 /// /// The app's own authentication, in front of every route including `/mcp`.
-/// async fn auth(mut request: Request, next: Next) -> Response {
+/// async fn auth(mut request: Request, next: middleware::Next) -> Response {
 ///     let user = request
 ///         .headers()
 ///         .get("x-user")
@@ -37,7 +37,12 @@ pub type Authenticator = Arc<dyn Fn(&HeaderMap) -> Result<Option<String>, AuthEr
 ///     }
 ///     next.run(request).await
 /// }
-/// # let _ = axum::middleware::from_fn::<_, (Request,)>(auth);
+///
+/// # fn app(server: mcp_tasks_runtime::Server) -> Router {
+/// Router::new()
+///     .merge(server.http_router(HttpConfig::new().path("/mcp")))
+///     .layer(middleware::from_fn(auth))
+/// # }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Principal(pub String);

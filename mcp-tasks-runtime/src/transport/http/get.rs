@@ -1,5 +1,6 @@
 //! GET: the session's own stream, or a stream resumed after `Last-Event-ID`.
 
+use super::Principal;
 use super::response::{
     error_response, method_not_allowed, plain_error, session_not_found, sse_response,
 };
@@ -7,9 +8,8 @@ use super::session::{Active, HttpSession};
 use super::{App, LAST_EVENT_ID, SESSION_ID, headers};
 use crate::error::Error;
 use crate::wire::classify::is_stateful_version;
-use axum::body::Body;
-use super::Principal;
 use axum::Extension;
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};

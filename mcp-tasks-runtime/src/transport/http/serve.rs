@@ -316,8 +316,7 @@ async fn connection(
 /// that all the time (a command line that got its answer, a reader of an SSE stream that
 /// stopped), so it is not logged as an error.
 fn client_went_away(e: &hyper::Error) -> bool {
-    if e.is_incomplete_message() || e.is_closed() || e.is_canceled() || e.is_body_write_aborted()
-    {
+    if e.is_incomplete_message() || e.is_closed() || e.is_canceled() || e.is_body_write_aborted() {
         return true;
     }
     let mut source = std::error::Error::source(e);
