@@ -142,7 +142,7 @@ impl HttpHandle {
 
 impl Server {
     /// The MCP endpoint as an axum [`Router`], to serve or to mount in an application (cargo
-    /// feature `http`; [`axum`](crate::axum) is the version it is built on).
+    /// feature `http`; [`axum`] is the version it is built on).
     ///
     /// Serve it with `TCP_NODELAY` on accepted sockets (as [`Server::serve_http`] does):
     /// SSE events are small writes that must not wait on Nagle's algorithm. Serve it with
