@@ -134,6 +134,27 @@ async fn the_log_tells_what_happened_without_secrets() {
     a_session_shows_task_id_prefixes_and_no_secrets(&log).await;
     log.clear();
     a_client_hanging_up_is_not_logged_as_an_error(&log).await;
+    log.clear();
+    serving_a_byte_stream_says_so(&log).await;
+}
+
+/// stdio (any byte stream) says where the tasks are and which eras it speaks, at `info`.
+async fn serving_a_byte_stream_says_so(log: &Captured) {
+    let server = Server::builder().build().unwrap();
+    let (client, served) = tokio::io::duplex(1024);
+    let (read, write) = tokio::io::split(served);
+    drop(client);
+    mcp_tasks::transport::serve_io(server, read, write)
+        .await
+        .unwrap();
+    let text = log.text();
+    assert!(
+        operator_lines(&text).iter().any(|l| l.contains("INFO")
+            && l.contains("serving MCP over a byte stream")
+            && l.contains("MemoryTaskStore")
+            && l.contains("2025-11-25")),
+        "{text}"
+    );
 }
 
 /// Everything is recorded; what an operator sees at `info` is read from the lines at `INFO`
