@@ -26,16 +26,157 @@
 //! Start with [`task_tool`], the manual: its arguments, the parameters it injects
 //! ([`Progress`], [`TaskContext`], [`Client`], [`CancellationToken`]), the return types it
 //! accepts and the mistakes it reports. [`Server`] serves the tools; [`Tool`] declares one
-//! without the macro.
+//! without the macro. Then [serve it](#serve-it) and [watch it](#logs-and-metrics).
 //!
 //! # Cargo features
+//!
+//! Every item that needs a feature says so in its documentation. `cargo doc -p mcp-tasks
+//! --all-features --open` builds this manual with all of them.
 //!
 //! | feature | what it adds |
 //! | --- | --- |
 //! | (none) | `#[task_tool]`, the [`Tool`] builder, both protocol eras, [`transport::serve_io`] and stdio, tasks in memory ([`store::MemoryTaskStore`]) |
-//! | `http` | the Streamable HTTP transport (`transport::http`, with its `Authenticator`) |
+//! | `http` | the Streamable HTTP transport (`transport::http`: `Server::serve_http`, `Server::http_router`, the `Authenticator` and `Principal`), and `mcp_tasks::axum`, the axum it is built on |
 //! | `sqlite` | the durable SQLite task store (`store::SqliteTaskStore`) |
+//! | `postgres` | the PostgreSQL task store (`store::PostgresTaskStore`), for many servers and workers on one database |
+//! | `redis` | the Redis / Valkey task store (`store::RedisTaskStore`), for many servers and workers on one Redis |
+//! | `client` | the MCP client (`client`): both eras over stdio, Streamable HTTP or in-process, task handles and a durable handle store |
+//! | `cli` | the `mcp-tasks` command line (`cargo install --path . --features cli`); implies `client` |
 //! | `testing` | the shared test suite for task stores (`store::testing`) |
+//!
+//! # Serve it
+//!
+//! One [`Server`] serves every transport; each serving call first settles the tasks an
+//! earlier run left unfinished ([`Server::recover`], once per server).
+//!
+//! **stdio** (no feature): one client on stdin and stdout, until stdin closes. stdout carries
+//! MCP only, so logs go to stderr. [`transport::serve_io`] does the same over any
+//! `AsyncRead` / `AsyncWrite` pair (a socket, a pipe, an in-memory duplex in a test).
+//!
+//! ```no_run
+//! # use mcp_tasks::prelude::*;
+//! # async fn run() -> anyhow::Result<()> {
+//! Server::from_registry()?.serve_stdio().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! **Streamable HTTP** (feature `http`): both eras on one endpoint, with sessions, SSE,
+//! timeouts, connection and session caps and DNS-rebinding protection. `HttpConfig` binds
+//! `127.0.0.1` unless told otherwise; `HttpConfig::authenticator` names the principal that
+//! owns a request's tasks.
+//!
+//! ```no_run
+//! # use mcp_tasks::prelude::*;
+//! use mcp_tasks::transport::http::{AuthError, HttpConfig};
+//! # async fn run() -> anyhow::Result<()> {
+//! let config = HttpConfig::new()
+//!     .bind(([127, 0, 0, 1], 3000))
+//!     .authenticator(|headers| match headers.get("authorization") {
+//!         Some(token) if token == "Bearer let-me-in" => Ok(Some("alice".into())),
+//!         _ => Err(AuthError::unauthorized("a bearer token is needed")),
+//!     });
+//! let handle = Server::from_registry()?.serve_http(config).await?;
+//! eprintln!("serving on {}", handle.url("/mcp"));
+//! handle.wait().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! **Stores.** Tasks live in memory unless [`ServerBuilder::store`] says otherwise:
+//! `store::SqliteTaskStore` (feature `sqlite`) keeps them in a file, so a client's task
+//! handle still answers after a restart; `store::PostgresTaskStore` (feature `postgres`) and
+//! `store::RedisTaskStore` (feature `redis`) share them between many servers and
+//! [`Worker`]s, any of which may run a task another one created.
+//!
+//! ```no_run
+//! # use mcp_tasks::prelude::*;
+//! # async fn run() -> anyhow::Result<()> {
+//! let store = mcp_tasks::store::SqliteTaskStore::open("data/tasks.db")?;
+//! let server = Server::builder().registry_tools().store(store).build()?;
+//! server.serve_stdio().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! **Mounted in an existing axum app** (feature `http`): `Server::http_router` is an axum
+//! `Router` to merge with the app's own routes, behind its own layers. Use the axum this
+//! crate re-exports (`mcp_tasks::axum`), so the versions match. The app's authentication
+//! layer names who makes each request with a `transport::http::Principal` request extension,
+//! which the endpoint takes before any authenticator: the tasks a request creates belong to
+//! that principal, and no other can read, answer or cancel them. The router settles an
+//! earlier run's tasks before it answers its first request.
+//!
+//! ```no_run
+//! use mcp_tasks::axum::{self, Router, extract::Request, middleware, response::Response};
+//! use mcp_tasks::prelude::*;
+//! use mcp_tasks::transport::http::{HttpConfig, Principal};
+//!
+//! /// The app's own login: a session cookie, a bearer token, ... Here, a trusted header.
+//! async fn login(mut request: Request, next: middleware::Next) -> Response {
+//!     let user = request.headers().get("x-user").and_then(|v| v.to_str().ok());
+//!     if let Some(user) = user.map(str::to_owned) {
+//!         request.extensions_mut().insert(Principal::new(user));
+//!     }
+//!     next.run(request).await
+//! }
+//!
+//! # async fn run() -> anyhow::Result<()> {
+//! let server = Server::from_registry()?;
+//! let app = Router::new()
+//!     .route("/health", axum::routing::get(|| async { "ok" }))
+//!     .merge(server.http_router(HttpConfig::new().path("/mcp")))
+//!     .layer(middleware::from_fn(login));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! // The peer address counts anonymous sessions per client.
+//! let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! A request without the extension goes to `HttpConfig::authenticator` (or is anonymous when
+//! there is none). The connection limits of `serve_http` (header and idle timeouts, the
+//! connection cap) are the app's to set when it serves the router itself.
+//!
+//! # Logs and metrics
+//!
+//! The runtime logs through [`tracing`](https://docs.rs/tracing) and counts through
+//! [`metrics`](https://docs.rs/metrics); it installs neither a subscriber nor a recorder.
+//! Install a subscriber that writes to stderr (stdout carries MCP on stdio):
+//!
+//! ```no_run
+//! // tracing-subscriber = { version = "0.3", features = ["env-filter"] }
+//! tracing_subscriber::fmt()
+//!     .with_writer(std::io::stderr)
+//!     .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+//!     .init();
+//! ```
+//!
+//! What `RUST_LOG` shows:
+//!
+//! | level | what |
+//! | --- | --- |
+//! | `info` | the server starting (address, task store, protocol eras); each task created and finished (tool, status, duration); tasks taken over from a process that stopped; a worker starting and stopping |
+//! | `warn` | a tool's error or panic, with its message; a store that cannot be reached, a lease lost, a client that stopped reading |
+//! | `debug` | every request (method, id, tool), session, claim, lease renewal and status change, and a client closing its connection |
+//!
+//! At `info` and `warn` a task appears by the first 8 characters of its id: a task without
+//! a principal is reached with its id alone, so a whole id in a log would let whoever reads
+//! the log reach the task. `debug` shows whole ids. Nothing logs the arguments of a call, the
+//! answers a client gives to a tool's questions, or request headers such as `Authorization`.
+//! Each request runs in a `request` span (method, id, tool or task) and each task run in a
+//! `task` span (task, tool, epoch, final status). `RUST_LOG=mcp_tasks_runtime=debug` is the
+//! runtime alone in detail.
+//!
+//! The metrics, for any `metrics` recorder (`cargo run --example metrics` shows them with a
+//! Prometheus exporter, and serves `/metrics` beside `/mcp` with `--serve`):
+//!
+//! | name | kind | labels |
+//! | --- | --- | --- |
+//! | `mcp_tasks_created_total` | counter | `tool` |
+//! | `mcp_tasks_claimed_total` | counter | `tool` (tasks this process took from the queue) |
+//! | `mcp_tasks_finished_total` | counter | `tool`, `status` |
+//! | `mcp_tasks_lapsed_total` | counter | `tool`, `policy` (`fail` or `rerun`) |
+//! | `mcp_tasks_run_seconds` | histogram | `tool` |
+//! | `mcp_tasks_running` | gauge | |
+//! | `mcp_tasks_queued` | gauge | (tasks this process created that wait for a slot) |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -57,6 +198,8 @@
 /// [`is_valid_tool_name`]: crate::tool::is_valid_tool_name
 /// [`Server::from_registry`]: crate::Server::from_registry
 /// [Json]: crate::Json
+/// [Serve it]: crate#serve-it
+/// [Logs and metrics]: crate#logs-and-metrics
 #[doc(inline)]
 pub use mcp_tasks_macros::task_tool;
 pub use mcp_tasks_runtime::*;

@@ -96,6 +96,14 @@ fn the_tour_shows_arguments_and_results_and_ends_with_next_steps() {
         "the arguments show: {requests:#?}"
     );
     assert!(stdout.contains(r#""text":"kept draft.md""#), "{stdout}");
+    // The tour names its own source, at the start and among the next steps.
+    let source = "examples/tour/main.rs";
+    assert!(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(source)
+            .is_file()
+    );
+    assert_eq!(stdout.matches(source).count(), 2, "{stdout}");
 }
 
 #[test]
@@ -109,4 +117,72 @@ fn the_full_tour_prints_every_message_whole() {
             "--full shows the envelope on {line}"
         );
     }
+}
+
+#[test]
+fn the_metrics_example_says_what_it_counted_and_how_to_serve_it() {
+    let (output, stdout) = run("metrics", &[]);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("Five `nap` calls became tasks"), "{stdout}");
+    for line in [
+        r#"mcp_tasks_created_total{tool="nap"} 5"#,
+        r#"mcp_tasks_finished_total{tool="nap",status="completed"} 5"#,
+        "mcp_tasks_running 0",
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "{line} in:\n{stdout}");
+    }
+    assert!(stdout.contains("--serve 127.0.0.1:3000"), "{stdout}");
+    assert!(stdout.contains("examples/metrics.rs"), "{stdout}");
+}
+
+#[tokio::test]
+async fn the_metrics_example_serves_metrics_beside_mcp() {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = tokio::process::Command::new(example("metrics"))
+        .args(["--serve", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run the metrics example");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let base = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.strip_prefix("MCP on ") {
+                return rest.split("/mcp").next().unwrap().to_owned();
+            }
+        }
+        panic!("the example ended before it served");
+    })
+    .await
+    .expect("the example serves within 30 s");
+    let client = reqwest::Client::new();
+    let metrics = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(r#"mcp_tasks_created_total{tool="nap"} 5"#),
+        "{metrics}"
+    );
+    let list = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let tools = support::http::stateless(
+        &format!("{base}/mcp"),
+        1,
+        "tools/list",
+        list["params"].clone(),
+        &[],
+    )
+    .send()
+    .await
+    .unwrap();
+    let tools = support::http::answer(tools).await;
+    assert_eq!(tools["result"]["tools"][0]["name"], "nap", "{tools}");
+    child.kill().await.unwrap();
 }

@@ -97,6 +97,17 @@ async fn every_fixture_tool_schema_uses_standard_formats_only() {
         tools.len()
     );
 
+    // MCP requires both schemas to be objects at the root; a tool whose structured output is
+    // an array or a string breaks clients' `tools/list` (the MCP Inspector refuses the whole
+    // list) or is silently dropped.
+    for tool in &tools {
+        let name = tool["name"].as_str().unwrap_or_default();
+        assert_eq!(tool["inputSchema"]["type"], "object", "{name}: {tool}");
+        if let Some(output) = tool.get("outputSchema") {
+            assert_eq!(output["type"], "object", "{name}: {tool}");
+        }
+    }
+
     let mut formats = Vec::new();
     for tool in &tools {
         let name = tool["name"].as_str().unwrap_or_default();

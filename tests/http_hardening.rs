@@ -941,7 +941,9 @@ struct Failing {
 
 mod failing {
     use super::Failing;
-    use mcp_tasks_runtime::store::{Changes, ClaimStore, StoreError, TaskPage, TaskStore};
+    use mcp_tasks_runtime::store::{
+        Changes, ClaimStore, ScanTasks, StoreError, TaskCounts, TaskFilter, TaskPage, TaskStore,
+    };
     use mcp_tasks_runtime::task::TaskRecord;
     use std::sync::atomic::Ordering;
     use std::time::SystemTime;
@@ -993,6 +995,22 @@ mod failing {
         async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError> {
             self.check()?;
             self.inner.unfinished().await
+        }
+    }
+
+    impl ScanTasks for Failing {
+        async fn scan(
+            &self,
+            filter: &TaskFilter,
+            cursor: Option<&str>,
+            limit: usize,
+        ) -> Result<TaskPage, StoreError> {
+            self.check()?;
+            self.inner.scan(filter, cursor, limit).await
+        }
+        async fn count(&self) -> Result<TaskCounts, StoreError> {
+            self.check()?;
+            self.inner.count().await
         }
     }
 

@@ -1,4 +1,5 @@
-//! The runtime's metrics reach an installed recorder, and its logs carry the task.
+//! The runtime's metrics reach an installed recorder, and its logs carry the task (the logs
+//! themselves: `tests/logs.rs`).
 
 use mcp_tasks::prelude::*;
 use serde_json::{Value, json};

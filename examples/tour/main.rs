@@ -322,6 +322,10 @@ async fn main() -> anyhow::Result<()> {
     let full = options.full;
     println!("mcp-tasks tour: four #[task_tool] functions, one server, two protocol eras.");
     println!(
+        "The tour's source is {}: the tools, the server and every step below are there.",
+        file!()
+    );
+    println!(
         "\nWhy tasks: a plain tool call holds its request open until the tool is done. Work that
 takes minutes (a build, a report, a download) then outlives client timeouts, and its result
 is lost if the connection drops. A task turns the call into a handle at once: the client
@@ -532,8 +536,12 @@ durable store) the handle still answers after the server restarts."
         "\nDone. Next steps:
   cargo xtask new my-server      a crate of your own with a task tool, a plain tool and a test
                                  (`--dir ../elsewhere` puts it outside this checkout)
-  cargo doc -p mcp-tasks --open  the manual: `#[task_tool]`, `Server`, `TaskContext`, stores
-  README.md                      how to depend on mcp-tasks from your own project"
+  {:<30} the code of this tour: its tools and its scripted client
+  cargo doc -p mcp-tasks --all-features --open
+                                 the manual: `#[task_tool]`, `Server`, `TaskContext`, serving
+                                 over stdio and HTTP, stores, logs and metrics
+  README.md                      how to depend on mcp-tasks from your own project",
+        file!()
     );
     Ok(())
 }

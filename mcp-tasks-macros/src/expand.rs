@@ -46,6 +46,33 @@ pub(crate) fn generate(args: TokenStream, func: &mut ItemFn) -> syn::Result<Toke
     Ok(expand(&args, &task))
 }
 
+/// The `T` of a return type spelled `Json<T>`, or `Result<Json<T>, E>` with any path that
+/// ends in `Result` (`anyhow::Result<Json<T>>`, `io::Result<Json<T>>`).
+fn structured_output(ty: &syn::Type) -> Option<&syn::Type> {
+    match ty {
+        syn::Type::Group(group) => structured_output(&group.elem),
+        syn::Type::Paren(paren) => structured_output(&paren.elem),
+        syn::Type::Path(path) if path.qself.is_none() => {
+            let last = path.path.segments.last()?;
+            let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+                return None;
+            };
+            let first = args.args.iter().find_map(|arg| match arg {
+                syn::GenericArgument::Type(ty) => Some(ty),
+                _ => None,
+            })?;
+            if last.ident == "Json" {
+                Some(first)
+            } else if last.ident == "Result" {
+                structured_output(first)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
 /// The function followed by its generated registration.
 pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
     let func = task.original;
@@ -101,9 +128,23 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
         quote_spanned!(span=> <#input_ty as #p::ToolInput>)
     };
     let parse = quote_spanned!(input.span=> #input_trait::parse(__mcp_tasks_args));
+    // `Json<T>` whose `T` is known never to be a JSON object (a `Vec`, a `String`, a number,
+    // ...) fails to compile here, on `T`; other types are checked when the server is built.
+    let shape_check = task.return_type().and_then(structured_output).map(|t| {
+        let p = rt.private(t.span());
+        quote_spanned! {t.span()=>
+            {
+                // Unused when the check fails, which is reported instead.
+                #[allow(unused_imports)]
+                use #p::AnyOutputShape as _;
+                #p::OutputShape::<#t>::new().check();
+            }
+        }
+    });
     // Spanned on the name too, so that rustc's notes call it the tool's future.
     let future = quote_spanned! {ident.span()=>
         async move {
+            #shape_check
             let __mcp_tasks_input: #input_ty = #parse?;
             let __mcp_tasks_output = #ident(#(#call_args),*).await;
             #ret_trait::into_tool_result(__mcp_tasks_output)
@@ -112,6 +153,14 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
 
     let registration = registration(args, task, &rt, &ret_trait, &input_trait);
     let name_check = name_check(args, task, &rt);
+    // No description at all: a warning on the function's name (a deprecated constant is the
+    // one warning a procedural macro can raise on stable Rust).
+    let undescribed =
+        matches!((&args.description, &task.doc), (None, Doc::Text(t)) if t.is_empty());
+    let description_check = undescribed.then(|| {
+        let p = rt.private(ident.span());
+        quote_spanned!(ident.span()=> const _: () = #p::TOOL_WITHOUT_DESCRIPTION;)
+    });
     // The application state the injected parameters need, checked when the server is built.
     let required_state = task
         .params
@@ -135,6 +184,8 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
         #(#cfgs)*
         const _: () = {
             #name_check
+
+            #description_check
 
             #input_items
 
@@ -656,11 +707,58 @@ mod tests {
                 }
                 _ => None,
             })
+            .filter(|check| check.contains("tool_name"))
             .collect();
         let [check] = &checks[..] else {
             panic!("expected one name check, got {checks:?}");
         };
         check.clone()
+    }
+
+    /// The generated items that name the runtime's warning for a tool without a description.
+    fn description_warnings(items: &[Item]) -> usize {
+        items
+            .iter()
+            .filter(|item| {
+                matches!(item, Item::Const(c)
+                    if c.expr.to_token_stream().to_string().contains("TOOL_WITHOUT_DESCRIPTION"))
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_tool_without_a_description_warns() {
+        let (_, items) = expand_ok(
+            quote!(),
+            quote!(
+                async fn bare() {}
+            ),
+        );
+        assert_eq!(description_warnings(&items), 1);
+        for (args, func) in [
+            (
+                quote!(),
+                quote!(
+                    /// Described.
+                    async fn documented() {}
+                ),
+            ),
+            (
+                quote!(description = "Described."),
+                quote!(
+                    async fn named() {}
+                ),
+            ),
+            (
+                quote!(description = ""),
+                quote!(
+                    async fn on_purpose() {}
+                ),
+            ),
+        ] {
+            let (_, items) = expand_ok(args, func);
+            assert_eq!(description_warnings(&items), 0);
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! Use it as `mcp_tasks::task_tool` (it is also in `mcp_tasks::prelude`); this crate is an
 //! implementation detail of `mcp-tasks` and its version is pinned by it. The manual is the
 //! documentation of [`task_tool`](macro@task_tool), best read where `mcp-tasks` re-exports it
-//! (`cargo doc -p mcp-tasks --open`).
+//! (`cargo doc -p mcp-tasks --all-features --open`).
 
 mod args;
 mod ast;
@@ -76,6 +76,9 @@ use proc_macro::TokenStream;
 /// The input schema of `render_report` has the properties `pages` (required, with its
 /// description), `format` (optional, default `"pdf"`) and `title` (optional), and refuses any
 /// other property.
+///
+/// Serving the tools (stdio, HTTP, task stores, mounting in an axum app) and reading what they
+/// log and count are chapters of the crate page: [Serve it] and [Logs and metrics].
 ///
 /// # Arguments
 ///
@@ -237,7 +240,10 @@ use proc_macro::TokenStream;
 ///
 /// The name defaults to the function's name (a raw identifier loses its `r#`), and the
 /// description to its doc comment: the lines joined with `\n`, the space after `///` dropped,
-/// and the whole trimmed.
+/// and the whole trimmed. A tool with neither a doc comment nor `description = "..."` compiles
+/// with a warning on its name (`use of deprecated constant ... this tool has no
+/// description`): the model reads the description to decide when to call the tool.
+/// `description = ""` leaves it out on purpose, without the warning.
 ///
 /// ```
 /// # use mcp_tasks::prelude::*;
@@ -456,8 +462,14 @@ use proc_macro::TokenStream;
 /// | `String`, `&'static str` | one text block |
 /// | `Content`, `Vec<Content>` | those blocks |
 /// | `CallToolResult` | as is |
-/// | [`Json<T>`][Json] | `structuredContent`, plus its JSON as text; the tool's `outputSchema` comes from `T` |
+/// | [`Json<T>`][Json] | `structuredContent`, plus its JSON as text; the tool's `outputSchema` comes from `T`, a struct with named fields (MCP requires an object) |
 /// | `Result<T, E>` | `Ok` as above; `Err` becomes a result with `isError: true` (or a JSON-RPC error for a `ProtocolError`) |
+///
+/// Structured output is a JSON object: `Json<T>` of a struct with named fields, a map with
+/// string keys, or an enum whose variants are all objects. `Json<Vec<String>>` (or of a string,
+/// a number, an `Option`, a tuple) fails to compile with "`Vec<String>` is not a JSON object";
+/// put the list in a struct, `Json<Files>` with `struct Files { files: Vec<String> }`. Any
+/// other type whose schema is not an object makes the server fail to build, naming the tool.
 ///
 /// The error type `E` may be [`ToolError`], `anyhow::Error` (so `anyhow::Result<T>` works),
 /// `Box<dyn std::error::Error + Send + Sync>`, or any error type of your own that implements
@@ -521,6 +533,7 @@ use proc_macro::TokenStream;
 /// | the same injected type twice | the second one |
 /// | `#[input]` next to an input field | the input field |
 /// | a return type that is not `IntoToolResult` | the return type |
+/// | `Json<T>` of a list, string, number, `Option` or tuple (not a JSON object) | `T` |
 /// | a future that is not `Send` | the function's name (with a note on the value held across an `.await`) |
 /// | an unknown, repeated or valueless argument | its key; unknown keys list the valid ones |
 /// | a bad mode, duration, name or flag value | the literal |
@@ -623,6 +636,11 @@ use proc_macro::TokenStream;
     doc = "[`Server::from_registry`]: ../mcp_tasks/struct.Server.html#method.from_registry"
 )]
 #[cfg_attr(doc, doc = "[Json]: ../mcp_tasks/struct.Json.html")]
+#[cfg_attr(doc, doc = "[Serve it]: ../mcp_tasks/index.html#serve-it")]
+#[cfg_attr(
+    doc,
+    doc = "[Logs and metrics]: ../mcp_tasks/index.html#logs-and-metrics"
+)]
 #[cfg_attr(
     doc,
     doc = "[`ServerBuilder::parked_call_timeout`]: ../mcp_tasks/struct.ServerBuilder.html#method.parked_call_timeout"

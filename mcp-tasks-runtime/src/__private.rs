@@ -46,6 +46,134 @@ pub const fn assert_fn_tool_name(name: &str) {
     }
 }
 
+/// Where the structured output type `T` of a `#[task_tool]` returning `Json<T>` is checked
+/// while compiling: `OutputShape::<T>::new().check()` resolves to the inherent `check` when `T`
+/// is a type whose JSON is never an object ([`NotAnObject`]), whose bound then fails with
+/// [`ObjectOutput`]'s message; for any other type it resolves to [`AnyOutputShape::check`],
+/// which does nothing. Types the list does not know are checked when the server is built
+/// (`ToolDefError::OutputNotObject`).
+#[derive(Debug)]
+pub struct OutputShape<T: ?Sized>(::core::marker::PhantomData<T>);
+
+impl<T: ?Sized> OutputShape<T> {
+    /// The probe.
+    #[allow(clippy::new_without_default)] // only generated code makes one
+    pub const fn new() -> Self {
+        Self(::core::marker::PhantomData)
+    }
+}
+
+impl<T: ?Sized + NotAnObject> OutputShape<T> {
+    /// Fails to compile: `T`'s JSON is never an object.
+    pub fn check(&self)
+    where
+        T: ObjectOutput,
+    {
+    }
+}
+
+/// The `check` of every [`OutputShape`] whose type is not known to be something other than
+/// an object.
+pub trait AnyOutputShape {
+    /// Does nothing.
+    fn check(&self) {}
+}
+
+impl<T: ?Sized> AnyOutputShape for OutputShape<T> {}
+
+/// The message of a `Json<T>` whose `T` is not a JSON object. Implemented by no type the
+/// probe asks about.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a JSON object, so `Json<{Self}>` cannot be a tool's structured output",
+    label = "MCP requires `structuredContent` to be a JSON object, and `outputSchema` to say `\"type\": \"object\"`",
+    note = "wrap the value in a struct with named fields, e.g. `#[derive(serde::Serialize, schemars::JsonSchema)] struct Output {{ items: {Self} }}`, and return `Json<Output>`"
+)]
+pub trait ObjectOutput {}
+
+// A map is an object; kept out of the error's list of implementations, which would only
+// distract from its note.
+#[diagnostic::do_not_recommend]
+impl ObjectOutput for crate::model::JsonObject {}
+
+/// Types whose JSON is never an object: sequences, strings, numbers, booleans, `null`,
+/// options and any JSON value.
+pub trait NotAnObject {}
+
+macro_rules! not_an_object {
+    ($($ty:ty),* $(,)?) => { $(impl NotAnObject for $ty {})* };
+}
+
+not_an_object!(
+    (),
+    bool,
+    char,
+    str,
+    String,
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    f32,
+    f64,
+    ::serde_json::Value,
+    ::serde_json::Number,
+);
+
+macro_rules! not_an_object_generic {
+    ($($ty:ident $(:: $rest:ident)*),* $(,)?) => {
+        $(impl<T> NotAnObject for $ty $(:: $rest)* <T> {})*
+    };
+}
+
+not_an_object_generic!(
+    Option,
+    std::vec::Vec,
+    std::collections::VecDeque,
+    std::collections::LinkedList,
+    std::collections::BTreeSet,
+    std::collections::BinaryHeap,
+);
+
+impl<T, S> NotAnObject for std::collections::HashSet<T, S> {}
+impl<T> NotAnObject for [T] {}
+impl<T, const N: usize> NotAnObject for [T; N] {}
+impl<T: ?Sized + NotAnObject> NotAnObject for &T {}
+impl<T: ?Sized + NotAnObject> NotAnObject for ::std::boxed::Box<T> {}
+impl<T: ?Sized + NotAnObject> NotAnObject for std::sync::Arc<T> {}
+impl<T: ?Sized + NotAnObject> NotAnObject for std::rc::Rc<T> {}
+impl<T: ?Sized + NotAnObject + ToOwned> NotAnObject for std::borrow::Cow<'_, T> {}
+
+macro_rules! not_an_object_tuples {
+    ($(($($t:ident),+)),* $(,)?) => { $(impl<$($t),+> NotAnObject for ($($t,)+) {})* };
+}
+
+not_an_object_tuples!(
+    (A),
+    (A, B),
+    (A, B, C),
+    (A, B, C, D),
+    (A, B, C, D, E),
+    (A, B, C, D, E, F)
+);
+
+/// Named by the code `#[task_tool]` generates for a function with neither a doc comment nor
+/// `description = "..."`, on the function's name: using a deprecated item is how a
+/// procedural macro raises a warning on stable Rust.
+#[deprecated(
+    note = "this tool has no description: add a doc comment (`/// What the tool does.`) or \
+            `description = \"...\"` to its `#[task_tool]`; the model reads the description to \
+            decide when and how to call the tool (`description = \"\"` leaves it out on purpose)"
+)]
+pub const TOOL_WITHOUT_DESCRIPTION: () = ();
+
 /// `Box`, for generated code in crates that shadow the name.
 pub type Box<T> = ::std::boxed::Box<T>;
 

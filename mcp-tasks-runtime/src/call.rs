@@ -445,7 +445,7 @@ impl Ended {
         match self {
             Self::Returned(r) => RunEnd::Returned(r.and_then(Produced::into_tool)),
             Self::Panicked(message) => {
-                tracing::error!(tool = %tool.name, panic = %message, "tool panicked");
+                tracing::warn!(tool = %tool.name, panic = %message, "the tool panicked");
                 RunEnd::Panicked
             }
             Self::Cancelled => RunEnd::Cancelled,
@@ -565,7 +565,7 @@ pub(crate) async fn run_tool(
         end = &mut future => match end {
             Ok(result) => RunEnd::Returned(result),
             Err(message) => {
-                tracing::error!(tool = %tool.name, panic = %message, "tool panicked");
+                tracing::warn!(tool = %tool.name, panic = %message, "the tool panicked");
                 RunEnd::Panicked
             }
         },
@@ -582,8 +582,22 @@ pub(crate) async fn run_tool(
 pub(crate) fn outcome_of(tool: &Tool, end: RunEnd) -> Option<CallOutcome> {
     match end {
         RunEnd::Returned(result) => {
-            let outcome = CallOutcome::from_tool(result)?;
-            Some(check_output(tool, outcome))
+            let outcome = check_output(tool, CallOutcome::from_tool(result)?);
+            match &outcome {
+                CallOutcome::Result(r) if r.is_error => tracing::warn!(
+                    tool = %tool.name,
+                    error = r.first_text().unwrap_or("(no text)"),
+                    "the tool returned an error"
+                ),
+                CallOutcome::Error(e) => tracing::warn!(
+                    tool = %tool.name,
+                    code = e.code,
+                    error = %e.message,
+                    "the tool failed"
+                ),
+                CallOutcome::Result(_) => {}
+            }
+            Some(outcome)
         }
         RunEnd::Panicked => Some(CallOutcome::Error(
             Error::ToolPanicked(tool.name.to_string()).into(),

@@ -37,6 +37,11 @@ mod worker;
 #[doc(hidden)]
 pub mod __private;
 
+/// The axum version the HTTP transport is built on (feature `http`): mount
+/// [`Server::http_router`] in an app made with it, and add routes and layers of your own,
+/// without a separate axum dependency that must match.
+#[cfg(feature = "http")]
+pub use axum;
 pub use context::{Client, FromTaskContext, Progress, TaskContext};
 pub use engine::{EngineConfig, Recovery};
 pub use error::{CallOutcome, Error, ProtocolError, ToolError};

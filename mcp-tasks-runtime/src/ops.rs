@@ -388,7 +388,7 @@ impl OpenQuestion {
             .answer(&self.task, self.owner.as_deref(), &responses)
             .await
         {
-            tracing::warn!(task = %self.task, error = %e, "cannot store the client's answer");
+            tracing::warn!(task = %crate::task::ShortId(&self.task), error = %e, "cannot store the client's answer");
         }
     }
 

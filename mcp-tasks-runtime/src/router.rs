@@ -223,14 +223,28 @@ impl Session {
 fn request_span(request: &Request) -> tracing::Span {
     let params = request.params.as_ref();
     let name = params
-        .and_then(|p| {
-            p.get("name")
-                .or_else(|| p.get("uri"))
-                .or_else(|| p.get("taskId"))
-        })
+        .and_then(|p| p.get("name").or_else(|| p.get("uri")))
         .and_then(Value::as_str)
         .unwrap_or_default();
-    tracing::info_span!("request", method = %request.method, id = %request.id, name = %name)
+    // A task id is a bearer handle: the span, seen at `info`, shows its first characters.
+    let task = params
+        .and_then(|p| p.get("taskId"))
+        .and_then(Value::as_str)
+        .map(crate::task::ShortId);
+    let span = tracing::info_span!(
+        "request",
+        method = %request.method,
+        id = %request.id,
+        name = tracing::field::Empty,
+        task = tracing::field::Empty,
+    );
+    if !name.is_empty() {
+        span.record("name", tracing::field::display(name));
+    }
+    if let Some(task) = task {
+        span.record("task", tracing::field::display(task));
+    }
+    span
 }
 
 pub(crate) async fn dispatch(

@@ -126,8 +126,52 @@ pub fn input_schema<T: JsonSchema + 'static>() -> JsonObject {
 }
 
 /// The output schema of a tool whose structured content serializes from `T`.
+///
+/// Its root says `"type": "object"` when `T`'s JSON is always an object: a struct, a map, or an
+/// enum each of whose variants is one. Any other root (an array, a string, a union with a
+/// non-object branch) is left as schemars made it, and the server refuses to build with it.
 pub fn output_schema<T: JsonSchema + 'static>() -> JsonObject {
-    cached::<T>(1, object_root)
+    cached::<T>(1, |value| {
+        let Value::Object(mut obj) = value else {
+            return JsonObject::new();
+        };
+        obj.remove("title");
+        if !obj.contains_key("type") && always_object(&obj, &obj) {
+            obj.insert("type".into(), "object".into());
+        }
+        obj
+    })
+}
+
+/// Whether every value `schema` accepts is an object: it says `"type": "object"`, refers to a
+/// definition that does, or is a `oneOf`/`anyOf` of such schemas.
+fn always_object(schema: &JsonObject, root: &JsonObject) -> bool {
+    always_object_at(schema, root, 0)
+}
+
+fn always_object_at(schema: &JsonObject, root: &JsonObject, depth: usize) -> bool {
+    if depth > 16 {
+        return false;
+    }
+    if let Some(ty) = schema.get("type") {
+        return ty == "object";
+    }
+    if let Some(Value::String(reference)) = schema.get("$ref") {
+        let target = reference
+            .strip_prefix("#/$defs/")
+            .and_then(|name| root.get("$defs")?.get(name)?.as_object());
+        return target.is_some_and(|t| always_object_at(t, root, depth + 1));
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(Value::Array(branches)) = schema.get(key) {
+            return !branches.is_empty()
+                && branches.iter().all(|b| {
+                    b.as_object()
+                        .is_some_and(|b| always_object_at(b, root, depth + 1))
+                });
+        }
+    }
+    false
 }
 
 /// The `requestedSchema` of an elicitation form shaped like `T`.
@@ -226,6 +270,36 @@ mod tests {
         let mut found = Vec::new();
         formats(&schema, &mut found);
         assert!(found.is_empty(), "{schema:#}");
+    }
+
+    /// Internally tagged: every variant is an object.
+    #[derive(JsonSchema)]
+    #[serde(tag = "kind")]
+    #[allow(dead_code)]
+    enum Shape {
+        Circle { radius: f64 },
+        Square { side: f64 },
+    }
+
+    /// Externally tagged with a unit variant: `"Empty"` is a string.
+    #[derive(JsonSchema)]
+    #[allow(dead_code)]
+    enum Mixed {
+        Empty,
+        Full { items: Vec<u32> },
+    }
+
+    #[test]
+    fn output_schemas_are_objects_only_when_every_value_is_one() {
+        assert_eq!(output_schema::<Nested>()["type"], "object");
+        assert_eq!(output_schema::<Shape>()["type"], "object");
+        let map = output_schema::<std::collections::BTreeMap<String, u32>>();
+        assert_eq!(map["type"], "object");
+        assert_eq!(output_schema::<Vec<String>>()["type"], "array");
+        assert_eq!(output_schema::<String>()["type"], "string");
+        assert!(output_schema::<Mixed>().get("type").is_none());
+        assert!(output_schema::<Option<Nested>>().get("type").is_none());
+        assert!(output_schema::<Value>().get("type").is_none());
     }
 
     #[test]

@@ -77,8 +77,10 @@ pub(crate) struct ServerInner {
     pub(crate) engine: Arc<Engine>,
     pub(crate) state: crate::state::StateMap,
     pub(crate) quotas: crate::quota::Quotas,
-    recovered: tokio::sync::Mutex<()>,
-    recovered_done: std::sync::atomic::AtomicBool,
+    /// The task store's type, for the log line that says the server started.
+    pub(crate) store_kind: &'static str,
+    /// Set once the tasks of an earlier run have been settled (or that failed).
+    recovered: tokio::sync::OnceCell<()>,
 }
 
 /// An MCP server. Cheap to clone; every clone serves the same tools.
@@ -145,18 +147,35 @@ impl Server {
     }
 
     /// Settles tasks that an earlier run of the server left unfinished in the store (see
-    /// `on_restart`). The transports call it once before they serve; call it yourself when
-    /// you drive sessions directly. Later calls do nothing.
+    /// `on_restart`). Runs once per server: [`serve_stdio`](Self::serve_stdio),
+    /// [`serve_io`](crate::transport::serve_io), `serve_http` and `http_router` start it
+    /// themselves, and the HTTP router answers its first requests after it. Call it yourself
+    /// to see what it did, or when you drive sessions directly. Later calls (and calls while
+    /// it runs, which wait for it) return an empty [`Recovery`].
     pub async fn recover(&self) -> Result<Recovery, crate::Error> {
-        let _once = self.inner.recovered.lock().await;
-        if self
-            .inner
-            .recovered_done
-            .swap(true, std::sync::atomic::Ordering::AcqRel)
-        {
-            return Ok(Recovery::default());
+        let mut outcome = Ok(Recovery::default());
+        self.inner
+            .recovered
+            .get_or_init(|| async {
+                outcome = self.inner.engine.recover().await;
+            })
+            .await;
+        outcome
+    }
+
+    /// [`recover`](Self::recover) for a transport: a failure is logged, not returned.
+    pub(crate) async fn recover_logged(&self) {
+        if self.inner.recovered.initialized() {
+            return;
         }
-        self.inner.engine.recover().await
+        if let Err(e) = self.recover().await {
+            tracing::error!(error = %e, "cannot settle the tasks of an earlier run");
+        }
+    }
+
+    /// The task store's type name (`SqliteTaskStore`, ...), for logs.
+    pub(crate) fn store_kind(&self) -> &'static str {
+        self.inner.store_kind
     }
 }
 
@@ -168,6 +187,7 @@ type MakeEngine = Box<
 /// Builds a [`Server`].
 pub struct ServerBuilder {
     make_engine: MakeEngine,
+    store_kind: &'static str,
     engine_config: EngineConfig,
     quota_config: crate::quota::QuotaConfig,
     info: Implementation,
@@ -203,6 +223,7 @@ impl Default for ServerBuilder {
             make_engine: Box::new(|config, registry, quotas, state| {
                 Engine::new(MemoryTaskStore::new(), config, registry, quotas, state)
             }),
+            store_kind: "MemoryTaskStore",
             engine_config: EngineConfig::default(),
             quota_config: crate::quota::QuotaConfig::default(),
             info: Implementation {
@@ -372,6 +393,9 @@ impl ServerBuilder {
     /// Keeps tasks in `store` (default: in memory). A store that several processes share
     /// (SQLite on one host, PostgreSQL, Redis) lets them serve and run the same tasks.
     pub fn store<S: ClaimStore>(mut self, store: S) -> Self {
+        let name = std::any::type_name::<S>();
+        let name = name.split('<').next().unwrap_or(name);
+        self.store_kind = name.rsplit("::").next().unwrap_or(name);
         self.make_engine = Box::new(move |config, registry, quotas, state| {
             Engine::new(store, config, registry, quotas, state)
         });
@@ -453,8 +477,8 @@ impl ServerBuilder {
                 engine,
                 quotas,
                 state,
-                recovered: tokio::sync::Mutex::new(()),
-                recovered_done: std::sync::atomic::AtomicBool::new(false),
+                store_kind: self.store_kind,
+                recovered: tokio::sync::OnceCell::new(),
                 info_value: self.info.to_value(),
                 info: self.info,
                 instructions: self.instructions,

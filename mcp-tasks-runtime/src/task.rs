@@ -17,6 +17,25 @@ use std::time::{Duration, SystemTime};
 #[error("the operating system's random number generator failed: {0}")]
 pub struct RandomError(String);
 
+/// The first characters of a task id, as logs show it at `info` and `warn`.
+///
+/// A task without a principal is reached by its id alone (a bearer handle), so a whole id in a
+/// log would hand the task to whoever reads the log. Eight hex digits tell tasks apart in a
+/// log without being usable; the whole id is logged only at `debug`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ShortId<'a>(pub(crate) &'a str);
+
+impl std::fmt::Display for ShortId<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let end = self
+            .0
+            .char_indices()
+            .nth(8)
+            .map_or(self.0.len(), |(at, _)| at);
+        f.write_str(&self.0[..end])
+    }
+}
+
 /// A fresh random id: 128 bits from the OS RNG (122 of them random in the UUID v4 layout),
 /// written as a lowercase UUID. Fails only when the operating system cannot give random
 /// bytes; the request that needed the id then gets an internal error.
@@ -384,10 +403,4 @@ mod shared_values_tests {
         }
         assert!(Arc::ptr_eq(&d, &shared.share(&json!({ "n": 1 }))));
     }
-}
-
-/// The first eight characters of a task id, for log lines at `info` and above: enough to
-/// tell tasks apart, too few to use as the bearer handle an anonymous client's id is.
-pub(crate) fn short_id(id: &str) -> &str {
-    id.get(..8).unwrap_or(id)
 }

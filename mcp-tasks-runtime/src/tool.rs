@@ -55,6 +55,13 @@ pub enum ToolDefError {
     /// The input schema's root is not `type: object`.
     #[error("the input schema of tool {0:?} must have `\"type\": \"object\"` at its root")]
     InputNotObject(String),
+    /// The output schema's root is not `type: object`: MCP requires `structuredContent` to be
+    /// a JSON object.
+    #[error(
+        "the output schema of tool {0:?} must have `\"type\": \"object\"` at its root, as MCP \
+         requires of structured output: wrap the value in a struct with named fields"
+    )]
+    OutputNotObject(String),
     /// Two tools share a name.
     #[error("duplicate tool name {name:?}: defined at {first} and at {second}")]
     DuplicateTool {
@@ -342,6 +349,11 @@ impl Tool {
         if self.input_schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err(ToolDefError::InputNotObject(self.name.to_string()));
         }
+        if let Some(schema) = &self.output_schema
+            && schema.get("type").and_then(Value::as_str) != Some("object")
+        {
+            return Err(ToolDefError::OutputNotObject(self.name.to_string()));
+        }
         if self.on_restart == RestartPolicy::Rerun && self.annotations.idempotent_hint != Some(true)
         {
             return Err(ToolDefError::RerunNotIdempotent(self.name.to_string()));
@@ -456,6 +468,27 @@ impl<T: schemars::JsonSchema> InputField for T {
 
 /// Structured output: the value becomes `structuredContent` (and a JSON text block), and
 /// the tool's output schema is derived from `T`.
+///
+/// MCP requires structured content to be a JSON object, so `T` is a struct with named fields
+/// (or a map with string keys). A list or a plain value goes in such a struct:
+///
+/// ```
+/// # use mcp_tasks_runtime::Json;
+/// #[derive(serde::Serialize, schemars::JsonSchema)]
+/// struct Files {
+///     files: Vec<String>,
+/// }
+///
+/// fn list() -> Json<Files> {
+///     Json(Files { files: vec!["a.txt".into()] })
+/// }
+/// # let _ = list();
+/// ```
+///
+/// A `#[task_tool]` returning `Json<Vec<String>>` (or `Json` of a string, a number, an
+/// `Option`, ...) fails to compile, saying so; any other `T` whose schema is not an object
+/// makes [`ServerBuilder::build`](crate::ServerBuilder::build) fail with
+/// [`ToolDefError::OutputNotObject`] naming the tool.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Json<T>(pub T);
 
@@ -472,7 +505,7 @@ pub struct Json<T>(pub T);
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be returned from a tool",
     label = "not a tool result",
-    note = "for structured output return `Json<{Self}>`, with `#[derive(serde::Serialize, schemars::JsonSchema)]` on the type",
+    note = "for structured output return `Json<T>`, where `T` is a struct with named fields (MCP requires a JSON object) with `#[derive(serde::Serialize, schemars::JsonSchema)]`; wrap a list or a plain value in such a struct",
     note = "a tool returns `String`, `&'static str`, `Content`, `Vec<Content>`, `CallToolResult`, `Json<T>`, `()`, or a `Result` of one of them"
 )]
 pub trait IntoToolResult {
@@ -781,6 +814,36 @@ mod tests {
         };
         assert_eq!(tool.annotations(idempotent).check(), Ok(()));
         assert_eq!(noop("b").on_unresumable, ResumePolicy::Fail);
+    }
+
+    #[test]
+    fn structured_output_must_be_an_object() {
+        let list = Tool::typed("list", |_, _: JsonObject| async {
+            Json(vec!["a.txt".to_owned()])
+        });
+        assert_eq!(
+            list.check(),
+            Err(ToolDefError::OutputNotObject("list".into()))
+        );
+        let raw = noop("raw").output_schema(serde_json::json!({"type": "array"}));
+        let err = crate::Server::builder().tool(raw).build().unwrap_err();
+        assert!(
+            err.to_string().contains("\"raw\"") && err.to_string().contains("struct"),
+            "{err}"
+        );
+
+        #[derive(serde::Serialize, schemars::JsonSchema)]
+        struct Files {
+            files: Vec<String>,
+        }
+        let wrapped = Tool::typed("files", |_, _: JsonObject| async {
+            Json(Files { files: Vec::new() })
+        });
+        assert_eq!(wrapped.check(), Ok(()));
+        let map = Tool::typed("map", |_, _: JsonObject| async {
+            Json(BTreeMap::<String, u32>::new())
+        });
+        assert_eq!(map.check(), Ok(()));
     }
 
     #[test]

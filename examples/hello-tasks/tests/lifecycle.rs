@@ -104,6 +104,21 @@ impl Client {
 }
 
 #[tokio::test]
+async fn every_tool_has_object_schemas() {
+    let mut client = Client::connect();
+    let response = client.request("tools/list", json!({"_meta": meta()})).await;
+    let tools = response["result"]["tools"].as_array().expect("the tools");
+    assert!(!tools.is_empty(), "{response}");
+    // MCP requires both schemas to be objects at the root: return `Json<T>` of a struct.
+    for tool in tools {
+        assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
+        if let Some(output) = tool.get("outputSchema") {
+            assert_eq!(output["type"], "object", "{tool}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn greet_answers_at_once() {
     let mut client = Client::connect();
     let response = client

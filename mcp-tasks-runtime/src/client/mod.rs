@@ -1,5 +1,6 @@
 //! An MCP client for task tools that speaks both eras: 2026-07-28 with the
-//! `io.modelcontextprotocol/tasks` extension, and 2025-11-25 with its Tasks utility.
+//! `io.modelcontextprotocol/tasks` extension, and 2025-11-25 with its Tasks utility (cargo
+//! feature `client`).
 //!
 //! [`McpClient`] connects over stdio (spawning a command), over Streamable HTTP, or to a
 //! [`Server`] in the same process, and negotiates the best protocol it can:

@@ -4,7 +4,7 @@ use super::run::{keep_readable, settle};
 use super::{Engine, Run, shard_of};
 use crate::error::{CallOutcome, Error};
 use crate::sync::LockExt;
-use crate::task::{Lease, TaskRecord, TaskStatus};
+use crate::task::{Lease, ShortId, TaskRecord, TaskStatus};
 use crate::tool::RestartPolicy;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -132,7 +132,9 @@ impl Engine {
                 match self.store.get(id).await {
                     Ok(Some(rec)) => self.observe(&rec),
                     Ok(None) => {}
-                    Err(e) => tracing::warn!(task = %id, error = %e, "cannot read a changed task"),
+                    Err(e) => {
+                        tracing::warn!(task = %ShortId(id), error = %e, "cannot read a changed task");
+                    }
                 }
             }
             if (unknown || first) && self.config.execute {
@@ -179,7 +181,7 @@ impl Engine {
     pub(super) async fn run_claimed(&self, rec: TaskRecord) {
         self.queued_here.locked().remove(rec.id.as_str());
         let Some(tool) = self.registry.get(&rec.tool).cloned() else {
-            tracing::error!(task = %rec.id, tool = %rec.tool, "claimed a task of an unknown tool");
+            tracing::error!(task = %ShortId(&rec.id), tool = %rec.tool, "claimed a task of an unknown tool");
             let message = format!("the tool {:?} does not exist in this server", rec.tool);
             let epoch = rec.epoch;
             let id = rec.id.clone();
@@ -261,10 +263,10 @@ impl Engine {
                     )
                     .increment(1);
                     if rerun {
-                        tracing::info!(task = %id, tool = %tool, "task's runner stopped; queued to run again");
+                        tracing::info!(task = %ShortId(&id), tool = %tool, "took over a task whose runner stopped: queued to run again");
                         report.rerun += 1;
                     } else {
-                        tracing::info!(task = %id, tool = %tool, "task's runner stopped; settled as failed");
+                        tracing::info!(task = %ShortId(&id), tool = %tool, "took over a task whose runner stopped: settled as failed");
                         report.failed += 1;
                     }
                 }
@@ -377,7 +379,7 @@ impl Engine {
                 })
                 .await;
             self.lose(&id, &run);
-            tracing::info!(task = %id, "handed the task's lease back at shutdown");
+            tracing::info!(task = %ShortId(&id), "handed the task's lease back at shutdown");
         }
     }
 }

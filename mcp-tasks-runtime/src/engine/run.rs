@@ -6,8 +6,8 @@ use crate::call::{CatchUnwind, RunEnd, outcome_of};
 use crate::context::{CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
 use crate::sync::LockExt;
-use crate::task::random_id;
 use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus};
+use crate::task::{ShortId, random_id};
 use crate::tool::{Tool, ToolFuture};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,7 +45,8 @@ impl Engine {
         }
         ticket.commit();
         metrics::counter!("mcp_tasks_created_total", "tool" => record.tool.clone()).increment(1);
-        tracing::debug!(task = %record.id, tool = %record.tool, leased = record.lease.is_some(), "task created");
+        tracing::info!(task = %ShortId(&record.id), tool = %record.tool, "task created");
+        tracing::debug!(task = %record.id, tool = %record.tool, leased = record.lease.is_some(), "task created (whole id)");
         Ok(id)
     }
 
@@ -163,7 +164,7 @@ impl Engine {
         let engine = self.arc();
         let span = tracing::info_span!(
             "task",
-            task = %record.id,
+            task = %ShortId(&record.id),
             tool = %tool.name,
             epoch = record.epoch,
             status = tracing::field::Empty,
@@ -172,7 +173,7 @@ impl Engine {
             let id = record.id.clone();
             let started = Instant::now();
             metrics::gauge!("mcp_tasks_running").increment(1.0);
-            tracing::debug!("run started");
+            tracing::debug!(task = %id, "run started");
             let end = engine.execute(&tool, &id, &run, future).await;
             let status = match end {
                 Some(end) => engine.finish(&tool, &id, &run, end).await,
@@ -185,7 +186,11 @@ impl Engine {
             };
             let elapsed = started.elapsed();
             tracing::Span::current().record("status", status);
-            tracing::debug!(status, elapsed_ms = elapsed.as_millis() as u64, "run ended");
+            tracing::info!(
+                status,
+                duration = ?Duration::from_millis(elapsed.as_millis() as u64),
+                "task finished"
+            );
             metrics::gauge!("mcp_tasks_running").decrement(1.0);
             metrics::histogram!("mcp_tasks_run_seconds", "tool" => tool.name.to_string())
                 .record(elapsed.as_secs_f64());
@@ -258,7 +263,7 @@ impl Engine {
         Some(match end {
             Ok(result) => RunEnd::Returned(result),
             Err(message) => {
-                tracing::error!(tool = %tool.name, panic = %message, "task panicked");
+                tracing::warn!(tool = %tool.name, panic = %message, "the tool panicked");
                 RunEnd::Panicked
             }
         })
@@ -283,13 +288,15 @@ impl Engine {
             Ok(Some((rec, _))) if rec.is_held_by(&self.worker, run.epoch) => {}
             Ok(Some((rec, _))) if rec.status.is_terminal() => run.cancel.cancel(),
             Ok(_) => self.lose(id, run),
-            Err(e) => tracing::warn!(task = %id, error = %e, "cannot renew the task's lease"),
+            Err(e) => {
+                tracing::warn!(task = %ShortId(id), error = %e, "cannot renew the task's lease");
+            }
         }
     }
 
     pub(super) fn lose(&self, id: &str, run: &Run) {
         if !run.lost.swap(true, Ordering::AcqRel) {
-            tracing::warn!(task = %id, "lost the task's lease; stopping its tool");
+            tracing::warn!(task = %ShortId(id), "lost the task's lease; stopping its tool");
         }
         run.cancel.cancel();
     }
@@ -324,7 +331,7 @@ impl Engine {
                 .await;
             match result {
                 Err(e) if Instant::now() + pause < give_up => {
-                    tracing::warn!(task = %id, error = %e, "cannot store the task's outcome yet; trying again");
+                    tracing::warn!(task = %ShortId(id), error = %e, "cannot store the task's outcome yet; trying again");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
@@ -341,7 +348,7 @@ impl Engine {
                 "already settled"
             }
             Err(e) => {
-                tracing::error!(task = %id, error = %e, "cannot store the task's outcome");
+                tracing::error!(task = %ShortId(id), error = %e, "cannot store the task's outcome");
                 "store failed"
             }
         }

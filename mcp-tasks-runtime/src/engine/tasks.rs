@@ -234,7 +234,7 @@ impl Engine {
             return Ok(None);
         };
         if let Access::Admin(admin) = access {
-            tracing::info!(task = %crate::task::short_id(id), %admin, keys = responses.len(), "an operator answered a task's question");
+            tracing::info!(task = %crate::task::ShortId(id), %admin, keys = responses.len(), "an operator answered a task's question");
         }
         let result = self
             .update_from(id, Some(visible), |rec| {
@@ -412,6 +412,13 @@ impl Engine {
             .start(super::NewTask {
                 tool: tool.clone(),
                 args: old.arguments,
+                // Charged to the task's owner, as the first run was; an anonymous task to
+                // whoever asked for the rerun.
+                requestor: old
+                    .owner
+                    .clone()
+                    .or_else(|| access.who())
+                    .unwrap_or_else(|| "anonymous".into()),
                 owner: old.owner,
                 settle: old.settle,
                 requested_ttl: old.ttl,
@@ -419,7 +426,7 @@ impl Engine {
                 delivery: None,
             })
             .await?;
-        tracing::info!(task = %crate::task::short_id(&record.id), rerun_of = %crate::task::short_id(id), tool = %record.tool, by = ?access.who(), "task rerun");
+        tracing::info!(task = %crate::task::ShortId(&record.id), rerun_of = %crate::task::ShortId(id), tool = %record.tool, by = ?access.who(), "task rerun");
         Ok(Some(record))
     }
 

@@ -320,7 +320,7 @@ impl Stored<'_> {
                 "task {id}: the stored {what} is unreadable: {error}"
             ))),
             Unreadable::Default => {
-                tracing::error!(task = %id, what, %error, "a stored task is unreadable");
+                tracing::error!(task = %crate::task::ShortId(&id), what, %error, "a stored task is unreadable");
                 Ok(())
             }
         };

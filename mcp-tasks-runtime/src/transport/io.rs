@@ -55,9 +55,12 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    if let Err(e) = server.recover().await {
-        tracing::error!(error = %e, "cannot settle the tasks of an earlier run");
-    }
+    server.recover_logged().await;
+    tracing::info!(
+        store = server.store_kind(),
+        eras = crate::wire::ERAS,
+        "serving MCP over a byte stream (stdio)"
+    );
     let (session, mut outbound) = server.session();
     // The reader writes its parse errors, and each request task its response, through the
     // same bounded channel the writer task drains, waiting for room when it is full. That

@@ -5,6 +5,7 @@ struct Args {
     pages: u32,
 }
 
+/// A tool.
 #[task_tool]
 async fn tool(#[input] _args: Args) {}
 

@@ -3,6 +3,7 @@ use std::rc::Rc;
 
 async fn step() {}
 
+/// A tool.
 #[task_tool]
 async fn tool() {
     let shared = Rc::new(1);

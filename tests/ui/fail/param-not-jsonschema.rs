@@ -5,6 +5,7 @@ struct Point {
     x: f64,
 }
 
+/// A tool.
 #[task_tool]
 async fn tool(_point: Point) {}
 

@@ -5,6 +5,7 @@ struct Report {
     pages: u32,
 }
 
+/// A tool.
 #[task_tool]
 async fn tool() -> Result<Report, ToolError> {
     Ok(Report { pages: 1 })

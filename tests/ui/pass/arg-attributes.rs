@@ -7,6 +7,12 @@ use serde_json::json;
 
 const DEFAULT_DEPTH: u32 = 3;
 
+/// What the crawl was given.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+struct Crawled {
+    fields: Vec<String>,
+}
+
 /// Crawl a site.
 #[task_tool(read_only, idempotent = true, open_world = false, on_restart = "rerun")]
 async fn crawl(
@@ -15,14 +21,16 @@ async fn crawl(
     #[arg(rename = "userAgent")] user_agent: Option<String>,
     #[arg(rename = "type")] r#type: Option<String>,
     #[arg] note: Option<String>,
-) -> Json<Vec<String>> {
-    Json(vec![
-        url,
-        depth.to_string(),
-        user_agent.unwrap_or_default(),
-        r#type.unwrap_or_default(),
-        note.unwrap_or_default(),
-    ])
+) -> Json<Crawled> {
+    Json(Crawled {
+        fields: vec![
+            url,
+            depth.to_string(),
+            user_agent.unwrap_or_default(),
+            r#type.unwrap_or_default(),
+            note.unwrap_or_default(),
+        ],
+    })
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -63,7 +71,7 @@ async fn main() {
         .unwrap();
     assert_eq!(
         result.structured_content,
-        Some(json!(["https://example.com", "6", "bot", "html", ""]))
+        Some(json!({"fields": ["https://example.com", "6", "bot", "html", ""]}))
     );
     mcp_tasks::Server::from_registry().unwrap();
 }

@@ -37,11 +37,17 @@ async fn with_box(fail: bool) -> Result<String, Box<dyn std::error::Error + Send
 
 /// The user's own error type.
 #[task_tool]
-async fn with_own(fail: bool) -> Result<Json<u32>, Jammed> {
+async fn with_own(fail: bool) -> Result<Json<Printed>, Jammed> {
     if fail {
         return Err(Jammed { sheet: 3 });
     }
-    Ok(Json(1))
+    Ok(Json(Printed { sheets: 1 }))
+}
+
+/// What `with_own` printed.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+struct Printed {
+    sheets: u32,
 }
 
 /// `?` on an `anyhow::Error` and on an `std::io::Error` in a `ToolError` tool.

@@ -1,4 +1,5 @@
-//! The shared task store test suite. Every backend must pass [`check_store`] unchanged.
+//! The shared task store test suite (cargo feature `testing`). Every backend must pass
+//! [`check_store`] unchanged.
 //!
 //! ```no_run
 //! use mcp_tasks_runtime::store::{MemoryTaskStore, testing::check_store};

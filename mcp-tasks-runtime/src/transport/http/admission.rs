@@ -2,7 +2,7 @@
 //! media types of the Streamable HTTP rules (`Content-Type`, `Accept`), before a request's
 //! body is read.
 
-use super::config::{AuthError, ProxyHeader};
+use super::config::{AuthError, Principal, ProxyHeader};
 use super::response::plain_error;
 use super::{App, sessions};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -11,8 +11,13 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 impl App {
-    /// Checks `Host` and `Origin` (DNS-rebinding protection) and authenticates.
-    pub(super) fn admit(&self, headers: &HeaderMap) -> Result<Option<String>, Refused> {
+    /// Checks `Host` and `Origin` (DNS-rebinding protection) and authenticates: the
+    /// [`Principal`] an application's layer set comes first, then the authenticator.
+    pub(super) fn admit(
+        &self,
+        headers: &HeaderMap,
+        given: Option<&Principal>,
+    ) -> Result<Option<String>, Refused> {
         if !self.config.any_host
             && let Some(host) = headers.get(header::HOST)
         {
@@ -36,6 +41,9 @@ impl App {
                 tracing::debug!(%origin, "request refused: Origin not allowed");
                 return Err(Refused::new(StatusCode::FORBIDDEN, "Origin not allowed"));
             }
+        }
+        if let Some(principal) = given {
+            return Ok(Some(principal.0.clone()));
         }
         match &self.config.authenticator {
             None => Ok(None),

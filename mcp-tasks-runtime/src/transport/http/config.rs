@@ -32,6 +32,52 @@ pub enum ProxyHeader {
     XForwardedFor,
 }
 
+/// The principal of a request, set as a request extension by an application's own
+/// authentication layer when the MCP router is mounted in its app.
+///
+/// The HTTP transport reads it before the [`Authenticator`]: a request that carries one is
+/// made by that principal (it owns the tasks it creates and the sessions it opens), and the
+/// authenticator is not asked. A request without it goes to the authenticator as usual (or is
+/// anonymous when there is none). The `Host` and `Origin` checks apply either way.
+///
+/// ```
+/// use mcp_tasks_runtime::axum::{Router, extract::Request, middleware, response::Response};
+/// use mcp_tasks_runtime::transport::http::{HttpConfig, Principal};
+///
+/// /// The app's own authentication, in front of every route including `/mcp`.
+/// async fn auth(mut request: Request, next: middleware::Next) -> Response {
+///     let user = request
+///         .headers()
+///         .get("x-user")
+///         .and_then(|v| v.to_str().ok())
+///         .map(str::to_owned);
+///     if let Some(user) = user {
+///         request.extensions_mut().insert(Principal::new(user));
+///     }
+///     next.run(request).await
+/// }
+///
+/// # fn app(server: mcp_tasks_runtime::Server) -> Router {
+/// Router::new()
+///     .merge(server.http_router(HttpConfig::new().path("/mcp")))
+///     .layer(middleware::from_fn(auth))
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Principal(pub String);
+
+impl Principal {
+    /// The principal named `name` (a user id, say).
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+
+    /// The principal's name.
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+}
+
 /// Why an [`Authenticator`] refused a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -1,5 +1,6 @@
 //! GET: the session's own stream, or a stream resumed after `Last-Event-ID`.
 
+use super::Principal;
 use super::response::{
     error_response, method_not_allowed, plain_error, session_not_found, sse_response,
 };
@@ -7,6 +8,7 @@ use super::session::{Active, HttpSession};
 use super::{App, LAST_EVENT_ID, SESSION_ID, headers};
 use crate::error::Error;
 use crate::wire::classify::is_stateful_version;
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -14,8 +16,13 @@ use axum::response::{IntoResponse, Response as HttpResponse};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-pub(super) async fn get(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse {
-    let principal = match app.admit(&headers) {
+pub(super) async fn get(
+    State(app): State<Arc<App>>,
+    given: Option<Extension<Principal>>,
+    headers: HeaderMap,
+) -> HttpResponse {
+    app.server.recover_logged().await;
+    let principal = match app.admit(&headers, given.as_deref()) {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };

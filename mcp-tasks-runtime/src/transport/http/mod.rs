@@ -89,7 +89,7 @@ mod sessions;
 mod sse;
 mod stateless;
 
-pub use config::{AuthError, Authenticator, HttpConfig, ProxyHeader, RequestorKey};
+pub use config::{AuthError, Authenticator, HttpConfig, Principal, ProxyHeader, RequestorKey};
 
 use crate::server::Server;
 use crate::transport::TransportError;
@@ -152,7 +152,8 @@ impl HttpHandle {
 }
 
 impl Server {
-    /// The MCP endpoint as an axum [`Router`], to serve or to mount in an application.
+    /// The MCP endpoint as an axum [`Router`], to serve or to mount in an application (cargo
+    /// feature `http`; [`axum`] is the version it is built on).
     ///
     /// Serve it with `TCP_NODELAY` on accepted sockets (as [`Server::serve_http`] does):
     /// SSE events are small writes that must not wait on Nagle's algorithm. Serve it with
@@ -161,7 +162,33 @@ impl Server {
     /// share one requestor unless [`HttpConfig::anonymous_requestor`] names them). The connection limits of [`HttpConfig`]
     /// (header and idle timeouts, the connection cap) are [`Server::serve_http`]'s; the
     /// body limit and the body timeout hold here too.
+    ///
+    /// Mounted in an application, the app's own authentication layer names who makes each
+    /// request with a [`Principal`] extension, which comes before [`HttpConfig::authenticator`].
+    /// The tasks an earlier run left unfinished are settled once ([`Server::recover`]):
+    /// starting now when a Tokio runtime is running, and before the router answers its first
+    /// request in any case.
+    ///
+    /// ```no_run
+    /// use mcp_tasks_runtime::axum::{self, Router, routing::get};
+    /// use mcp_tasks_runtime::transport::http::HttpConfig;
+    /// # async fn run(server: mcp_tasks_runtime::Server) -> std::io::Result<()> {
+    /// let app = Router::new()
+    ///     .route("/health", get(|| async { "ok" }))
+    ///     .merge(server.http_router(HttpConfig::new().path("/mcp")));
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+    /// axum::serve(
+    ///     listener,
+    ///     app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    /// )
+    /// .await
+    /// # }
+    /// ```
     pub fn http_router(&self, config: HttpConfig) -> Router {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let server = self.clone();
+            runtime.spawn(async move { server.recover_logged().await });
+        }
         let path = config.path.clone();
         let limits = sessions::Limits {
             max_sessions: config.max_sessions,
@@ -187,15 +214,14 @@ impl Server {
             .with_state(app)
     }
 
-    /// Serves the MCP endpoint on `config`'s address until [`HttpHandle::shutdown`].
+    /// Serves the MCP endpoint on `config`'s address until [`HttpHandle::shutdown`] (cargo
+    /// feature `http`).
     ///
     /// Connections are bounded: see [`HttpConfig::header_timeout`],
     /// [`HttpConfig::idle_timeout`], [`HttpConfig::body_timeout`] and
     /// [`HttpConfig::max_connections`].
     pub async fn serve_http(&self, config: HttpConfig) -> Result<HttpHandle, TransportError> {
-        if let Err(e) = self.recover().await {
-            tracing::error!(error = %e, "cannot settle the tasks of an earlier run");
-        }
+        self.recover_logged().await;
         let listener = tokio::net::TcpListener::bind(config.bind).await?;
         let local_addr = listener.local_addr()?;
         let shutdown = config.shutdown.clone();
@@ -205,9 +231,16 @@ impl Server {
             body_timeout: config.body_timeout,
             max_connections: config.max_connections,
         };
+        let path = config.path.clone();
         let router = self.http_router(config);
         let task = tokio::spawn(serve::serve(listener, router, limits, shutdown.clone()));
-        tracing::debug!(%local_addr, "serving MCP over HTTP");
+        tracing::info!(
+            address = %local_addr,
+            %path,
+            store = self.store_kind(),
+            eras = crate::wire::ERAS,
+            "serving MCP over HTTP"
+        );
         Ok(HttpHandle {
             local_addr,
             shutdown,
@@ -225,8 +258,13 @@ struct App {
     epoch: Instant,
 }
 
-async fn delete(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResponse {
-    let principal = match app.admit(&headers) {
+async fn delete(
+    State(app): State<Arc<App>>,
+    given: Option<axum::Extension<Principal>>,
+    headers: HeaderMap,
+) -> HttpResponse {
+    app.server.recover_logged().await;
+    let principal = match app.admit(&headers, given.as_deref()) {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };

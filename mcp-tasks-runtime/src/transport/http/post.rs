@@ -35,7 +35,8 @@ pub(super) async fn post(
         .extensions
         .get::<axum::extract::ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip());
-    let principal = match app.admit(&headers) {
+    app.server.recover_logged().await;
+    let principal = match app.admit(&headers, parts.extensions.get()) {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };

@@ -292,8 +292,12 @@ async fn connection(
     loop {
         tokio::select! {
             result = http.as_mut() => {
-                if let Err(e) = result {
-                    tracing::debug!(error = %e, "connection ended with an error");
+                match result {
+                    Ok(()) => {}
+                    Err(e) if client_went_away(&e) => {
+                        tracing::debug!(reason = %e, "the client closed the connection");
+                    }
+                    Err(e) => tracing::debug!(error = %e, "connection ended with an error"),
                 }
                 break;
             }
@@ -305,6 +309,30 @@ async fn connection(
         }
     }
     conns.remove(id);
+}
+
+/// Whether a connection's error only says that the client went away: it closed or reset the
+/// connection in the middle of a request, or while a response was streaming to it. Clients do
+/// that all the time (a command line that got its answer, a reader of an SSE stream that
+/// stopped), so it is not logged as an error.
+fn client_went_away(e: &hyper::Error) -> bool {
+    if e.is_incomplete_message() || e.is_closed() || e.is_canceled() || e.is_body_write_aborted() {
+        return true;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::UnexpectedEof
+            );
+        }
+        source = cause.source();
+    }
+    false
 }
 
 /// A request body that marks its connection busy once it has all arrived.
