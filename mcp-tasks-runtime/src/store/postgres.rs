@@ -631,26 +631,62 @@ impl Shared {
         ))
     }
 
-    /// Runs `op` on a pooled connection, within the timeout.
+    fn unavailable(&self, problem: impl fmt::Display) -> StoreError {
+        StoreError::Unavailable(format!(
+            "the PostgreSQL task store {}: {problem}",
+            self.label
+        ))
+    }
+
+    fn ambiguous(&self, problem: impl fmt::Display) -> StoreError {
+        StoreError::Ambiguous(format!(
+            "the PostgreSQL task store {}: {problem}",
+            self.label
+        ))
+    }
+
+    /// The error of a pool that gave no connection: nothing was sent.
+    fn pool_error(&self, what: &str, error: &PoolError) -> StoreError {
+        let problem = format!("{what}: {}", pool_problem(error));
+        match error {
+            PoolError::Closed => self.error(problem),
+            _ => self.unavailable(problem),
+        }
+    }
+
+    /// Runs `op` on a pooled connection, within the timeout. A statement whose answer is
+    /// lost (the connection closed, or no answer in time) may have been applied:
+    /// [`StoreError::Ambiguous`]; one that never got a connection was not:
+    /// [`StoreError::Unavailable`].
     async fn run<T, F, Fut>(&self, what: &str, op: F) -> Result<T, StoreError>
     where
         F: FnOnce(deadpool_postgres::Object) -> Fut,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
         let timeout = self.options.timeout;
+        let sent = AtomicBool::new(false);
         let attempt = async {
             let client = self
                 .pool
                 .get()
                 .await
-                .map_err(|e| self.error(format!("{what}: {}", pool_problem(&e))))?;
-            op(client)
-                .await
-                .map_err(|e| self.error(format!("{what}: {}", problem(&e))))
+                .map_err(|e| self.pool_error(what, &e))?;
+            sent.store(true, Ordering::Relaxed);
+            op(client).await.map_err(|e| {
+                let problem = format!("{what}: {}", problem(&e));
+                if connection_ended(&e) {
+                    self.ambiguous(problem)
+                } else {
+                    self.error(problem)
+                }
+            })
         };
         match within(timeout, attempt).await {
             Ok(result) => result,
-            Err(_) => Err(self.error(format!("{what}: {}", timed_out(timeout)))),
+            Err(_) if sent.load(Ordering::Relaxed) => {
+                Err(self.ambiguous(format!("{what}: {}", timed_out(timeout))))
+            }
+            Err(_) => Err(self.unavailable(format!("{what}: {}", timed_out(timeout)))),
         }
     }
 
@@ -670,17 +706,20 @@ impl Shared {
                     .pool
                     .get()
                     .await
-                    .map_err(|e| self.error(format!("{what}: {}", pool_problem(&e))))?;
+                    .map_err(|e| self.pool_error(what, &e))?;
                 match op(client).await {
                     Ok(value) => return Ok(value),
                     Err(e) if e.is_closed() && tries < 2 => continue,
-                    Err(e) => return Err(self.error(format!("{what}: {}", problem(&e)))),
+                    Err(e) if !connection_ended(&e) => {
+                        return Err(self.error(format!("{what}: {}", problem(&e))));
+                    }
+                    Err(e) => return Err(self.unavailable(format!("{what}: {}", problem(&e)))),
                 }
             }
         };
         match within(timeout, attempt).await {
             Ok(result) => result,
-            Err(_) => Err(self.error(format!("{what}: {}", timed_out(timeout)))),
+            Err(_) => Err(self.unavailable(format!("{what}: {}", timed_out(timeout)))),
         }
     }
 
@@ -701,7 +740,7 @@ impl Shared {
     /// Makes sure the listener has heard every write that returned before this call.
     async fn sync(&self) -> Result<(), StoreError> {
         if !self.listening.load(Ordering::Acquire) {
-            return Err(self.error("the change listener is reconnecting"));
+            return Err(self.unavailable("the change listener is reconnecting"));
         }
         let token = self.sync_sent.fetch_add(1, Ordering::AcqRel) + 1;
         let payload = token.to_string();
@@ -719,7 +758,7 @@ impl Shared {
                 // A listener that stops hearing its own notifications has lost its
                 // connection without noticing: make it connect again.
                 self.reconnect.notify_one();
-                Err(self.error(format!(
+                Err(self.unavailable(format!(
                     "the change listener did not hear back within {timeout:?}"
                 )))
             }
@@ -773,6 +812,21 @@ fn check_schema_name(schema: &str) -> Result<(), String> {
 /// A checked schema name as an SQL identifier.
 fn quote_ident(schema: &str) -> String {
     format!("\"{schema}\"")
+}
+
+/// Whether the error ended the connection rather than the statement (the server closed
+/// it, or was shut down or restarted under it): a statement sent on it may have been
+/// committed before the answer was lost.
+fn connection_ended(error: &tokio_postgres::Error) -> bool {
+    match error.as_db_error() {
+        Some(db) => {
+            let code = db.code();
+            *code == SqlState::ADMIN_SHUTDOWN
+                || *code == SqlState::CRASH_SHUTDOWN
+                || code.code().starts_with("08")
+        }
+        None => true,
+    }
 }
 
 /// What went wrong, in words that name the problem.
@@ -1648,7 +1702,7 @@ impl TaskStore for PostgresTaskStore {
             Ok(Ok(result)) => result,
             _ => Err(self
                 .shared
-                .error("no answer to a create in time; the task may or may not have been stored")),
+                .ambiguous("cannot create the task: no answer in time")),
         }
     }
 
@@ -1664,7 +1718,9 @@ impl TaskStore for PostgresTaskStore {
         // The read is bounded by the store's timeout; this only guards a lost answer.
         match within(self.shared.options.timeout * 2, answer).await {
             Ok(Ok(result)) => result,
-            _ => Err(self.shared.error("cannot read a task: no answer in time")),
+            _ => Err(self
+                .shared
+                .unavailable("cannot read a task: no answer in time")),
         }
     }
 
