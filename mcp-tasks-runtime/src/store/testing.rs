@@ -1842,3 +1842,121 @@ impl Drop for TestRedis {
         }
     }
 }
+
+/// A `redis-server` process of a test's own, on a free port of 127.0.0.1, for tests that
+/// stop, pause or kill Redis (never the shared server of [`TestRedis`]). Killed when
+/// dropped.
+///
+/// The binary is `redis-server` on the `PATH`. With `MCP_TASKS_TEST_REDIS=skip`,
+/// [`RedisServer::start`] returns `None` and says so loudly; a missing binary fails the
+/// test, naming it.
+#[cfg(feature = "redis")]
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Option<std::process::Child>,
+    port: u16,
+}
+
+#[cfg(feature = "redis")]
+impl RedisServer {
+    /// Starts a server without persistence and waits (at most 10 s) until it answers.
+    pub fn start(label: &str) -> Option<Self> {
+        if std::env::var(TestRedis::ENV).is_ok_and(|v| v.trim() == "skip") {
+            eprintln!(
+                "\n!!! SKIPPED: {label}: this test needs redis-server and {}=skip\n",
+                TestRedis::ENV
+            );
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let mut server = Self { child: None, port };
+        server.restart();
+        Some(server)
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server (`kill -9`): its clients' connections end, and new ones are refused.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port (empty: it keeps nothing), and waits until
+    /// it answers.
+    pub fn restart(&mut self) {
+        self.kill();
+        let child = std::process::Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start redis-server ({e}): install it, or set {}=skip to skip the \
+                     tests that need Redis",
+                    TestRedis::ENV
+                )
+            });
+        self.child = Some(child);
+        for _ in 0..200 {
+            if self
+                .command(|conn| ::redis::cmd("PING").query::<String>(conn))
+                .is_ok()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "redis-server on port {} did not answer within 10 s",
+            self.port
+        );
+    }
+
+    /// `CLIENT PAUSE ms WRITE`: for `pause`, commands that write (scripts included) wait,
+    /// unanswered, while reads on other connections are answered.
+    pub fn pause_writes(&self, pause: Duration) {
+        let ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX);
+        self.command(|conn| {
+            ::redis::cmd("CLIENT")
+                .arg("PAUSE")
+                .arg(ms)
+                .arg("WRITE")
+                .query::<()>(conn)
+        })
+        .unwrap_or_else(|e| panic!("cannot pause the test's Redis: {e}"));
+    }
+
+    /// Ends a pause at once (`CLIENT UNPAUSE`).
+    pub fn unpause(&self) {
+        self.command(|conn| ::redis::cmd("CLIENT").arg("UNPAUSE").query::<()>(conn))
+            .unwrap_or_else(|e| panic!("cannot unpause the test's Redis: {e}"));
+    }
+
+    fn command<T>(
+        &self,
+        f: impl FnOnce(&mut ::redis::Connection) -> ::redis::RedisResult<T>,
+    ) -> ::redis::RedisResult<T> {
+        let client = ::redis::Client::open(self.url())?;
+        let mut conn = client.get_connection_with_timeout(Duration::from_secs(2))?;
+        conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+        f(&mut conn)
+    }
+}
+
+#[cfg(feature = "redis")]
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
