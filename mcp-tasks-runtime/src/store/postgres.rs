@@ -110,8 +110,10 @@ pub struct PostgresOptions {
     /// more of its own). Default 16; at least 1.
     pub pool_size: usize,
     /// The bound on every store operation: waiting for a connection, connecting, and the
-    /// statement itself. An operation that takes longer fails with [`StoreError::Backend`];
-    /// a lost connection to PostgreSQL is an error within this time, never a hang.
+    /// statement itself. An operation that gets no connection in time fails with
+    /// [`StoreError::Unavailable`], a statement sent without an answer in time with
+    /// [`StoreError::Ambiguous`] (a read: `Unavailable`); a lost connection to PostgreSQL
+    /// is an error within this time, never a hang.
     /// Default 5 s.
     pub timeout: Duration,
     /// The largest outcome (result or error, as JSON) the store accepts; a write of a
@@ -169,10 +171,11 @@ impl PostgresOptions {
 /// Requests use a pool of connections ([`PostgresOptions::pool_size`]); one more
 /// connection listens for changes. Every operation is bounded by
 /// [`PostgresOptions::timeout`]: when PostgreSQL is down or unreachable, requests fail with
-/// a clear [`StoreError::Backend`] naming the store (a JSON-RPC `-32603` error to the
+/// a clear [`StoreError::Unavailable`] naming the store (a JSON-RPC `-32603` error to the
 /// client) instead of waiting, and the pool and the listener reconnect on their own, with
-/// backoff, when it comes back. TLS is not supported; connect over a trusted network or a
-/// Unix socket.
+/// backoff, when it comes back. A statement whose answer is lost (no answer in time, or the
+/// connection ended under it) fails with [`StoreError::Ambiguous`]: it may have been
+/// committed. TLS is not supported; connect over a trusted network or a Unix socket.
 ///
 /// # Durability and batching
 ///

@@ -48,9 +48,10 @@ pub struct RedisOptions {
     /// characters. Default `mcp-tasks`. A URL given to [`RedisTaskStore::connect`] may set it
     /// too, as `?prefix=NAME`.
     pub key_prefix: String,
-    /// The bound on every store operation, connecting included. An operation that takes
-    /// longer fails with [`StoreError::Backend`]; a lost connection to Redis is an error
-    /// within this time, never a hang. Default 5 s.
+    /// The bound on every store operation, connecting included. A read that takes longer
+    /// fails with [`StoreError::Unavailable`], a write with [`StoreError::Ambiguous`] (it
+    /// may have been applied); a lost connection to Redis is an error within this time,
+    /// never a hang, and while it is down requests fail at once. Default 5 s.
     pub timeout: Duration,
     /// How long after a terminal task's expiry Redis removes its record by itself (with
     /// `PEXPIREAT`), when no server's sweeper did so first. Covers clock skew between the
@@ -141,9 +142,13 @@ pub enum RedisDurability {
 /// Requests share one multiplexed connection (the `redis` crate's `ConnectionManager`,
 /// which pipelines concurrent requests and reconnects with backoff when the connection is
 /// lost); one more connection subscribes to the store's signals. Every operation is
-/// bounded by [`RedisOptions::timeout`]: while Redis is down or unreachable, requests fail
-/// with a clear [`StoreError::Backend`] naming Redis (a JSON-RPC `-32603` error to the
-/// client) instead of waiting, and the store recovers by itself when it comes back. The URL
+/// bounded by [`RedisOptions::timeout`]. The subscriber also keeps the connection state:
+/// when its connection is lost and cannot be made again at once, Redis is marked out of
+/// reach, and until the subscriber is back and the request connection answers, requests
+/// fail at once with a clear [`StoreError::Unavailable`] naming Redis (a JSON-RPC `-32603`
+/// error to the client) instead of waiting; the store recovers by itself, with backoff,
+/// when Redis comes back. A write whose answer is lost (a timeout, a dropped connection)
+/// fails with [`StoreError::Ambiguous`]: it may have been applied. The URL
 /// is `redis://[USER:PASSWORD@]HOST[:PORT][/DB]` (`rediss://` is not supported); the
 /// database number, the credentials and write access are checked at connect, and each
 /// failure names the problem. Use a standalone Redis or Valkey, or the primary of a
