@@ -436,7 +436,8 @@ impl Engine {
         // outcome the store refuses, or one still not stored when the tries run out, is
         // replaced by an error that says why, so the client reads the real cause.
         let give_up = tokio::time::Instant::now() + self.config.lease * OUTCOME_LEASES;
-        let mut pause = Duration::from_millis(50);
+        const FIRST_PAUSE: Duration = Duration::from_millis(50);
+        let mut pause = FIRST_PAUSE;
         let mut outcome = outcome;
         let mut replaced = false;
         let result = loop {
@@ -450,7 +451,11 @@ impl Engine {
                 .await;
             match result {
                 Err(e) if e.is_transient() && tokio::time::Instant::now() + pause < give_up => {
-                    tracing::warn!(task = %id, error = %e, "cannot store the task's outcome yet; trying again");
+                    if pause == FIRST_PAUSE {
+                        tracing::warn!(task = %id, error = %e, "cannot store the task's outcome yet; trying again");
+                    } else {
+                        tracing::debug!(task = %id, error = %e, "cannot store the task's outcome yet; trying again");
+                    }
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }

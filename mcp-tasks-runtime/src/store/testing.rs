@@ -1726,7 +1726,8 @@ impl Turn {
     /// Waits for a turn: `alone` waits until no other test holds one (and keeps others
     /// waiting); otherwise it waits only for a test that is alone.
     fn take(alone: bool) -> Self {
-        let lock = |m: &'static std::sync::Mutex<Turns>| m.lock().unwrap_or_else(|p| p.into_inner());
+        let lock =
+            |m: &'static std::sync::Mutex<Turns>| m.lock().unwrap_or_else(|p| p.into_inner());
         let mut turns = lock(&TURNS);
         if alone {
             turns.waiting_alone += 1;
