@@ -951,7 +951,7 @@ mod failing {
     impl Failing {
         fn check(&self) -> Result<(), StoreError> {
             if self.down.load(Ordering::SeqCst) {
-                Err(StoreError::Backend("connection refused".into()))
+                Err(StoreError::Unavailable("connection refused".into()))
             } else {
                 Ok(())
             }

@@ -80,6 +80,22 @@ pub enum Error {
     /// `tasks/cancel` on a task that already ended (2025-11-25).
     #[error("cannot cancel task: already in terminal status '{0}'")]
     TaskTerminal(String),
+    /// The store was asked to create the task, then its answer was lost (a timeout, or the
+    /// connection dropped before the commit was confirmed), and reading it back did not
+    /// settle whether it was stored: the task may exist and run. `-32603` with
+    /// `data: {"taskId": id}`, so a client can poll the task; calling the tool again may
+    /// create a second task.
+    #[error(
+        "internal error: cannot tell whether task {task_id} was created: it may exist and \
+         run (poll it with tasks/get), and calling the tool again may create a second \
+         task: {cause}"
+    )]
+    TaskOutcomeUnknown {
+        /// The id the task has if it was stored.
+        task_id: String,
+        /// What the store said.
+        cause: String,
+    },
     /// Anything else that went wrong inside the server.
     #[error("internal error: {0}")]
     Internal(String),
@@ -133,6 +149,10 @@ impl From<Error> for ErrorObject {
                 message: p.message,
                 data: p.data,
             },
+            Error::TaskOutcomeUnknown { task_id, .. } => {
+                ErrorObject::new(jsonrpc::INTERNAL_ERROR, message)
+                    .with_data(json!({ "taskId": task_id }))
+            }
             Error::ToolPanicked(_) | Error::Cancelled | Error::Internal(_) => {
                 ErrorObject::new(jsonrpc::INTERNAL_ERROR, message)
             }

@@ -216,6 +216,11 @@ impl Engine {
             let lapsed = self.store.lapsed(SystemTime::now(), BATCH).await?;
             let got = lapsed.len();
             for rec in lapsed {
+                if self.runs_here(&rec) {
+                    // Still this process's run, storing its outcome (or renewing) while the
+                    // store was out of reach: it settles the task itself.
+                    continue;
+                }
                 let (id, tool, lapsed_lease) =
                     (rec.id.clone(), rec.tool.clone(), rec.lease.clone());
                 let rerun = self
@@ -279,6 +284,17 @@ impl Engine {
             self.claim_wake.notify_one();
         }
         Ok(report)
+    }
+
+    /// Whether the task's lease is this process's and its run here is still going.
+    fn runs_here(&self, rec: &TaskRecord) -> bool {
+        rec.lease.as_ref().is_some_and(|l| l.worker == self.worker)
+            && self.live(&rec.id).is_some_and(|live| {
+                live.run
+                    .locked()
+                    .as_ref()
+                    .is_some_and(|run| run.epoch == rec.epoch && !run.lost.load(Ordering::Acquire))
+            })
     }
 
     /// Drops from the queued count the tasks created here that another process claimed.

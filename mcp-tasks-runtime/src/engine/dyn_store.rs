@@ -130,8 +130,10 @@ impl<S: TaskStore + ClaimStore> DynStore for S {
 impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
         match e {
-            // The backend failed (connection, I/O, timeout): the server cannot answer now.
-            StoreError::Backend(cause) => Error::StoreUnavailable(cause),
+            // The store is out of reach, or its answer was lost: the server cannot answer
+            // now, and may later.
+            StoreError::Unavailable(cause) => Error::StoreUnavailable(cause),
+            e @ StoreError::Ambiguous(_) => Error::StoreUnavailable(e.to_string()),
             other => Error::Internal(other.to_string()),
         }
     }

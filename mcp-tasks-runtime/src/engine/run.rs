@@ -5,6 +5,7 @@ use super::{Delivery, Engine, NewTask, Run, principal_of, shard_of};
 use crate::call::{CatchUnwind, RunEnd, outcome_of};
 use crate::context::{CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
+use crate::store::StoreError;
 use crate::sync::LockExt;
 use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus};
 use crate::task::{ShortId, random_id};
@@ -14,15 +15,35 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
+/// What becomes of a task whose create is confirmed only after its call was answered
+/// ([`Error::TaskOutcomeUnknown`]).
+pub(super) enum Confirmed {
+    /// It runs here: a slot is reserved for it, which the resolution takes over.
+    Run(Tool),
+    /// It waits in the store for a free slot of any process.
+    Queue,
+    /// Its tool had already started (an adopted call) and is gone with the call's error:
+    /// the task is settled as failed, saying so. A slot is reserved for it, which the
+    /// resolution takes over.
+    Stop(Tool),
+}
+
 impl Engine {
     /// Stores a new record, with its delivery attached first so no change is missed, and
     /// counts it against `requestor`'s quotas.
     /// Returns the id as the engine's own indexes share it.
+    ///
+    /// A create whose answer was lost is sent once more: the id is this process's own, so
+    /// the second either stores the task or finds the first one stored. When that does not
+    /// settle it either, the call fails with [`Error::TaskOutcomeUnknown`] and the task is
+    /// looked for in the background for a lease; if it turns up, it goes on as `then`
+    /// says (which takes over the slot a `Run` or `Stop` reserved).
     pub(super) async fn create(
         &self,
         record: &TaskRecord,
         requestor: &str,
         delivery: Option<Arc<dyn Delivery>>,
+        then: Confirmed,
     ) -> Result<Arc<str>, Error> {
         self.ensure_background();
         let ticket = self.quotas.admit(requestor)?;
@@ -33,21 +54,118 @@ impl Engine {
         if let Some(delivery) = &delivery {
             *self.live_entry(&record.id).delivery.locked() = Some(Arc::clone(delivery));
         }
-        if let Err(e) = self.store.create(record.clone()).await {
-            self.counted[shard_of(&record.id)]
-                .locked()
-                .remove(record.id.as_str());
+        let unknown = match self.store.create(record.clone()).await {
+            Ok(()) => None,
+            Err(StoreError::Ambiguous(first)) => match self.store.create(record.clone()).await {
+                Ok(()) | Err(StoreError::Duplicate(_)) => {
+                    tracing::info!(task = %record.id, cause = %first, "the store's answer to a create was lost; creating it again found it stored");
+                    None
+                }
+                Err(again) => {
+                    tracing::warn!(task = %record.id, cause = %first, again = %again, "cannot tell whether the task was created; looking for it in the background");
+                    Some(first)
+                }
+            },
+            Err(e) => {
+                self.forget_create(record);
+                return Err(e.into());
+            }
+        };
+        if let Some(cause) = unknown {
+            // Its questions and progress would have no request to go with.
             if let Some(live) = self.live(&record.id) {
                 *live.delivery.locked() = None;
             }
-            self.release(&record.id);
-            return Err(e.into());
+            self.resolve_create(record.clone(), ticket, then);
+            return Err(Error::TaskOutcomeUnknown {
+                task_id: record.id.clone(),
+                cause: StoreError::Ambiguous(cause).to_string(),
+            });
         }
         ticket.commit();
         metrics::counter!("mcp_tasks_created_total", "tool" => record.tool.clone()).increment(1);
         tracing::info!(task = %ShortId(&record.id), tool = %record.tool, "task created");
         tracing::debug!(task = %record.id, tool = %record.tool, leased = record.lease.is_some(), "task created (whole id)");
         Ok(id)
+    }
+
+    /// Undoes what [`create`](Self::create) counted and attached for a task that was not
+    /// stored.
+    fn forget_create(&self, record: &TaskRecord) {
+        self.counted[shard_of(&record.id)]
+            .locked()
+            .remove(record.id.as_str());
+        if let Some(live) = self.live(&record.id) {
+            *live.delivery.locked() = None;
+        }
+        self.release(&record.id);
+    }
+
+    /// Looks for a task whose create had an unknown outcome, with backoff, for a lease;
+    /// goes on as `then` says if it turns up, and forgets it (freeing its quota and its
+    /// slot) if it does not. A create that lands even later leaves a task whose lease has
+    /// lapsed, which any process settles by its tool's restart policy.
+    fn resolve_create(&self, record: TaskRecord, ticket: crate::quota::Ticket, then: Confirmed) {
+        let engine = self.arc();
+        tokio::spawn(async move {
+            let give_up = tokio::time::Instant::now() + engine.config.lease;
+            let mut pause = Duration::from_millis(50);
+            let found = loop {
+                tokio::time::sleep(pause).await;
+                match engine.store.get(&record.id).await {
+                    Ok(Some(rec)) => break Some(rec),
+                    Ok(None) | Err(_) if tokio::time::Instant::now() + pause >= give_up => {
+                        break None;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::debug!(task = %record.id, error = %e, "cannot read the task whose create had an unknown outcome yet")
+                    }
+                }
+                pause = (pause * 2).min(Duration::from_secs(1));
+            };
+            let Some(rec) = found else {
+                tracing::warn!(task = %record.id, tool = %record.tool, "the task whose create had an unknown outcome was not found; forgetting it");
+                engine.forget_create(&record);
+                drop(ticket);
+                if let Confirmed::Run(tool) | Confirmed::Stop(tool) = then {
+                    engine.unreserve(&tool.name);
+                }
+                return;
+            };
+            ticket.commit();
+            metrics::counter!("mcp_tasks_created_total", "tool" => rec.tool.clone()).increment(1);
+            tracing::info!(task = %rec.id, tool = %rec.tool, "the task whose create had an unknown outcome is stored");
+            engine.observe(&rec);
+            match then {
+                Confirmed::Run(tool) if rec.is_held_by(&engine.worker, record.epoch) => {
+                    engine.launch(tool, rec, None);
+                }
+                Confirmed::Run(tool) => engine.unreserve(&tool.name),
+                Confirmed::Queue => {
+                    if rec.is_queued() {
+                        engine.queued_here.locked().insert(rec.id.as_str().into());
+                        engine.claim_wake.notify_one();
+                    }
+                }
+                Confirmed::Stop(tool) => {
+                    let message = "the task was stored after its call had been answered with an error (the store's answer was lost), so its tool had already stopped";
+                    let outcome = CallOutcome::Error(Error::Internal(message.into()).into());
+                    let epoch = record.epoch;
+                    let written = engine
+                        .update_from(&rec.id.clone(), Some(rec), |r| {
+                            r.is_held_by(&engine.worker, epoch)
+                                && settle(r, &outcome, engine.config.min_retention)
+                        })
+                        .await;
+                    if let Err(e) = written {
+                        tracing::warn!(task = %record.id, error = %e, "cannot settle the task whose tool had stopped; its lease will lapse");
+                    }
+                    engine.unreserve(&tool.name);
+                }
+            }
+            engine.release(&record.id);
+        });
     }
 
     /// Starts a task: stores it, then runs the tool here if a slot is free, or leaves it
@@ -58,13 +176,19 @@ impl Engine {
         let id = random_id()?;
         let run_now = self.config.execute && self.reserve(&new.tool.name);
         let record = self.new_record(id, &new, run_now.then(|| self.my_lease()));
+        let then = if run_now {
+            Confirmed::Run(new.tool.clone())
+        } else {
+            Confirmed::Queue
+        };
         let id = match self
-            .create(&record, &new.requestor, new.delivery.clone())
+            .create(&record, &new.requestor, new.delivery.clone(), then)
             .await
         {
             Ok(id) => id,
             Err(e) => {
-                if run_now {
+                // An unknown outcome's resolution holds the slot.
+                if run_now && !matches!(e, Error::TaskOutcomeUnknown { .. }) {
                     self.unreserve(&new.tool.name);
                 }
                 return Err(e);
@@ -104,11 +228,14 @@ impl Engine {
             *slots.per_tool.entry(new.tool.name.to_string()).or_default() += 1;
         }
         let record = self.new_record(id, &new, Some(self.my_lease()));
+        let then = Confirmed::Stop(new.tool.clone());
         if let Err(e) = self
-            .create(&record, &new.requestor, new.delivery.clone())
+            .create(&record, &new.requestor, new.delivery.clone(), then)
             .await
         {
-            self.unreserve(&new.tool.name);
+            if !matches!(e, Error::TaskOutcomeUnknown { .. }) {
+                self.unreserve(&new.tool.name);
+            }
             return Err(e);
         }
         let run = self.begin_run(&record, cancel);
@@ -315,14 +442,20 @@ impl Engine {
                 Error::Internal("the tool stopped for input outside of a request".into()).into(),
             ),
         };
-        // A store that is out of reach for a moment (a database restart) must not cost the
-        // outcome: try again while the lease would still be this process's. The fence
-        // keeps a late attempt from writing over a takeover.
-        let give_up = Instant::now() + self.config.lease;
-        let mut pause = Duration::from_millis(50);
+        // A store that is out of reach for a while (a database restart, a network cut) must
+        // not cost the outcome: try again, with backoff, for up to `OUTCOME_LEASES` leases,
+        // for as long as the task is still this run's (the fence keeps a late attempt from
+        // writing over a takeover, and this process does not take over its own runs). An
+        // outcome the store refuses, or one still not stored when the tries run out, is
+        // replaced by an error that says why, so the client reads the real cause.
+        let give_up = tokio::time::Instant::now() + self.config.lease * OUTCOME_LEASES;
+        const FIRST_PAUSE: Duration = Duration::from_millis(50);
+        let mut pause = FIRST_PAUSE;
+        let mut outcome = outcome;
+        let mut replaced = false;
         let result = loop {
             let result = self
-                .update(id, |rec| {
+                .store_update_from(id, None, |rec| {
                     if !rec.is_held_by(&self.worker, run.epoch) {
                         return false;
                     }
@@ -330,10 +463,22 @@ impl Engine {
                 })
                 .await;
             match result {
-                Err(e) if Instant::now() + pause < give_up => {
-                    tracing::warn!(task = %ShortId(id), error = %e, "cannot store the task's outcome yet; trying again");
+                Err(e) if e.is_transient() && tokio::time::Instant::now() + pause < give_up => {
+                    if pause == FIRST_PAUSE {
+                        tracing::warn!(task = %ShortId(id), error = %e, "cannot store the task's outcome yet; trying again");
+                    } else {
+                        tracing::debug!(task = %id, error = %e, "cannot store the task's outcome yet; trying again");
+                    }
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(e) if !replaced => {
+                    tracing::error!(task = %id, error = %e, "cannot store the task's outcome; storing why instead");
+                    replaced = true;
+                    outcome = CallOutcome::Error(
+                        Error::Internal(format!("the task's outcome could not be stored: {e}"))
+                            .into(),
+                    );
                 }
                 result => break result,
             }
@@ -354,6 +499,9 @@ impl Engine {
         }
     }
 }
+
+/// How many leases a run keeps trying to store its outcome while the store is out of reach.
+const OUTCOME_LEASES: u32 = 10;
 
 /// Writes a finished run's outcome into the record, by the task's settle policy. Returns
 /// `false` when the task cannot move there.

@@ -29,9 +29,20 @@ impl Engine {
     pub(super) async fn update_from(
         &self,
         id: &str,
+        read: Option<TaskRecord>,
+        change: impl FnMut(&mut TaskRecord) -> bool,
+    ) -> Result<Option<(TaskRecord, bool)>, Error> {
+        Ok(self.store_update_from(id, read, change).await?)
+    }
+
+    /// [`Engine::update_from`] with the store's own error, for callers that tell a store
+    /// out of reach from one that refused the write.
+    pub(super) async fn store_update_from(
+        &self,
+        id: &str,
         mut read: Option<TaskRecord>,
         mut change: impl FnMut(&mut TaskRecord) -> bool,
-    ) -> Result<Option<(TaskRecord, bool)>, Error> {
+    ) -> Result<Option<(TaskRecord, bool)>, StoreError> {
         loop {
             let current = match read.take() {
                 Some(rec) => Some(rec),

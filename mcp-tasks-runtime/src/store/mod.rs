@@ -44,9 +44,29 @@ pub enum StoreError {
     /// A listing cursor the store did not make.
     #[error("invalid cursor {0:?}")]
     InvalidCursor(String),
-    /// The backend failed (I/O, connection, constraint).
+    /// The backend answered with a failure, or the request cannot be stored (a constraint,
+    /// a value the backend refuses): nothing was changed, and the same request fails again.
     #[error("task store failed: {0}")]
     Backend(String),
+    /// The store could not be reached, or did not answer, and nothing was changed: the
+    /// connection is down and being re-established, no connection could be had in time, or
+    /// a read got no answer. Trying again later may succeed.
+    #[error("task store unavailable: {0}")]
+    Unavailable(String),
+    /// A write was sent, then its answer was lost (a timeout, or the connection dropped
+    /// before the commit was confirmed): it may or may not have been applied. A create
+    /// of the same id settles which: it either succeeds now or finds the first one.
+    #[error("task store write of unknown outcome (it may or may not have been applied): {0}")]
+    Ambiguous(String),
+}
+
+impl StoreError {
+    /// `true` when trying again later may succeed: the store was out of reach
+    /// ([`Unavailable`](Self::Unavailable)) or its answer was lost
+    /// ([`Ambiguous`](Self::Ambiguous)).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable(_) | Self::Ambiguous(_))
+    }
 }
 
 /// One page of an owner's tasks.

@@ -116,8 +116,10 @@ pub struct PostgresOptions {
     /// more of its own). Default 16; at least 1.
     pub pool_size: usize,
     /// The bound on every store operation: waiting for a connection, connecting, and the
-    /// statement itself. An operation that takes longer fails with [`StoreError::Backend`];
-    /// a lost connection to PostgreSQL is an error within this time, never a hang.
+    /// statement itself. An operation that gets no connection in time fails with
+    /// [`StoreError::Unavailable`], a statement sent without an answer in time with
+    /// [`StoreError::Ambiguous`] (a read: `Unavailable`); a lost connection to PostgreSQL
+    /// is an error within this time, never a hang.
     /// Default 5 s.
     pub timeout: Duration,
     /// The largest outcome (result or error, as JSON) the store accepts; a write of a
@@ -175,10 +177,11 @@ impl PostgresOptions {
 /// Requests use a pool of connections ([`PostgresOptions::pool_size`]); one more
 /// connection listens for changes. Every operation is bounded by
 /// [`PostgresOptions::timeout`]: when PostgreSQL is down or unreachable, requests fail with
-/// a clear [`StoreError::Backend`] naming the store (a JSON-RPC `-32603` error to the
+/// a clear [`StoreError::Unavailable`] naming the store (a JSON-RPC `-32603` error to the
 /// client) instead of waiting, and the pool and the listener reconnect on their own, with
-/// backoff, when it comes back. TLS is not supported; connect over a trusted network or a
-/// Unix socket.
+/// backoff, when it comes back. A statement whose answer is lost (no answer in time, or the
+/// connection ended under it) fails with [`StoreError::Ambiguous`]: it may have been
+/// committed. TLS is not supported; connect over a trusted network or a Unix socket.
 ///
 /// # Durability and batching
 ///
@@ -642,26 +645,62 @@ impl Shared {
         ))
     }
 
-    /// Runs `op` on a pooled connection, within the timeout.
+    fn unavailable(&self, problem: impl fmt::Display) -> StoreError {
+        StoreError::Unavailable(format!(
+            "the PostgreSQL task store {}: {problem}",
+            self.label
+        ))
+    }
+
+    fn ambiguous(&self, problem: impl fmt::Display) -> StoreError {
+        StoreError::Ambiguous(format!(
+            "the PostgreSQL task store {}: {problem}",
+            self.label
+        ))
+    }
+
+    /// The error of a pool that gave no connection: nothing was sent.
+    fn pool_error(&self, what: &str, error: &PoolError) -> StoreError {
+        let problem = format!("{what}: {}", pool_problem(error));
+        match error {
+            PoolError::Closed => self.error(problem),
+            _ => self.unavailable(problem),
+        }
+    }
+
+    /// Runs `op` on a pooled connection, within the timeout. A statement whose answer is
+    /// lost (the connection closed, or no answer in time) may have been applied:
+    /// [`StoreError::Ambiguous`]; one that never got a connection was not:
+    /// [`StoreError::Unavailable`].
     async fn run<T, F, Fut>(&self, what: &str, op: F) -> Result<T, StoreError>
     where
         F: FnOnce(deadpool_postgres::Object) -> Fut,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
         let timeout = self.options.timeout;
+        let sent = AtomicBool::new(false);
         let attempt = async {
             let client = self
                 .pool
                 .get()
                 .await
-                .map_err(|e| self.error(format!("{what}: {}", pool_problem(&e))))?;
-            op(client)
-                .await
-                .map_err(|e| self.error(format!("{what}: {}", problem(&e))))
+                .map_err(|e| self.pool_error(what, &e))?;
+            sent.store(true, Ordering::Relaxed);
+            op(client).await.map_err(|e| {
+                let problem = format!("{what}: {}", problem(&e));
+                if connection_ended(&e) {
+                    self.ambiguous(problem)
+                } else {
+                    self.error(problem)
+                }
+            })
         };
         match within(timeout, attempt).await {
             Ok(result) => result,
-            Err(_) => Err(self.error(format!("{what}: {}", timed_out(timeout)))),
+            Err(_) if sent.load(Ordering::Relaxed) => {
+                Err(self.ambiguous(format!("{what}: {}", timed_out(timeout))))
+            }
+            Err(_) => Err(self.unavailable(format!("{what}: {}", timed_out(timeout)))),
         }
     }
 
@@ -681,17 +720,20 @@ impl Shared {
                     .pool
                     .get()
                     .await
-                    .map_err(|e| self.error(format!("{what}: {}", pool_problem(&e))))?;
+                    .map_err(|e| self.pool_error(what, &e))?;
                 match op(client).await {
                     Ok(value) => return Ok(value),
                     Err(e) if e.is_closed() && tries < 2 => continue,
-                    Err(e) => return Err(self.error(format!("{what}: {}", problem(&e)))),
+                    Err(e) if !connection_ended(&e) => {
+                        return Err(self.error(format!("{what}: {}", problem(&e))));
+                    }
+                    Err(e) => return Err(self.unavailable(format!("{what}: {}", problem(&e)))),
                 }
             }
         };
         match within(timeout, attempt).await {
             Ok(result) => result,
-            Err(_) => Err(self.error(format!("{what}: {}", timed_out(timeout)))),
+            Err(_) => Err(self.unavailable(format!("{what}: {}", timed_out(timeout)))),
         }
     }
 
@@ -712,7 +754,7 @@ impl Shared {
     /// Makes sure the listener has heard every write that returned before this call.
     async fn sync(&self) -> Result<(), StoreError> {
         if !self.listening.load(Ordering::Acquire) {
-            return Err(self.error("the change listener is reconnecting"));
+            return Err(self.unavailable("the change listener is reconnecting"));
         }
         let token = self.sync_sent.fetch_add(1, Ordering::AcqRel) + 1;
         let payload = token.to_string();
@@ -730,7 +772,7 @@ impl Shared {
                 // A listener that stops hearing its own notifications has lost its
                 // connection without noticing: make it connect again.
                 self.reconnect.notify_one();
-                Err(self.error(format!(
+                Err(self.unavailable(format!(
                     "the change listener did not hear back within {timeout:?}"
                 )))
             }
@@ -784,6 +826,21 @@ fn check_schema_name(schema: &str) -> Result<(), String> {
 /// A checked schema name as an SQL identifier.
 fn quote_ident(schema: &str) -> String {
     format!("\"{schema}\"")
+}
+
+/// Whether the error ended the connection rather than the statement (the server closed
+/// it, or was shut down or restarted under it): a statement sent on it may have been
+/// committed before the answer was lost.
+fn connection_ended(error: &tokio_postgres::Error) -> bool {
+    match error.as_db_error() {
+        Some(db) => {
+            let code = db.code();
+            *code == SqlState::ADMIN_SHUTDOWN
+                || *code == SqlState::CRASH_SHUTDOWN
+                || code.code().starts_with("08")
+        }
+        None => true,
+    }
 }
 
 /// What went wrong, in words that name the problem.
@@ -1659,7 +1716,7 @@ impl TaskStore for PostgresTaskStore {
             Ok(Ok(result)) => result,
             _ => Err(self
                 .shared
-                .error("no answer to a create in time; the task may or may not have been stored")),
+                .ambiguous("cannot create the task: no answer in time")),
         }
     }
 
@@ -1675,7 +1732,9 @@ impl TaskStore for PostgresTaskStore {
         // The read is bounded by the store's timeout; this only guards a lost answer.
         match within(self.shared.options.timeout * 2, answer).await {
             Ok(Ok(result)) => result,
-            _ => Err(self.shared.error("cannot read a task: no answer in time")),
+            _ => Err(self
+                .shared
+                .unavailable("cannot read a task: no answer in time")),
         }
     }
 

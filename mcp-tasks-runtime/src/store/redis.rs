@@ -8,6 +8,7 @@ use super::scan::{no_page, scan_start, scan_take};
 use super::{
     Changes, ClaimStore, ScanTasks, StoreError, TaskCounts, TaskFilter, TaskPage, TaskStore, paging,
 };
+use crate::sync::LockExt;
 use crate::task::TaskRecord;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{AsyncCommands, ErrorKind, RedisError};
@@ -50,9 +51,10 @@ pub struct RedisOptions {
     /// characters. Default `mcp-tasks`. A URL given to [`RedisTaskStore::connect`] may set it
     /// too, as `?prefix=NAME`.
     pub key_prefix: String,
-    /// The bound on every store operation, connecting included. An operation that takes
-    /// longer fails with [`StoreError::Backend`]; a lost connection to Redis is an error
-    /// within this time, never a hang. Default 5 s.
+    /// The bound on every store operation, connecting included. A read that takes longer
+    /// fails with [`StoreError::Unavailable`], a write with [`StoreError::Ambiguous`] (it
+    /// may have been applied); a lost connection to Redis is an error within this time,
+    /// never a hang, and while it is down requests fail at once. Default 5 s.
     pub timeout: Duration,
     /// How long after a terminal task's expiry Redis removes its record by itself (with
     /// `PEXPIREAT`), when no server's sweeper did so first. Covers clock skew between the
@@ -143,9 +145,13 @@ pub enum RedisDurability {
 /// Requests share one multiplexed connection (the `redis` crate's `ConnectionManager`,
 /// which pipelines concurrent requests and reconnects with backoff when the connection is
 /// lost); one more connection subscribes to the store's signals. Every operation is
-/// bounded by [`RedisOptions::timeout`]: while Redis is down or unreachable, requests fail
-/// with a clear [`StoreError::Backend`] naming Redis (a JSON-RPC `-32603` error to the
-/// client) instead of waiting, and the store recovers by itself when it comes back. The URL
+/// bounded by [`RedisOptions::timeout`]. The subscriber also keeps the connection state:
+/// when its connection is lost and cannot be made again at once, Redis is marked out of
+/// reach, and until the subscriber is back and the request connection answers, requests
+/// fail at once with a clear [`StoreError::Unavailable`] naming Redis (a JSON-RPC `-32603`
+/// error to the client) instead of waiting; the store recovers by itself, with backoff,
+/// when Redis comes back. A write whose answer is lost (a timeout, a dropped connection)
+/// fails with [`StoreError::Ambiguous`]: it may have been applied. The URL
 /// is `redis://[USER:PASSWORD@]HOST[:PORT][/DB]` (`rediss://` is not supported); the
 /// database number, the credentials and write access are checked at connect, and each
 /// failure names the problem. Use a standalone Redis or Valkey, or the primary of a
@@ -219,6 +225,12 @@ struct Shared {
     scripts: Scripts,
     /// Woken when a signal arrives or the subscriber reconnected.
     changed: Notify,
+    /// Why Redis is out of reach, while it is: set when the subscriber loses its connection,
+    /// cleared once it is back and the request connection answers. Requests fail at once
+    /// with [`StoreError::Unavailable`] meanwhile, instead of waiting for a reconnect.
+    down: std::sync::Mutex<Option<String>>,
+    /// Asks the subscriber to check the connection now (a request got no answer).
+    probe: Notify,
     /// How many times the subscriber has subscribed.
     subscriptions: AtomicU64,
     /// Set when the store is dropped, so the subscriber ends.
@@ -317,6 +329,8 @@ impl RedisTaskStore {
             durability,
             scripts: Scripts::new(),
             changed: Notify::new(),
+            down: std::sync::Mutex::new(None),
+            probe: Notify::new(),
             subscriptions: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             closing: Notify::new(),
@@ -378,21 +392,74 @@ impl Shared {
         StoreError::Backend(format!("the Redis task store {}: {problem}", self.label))
     }
 
+    fn unavailable(&self, problem: impl fmt::Display) -> StoreError {
+        StoreError::Unavailable(format!("the Redis task store {}: {problem}", self.label))
+    }
+
+    fn ambiguous(&self, problem: impl fmt::Display) -> StoreError {
+        StoreError::Ambiguous(format!("the Redis task store {}: {problem}", self.label))
+    }
+
+    /// Fails at once while Redis is known to be out of reach.
+    fn check_up(&self, what: &str) -> Result<(), StoreError> {
+        match &*self.down.locked() {
+            None => Ok(()),
+            Some(problem) => Err(self.unavailable(format!(
+                "{what}: Redis is out of reach ({problem}); reconnecting in the background"
+            ))),
+        }
+    }
+
+    /// Records that Redis is out of reach; logged once per outage.
+    fn mark_down(&self, problem: &str) {
+        let mut down = self.down.locked();
+        if down.is_none() {
+            tracing::warn!(store = %self.label, %problem, "the Redis task store lost its connection; requests fail at once until it is back");
+        }
+        *down = Some(problem.to_owned());
+    }
+
+    /// Records that Redis answers again.
+    fn mark_up(&self) {
+        if self.down.locked().take().is_some() {
+            tracing::info!(store = %self.label, "the Redis task store is reachable again");
+        }
+    }
+
+    /// A request got no answer or lost its connection: the subscriber checks now whether
+    /// Redis is still there, rather than at its next ping.
+    fn suspect(&self, error: Option<&RedisError>) {
+        if error.is_none_or(lost) {
+            self.probe.notify_one();
+        }
+    }
+
     /// Runs one script that writes, within the timeout. When the answer is lost, the
-    /// error says the write may have been applied.
+    /// write may have been applied: [`StoreError::Ambiguous`].
     async fn run<T: ::redis::FromRedisValue>(
         &self,
         what: &str,
         invocation: ::redis::ScriptInvocation<'_>,
     ) -> Result<T, StoreError> {
-        const MAYBE: &str = "; it may or may not have been applied";
+        self.check_up(what)?;
         let mut conn = self.conn.clone();
         let timeout = self.options.timeout;
         match within(timeout, invocation.invoke_async(&mut conn)).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) if lost(&e) => Err(self.error(format!("{what}: {}{MAYBE}", problem(&e)))),
+            // Refused: the manager could not connect, so nothing was sent.
+            Ok(Err(e)) if e.is_connection_refusal() => {
+                self.suspect(Some(&e));
+                Err(self.unavailable(format!("{what}: {}", problem(&e))))
+            }
+            Ok(Err(e)) if lost(&e) => {
+                self.suspect(Some(&e));
+                Err(self.ambiguous(format!("{what}: {}", problem(&e))))
+            }
             Ok(Err(e)) => Err(self.error(format!("{what}: {}", problem(&e)))),
-            Err(()) => Err(self.error(format!("{what}: {}{MAYBE}", timed_out(timeout)))),
+            Err(()) => {
+                self.suspect(None);
+                Err(self.ambiguous(format!("{what}: {}", timed_out(timeout))))
+            }
         }
     }
 
@@ -417,6 +484,7 @@ impl Shared {
         F: FnMut(ConnectionManager) -> Fut,
         Fut: Future<Output = ::redis::RedisResult<T>>,
     {
+        self.check_up(what)?;
         let timeout = self.options.timeout;
         let attempt = async {
             let mut tries = 0;
@@ -425,13 +493,20 @@ impl Shared {
                 match op(self.conn.clone()).await {
                     Ok(value) => return Ok(value),
                     Err(e) if lost(&e) && tries < 2 => continue,
+                    Err(e) if lost(&e) || e.is_connection_refusal() => {
+                        self.suspect(Some(&e));
+                        return Err(self.unavailable(format!("{what}: {}", problem(&e))));
+                    }
                     Err(e) => return Err(self.error(format!("{what}: {}", problem(&e)))),
                 }
             }
         };
         match within(timeout, attempt).await {
             Ok(result) => result,
-            Err(()) => Err(self.error(format!("{what}: {}", timed_out(timeout)))),
+            Err(()) => {
+                self.suspect(None);
+                Err(self.unavailable(format!("{what}: {}", timed_out(timeout))))
+            }
         }
     }
 
@@ -725,21 +800,40 @@ fn report_durability(label: &str, durability: &RedisDurability) {
 // ---------------------------------------------------------------------------------------
 // Signals
 
+/// How one connection of the subscriber ended.
+enum Ended {
+    /// The store closed.
+    Closed,
+    /// It was subscribed, then lost its connection (or a ping went unanswered).
+    Lost(String),
+    /// It could not connect, subscribe, or reach Redis through the request connection.
+    Unreachable(String),
+}
+
 /// The subscriber task: keeps one connection subscribed to the store's signal channel,
 /// reconnects with backoff, and wakes `changed` after each reconnect so the engine reads
-/// the feed for whatever it missed.
+/// the feed for whatever it missed. It also keeps the store's connection state: a lost
+/// connection that cannot be made again at once marks Redis out of reach (requests then
+/// fail at once), and a reconnect whose request connection answers marks it back.
 async fn subscribe(shared: Arc<Shared>, ready: oneshot::Sender<Result<(), String>>) {
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(50);
     while !shared.closed.load(Ordering::Acquire) {
         match subscribe_once(&shared, &mut ready).await {
-            Ok(()) => backoff = Duration::from_millis(50),
-            Err(problem) => {
+            Ended::Closed => return,
+            Ended::Lost(problem) => {
+                // Try again at once: a killed connection (a restart, a proxy, `CLIENT
+                // KILL`) usually comes back on the first try, and requests carry on.
+                tracing::debug!(store = %shared.label, %problem, "the Redis task store's signal subscriber lost its connection; reconnecting");
+                backoff = Duration::from_millis(50);
+                continue;
+            }
+            Ended::Unreachable(problem) => {
                 if let Some(ready) = ready.take() {
                     let _ = ready.send(Err(problem));
                     return;
                 }
-                tracing::warn!(store = %shared.label, %problem, "the Redis task store's signal subscriber lost its connection; reconnecting");
+                shared.mark_down(&problem);
             }
         }
         tokio::select! {
@@ -750,21 +844,53 @@ async fn subscribe(shared: Arc<Shared>, ready: oneshot::Sender<Result<(), String
     }
 }
 
-/// One connection of the subscriber, until it is lost. `Ok` when the store closed.
+/// Whether the request connection answers, trying a few times within the timeout (the
+/// connection manager makes a new connection after a failed request).
+async fn answers(shared: &Shared) -> Result<(), String> {
+    let timeout = shared.options.timeout;
+    let attempt = async {
+        let mut last = String::new();
+        for _ in 0..3 {
+            let mut conn = shared.conn.clone();
+            match ::redis::cmd("PING").query_async::<String>(&mut conn).await {
+                Ok(_) => return Ok(()),
+                Err(e) => last = problem(&e),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(last)
+    };
+    within(timeout, attempt)
+        .await
+        .map_err(|()| timed_out(timeout))?
+}
+
+/// One connection of the subscriber, until it is lost.
 async fn subscribe_once(
     shared: &Shared,
     ready: &mut Option<oneshot::Sender<Result<(), String>>>,
-) -> Result<(), String> {
+) -> Ended {
     let timeout = shared.options.timeout;
-    let mut pubsub = within(timeout, shared.client.get_async_pubsub())
-        .await
-        .map_err(|()| timed_out(timeout))?
-        .map_err(|e| problem(&e))?;
-    let channel = format!("{}signal", shared.prefix);
-    within(timeout, pubsub.subscribe(&channel))
-        .await
-        .map_err(|()| timed_out(timeout))?
-        .map_err(|e| problem(&e))?;
+    let connect = async {
+        let mut pubsub = within(timeout, shared.client.get_async_pubsub())
+            .await
+            .map_err(|()| timed_out(timeout))?
+            .map_err(|e| problem(&e))?;
+        let channel = format!("{}signal", shared.prefix);
+        within(timeout, pubsub.subscribe(&channel))
+            .await
+            .map_err(|()| timed_out(timeout))?
+            .map_err(|e| problem(&e))?;
+        if ready.is_none() {
+            // Requests go to the other connection: it must answer too.
+            answers(shared).await?;
+        }
+        Ok::<_, String>(pubsub)
+    };
+    let pubsub = match connect.await {
+        Ok(pubsub) => pubsub,
+        Err(problem) => return Ended::Unreachable(problem),
+    };
     let (mut sink, mut messages) = pubsub.split();
     shared.subscriptions.fetch_add(1, Ordering::Relaxed);
     match ready.take() {
@@ -772,7 +898,8 @@ async fn subscribe_once(
             let _ = ready.send(Ok(()));
         }
         None => {
-            tracing::info!(store = %shared.label, "the Redis task store's signal subscriber reconnected");
+            tracing::debug!(store = %shared.label, "the Redis task store's signal subscriber reconnected");
+            shared.mark_up();
             // Whatever was published while the subscriber was down is in the feed.
             shared.changed.notify_one();
         }
@@ -782,24 +909,27 @@ async fn subscribe_once(
     tick.tick().await;
     loop {
         if shared.closed.load(Ordering::Acquire) {
-            return Ok(());
+            return Ended::Closed;
         }
         tokio::select! {
             message = messages.next() => match message {
-                Some(_) => shared.changed.notify_one(),
-                None => return Err("the connection closed".into()),
-            },
-            _ = tick.tick() => {
-                // A subscribed connection answers a ping with `["pong", ""]`.
-                let pong: Result<Result<::redis::Value, RedisError>, ()> =
-                    within(timeout, sink.ping()).await;
-                match pong {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => return Err(problem(&e)),
-                    Err(()) => return Err(timed_out(timeout)),
+                Some(_) => {
+                    shared.changed.notify_one();
+                    continue;
                 }
-            }
-            () = shared.closing.notified() => return Ok(()),
+                None => return Ended::Lost("the connection closed".into()),
+            },
+            _ = tick.tick() => {}
+            () = shared.probe.notified() => {}
+            () = shared.closing.notified() => return Ended::Closed,
+        }
+        // A subscribed connection answers a ping with `["pong", ""]`.
+        let pong: Result<Result<::redis::Value, RedisError>, ()> =
+            within(timeout, sink.ping()).await;
+        match pong {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Ended::Lost(problem(&e)),
+            Err(()) => return Ended::Lost(timed_out(timeout)),
         }
     }
 }

@@ -1,0 +1,484 @@
+//! Honest answers from a store in trouble: a create whose answer was lost is either found
+//! or answered as of unknown outcome with its task id (and runs once it turns up); an
+//! outcome the store refuses fails the task with the cause; an outcome stored only after an
+//! outage longer than a lease keeps its result; a Redis that is down is answered at once.
+//!
+//! First against a store that loses answers on purpose (in memory), then against the real
+//! ones: a PostgreSQL table locked by the test, and a `redis-server` of the test's own that
+//! it pauses and kills. Every wait is bounded; nothing asserts how fast anything is.
+
+use mcp_tasks_runtime::model::{CallToolResult, Content, TaskSupport};
+use mcp_tasks_runtime::store::{
+    Changes, ClaimStore, MemoryTaskStore, ScanTasks, StoreError, TaskCounts, TaskFilter, TaskPage,
+    TaskStore,
+};
+use mcp_tasks_runtime::task::TaskRecord;
+use mcp_tasks_runtime::{CallOutcome, EngineConfig, Server, Session, Tool, ToolError};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// A bound on every wait.
+const WITHIN: Duration = Duration::from_secs(30);
+
+fn text(s: impl Into<String>) -> Result<CallToolResult, ToolError> {
+    Ok(CallToolResult::success(vec![Content::text(s)]))
+}
+
+/// `quick` answers its `word`; `nul` answers text PostgreSQL cannot store.
+fn server_on<S: ClaimStore>(store: S, lease: Duration) -> Server {
+    Server::builder()
+        .tool(
+            Tool::new("quick", |_, args| async move {
+                text(format!("quick {}", args["word"].as_str().unwrap_or("?")))
+            })
+            .task_support(TaskSupport::Required),
+        )
+        .tool(
+            Tool::new("nul", |_, _| async { text("a\u{0}b") }).task_support(TaskSupport::Required),
+        )
+        .engine_config(EngineConfig {
+            lease,
+            ..EngineConfig::default()
+        })
+        .store(store)
+        .build()
+        .unwrap()
+}
+
+fn meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+           "io.modelcontextprotocol/clientCapabilities": {
+               "extensions": {"io.modelcontextprotocol/tasks": {}}}})
+}
+
+async fn call(session: &Session, method: &str, mut params: Value) -> Value {
+    params["_meta"] = meta();
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    serde_json::from_str(&session.handle_text(&request.to_string()).await.unwrap()).unwrap()
+}
+
+async fn start(session: &Session, tool: &str, word: &str) -> Value {
+    call(
+        session,
+        "tools/call",
+        json!({"name": tool, "arguments": {"word": word}}),
+    )
+    .await
+}
+
+/// Polls the task until it is terminal, for at most [`WITHIN`].
+async fn settled(session: &Session, id: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    loop {
+        let r = call(session, "tasks/get", json!({"taskId": id})).await;
+        if matches!(
+            r["result"]["status"].as_str(),
+            Some("completed" | "failed" | "cancelled")
+        ) {
+            return r["result"].clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "task {id} did not end: {r}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The answer is the unknown-outcome error, naming the task it would be; returns its id.
+fn unknown_outcome(r: &Value) -> String {
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("cannot tell whether task"), "{r}");
+    assert!(message.contains("may create a second task"), "{r}");
+    let id = r["error"]["data"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task id in the error's data: {r}"));
+    assert!(message.contains(id), "{r}");
+    id.to_owned()
+}
+
+// ---------------------------------------------------------------------------------------
+// A store that loses answers on purpose
+
+#[derive(Default)]
+struct Faults {
+    /// Creates to store, then answer as if the answer was lost.
+    lose_after_storing: usize,
+    /// While set, creates are kept here instead of stored, and answered as lost.
+    hold_creates: Option<Vec<TaskRecord>>,
+    /// While set, writes of a task's result (not of an error) fail with this error.
+    refuse_results: Option<StoreError>,
+    /// While set, every write of a finished task fails with this error.
+    refuse_outcomes: Option<StoreError>,
+}
+
+#[derive(Clone, Default)]
+struct Faulty {
+    inner: Arc<MemoryTaskStore>,
+    faults: Arc<Mutex<Faults>>,
+}
+
+impl Faulty {
+    fn faults(&self) -> std::sync::MutexGuard<'_, Faults> {
+        self.faults.lock().unwrap()
+    }
+}
+
+fn lost() -> StoreError {
+    StoreError::Ambiguous("the faulty store: no answer in time".into())
+}
+
+impl TaskStore for Faulty {
+    async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
+        if let Some(held) = &mut self.faults().hold_creates {
+            held.push(record);
+            return Err(lost());
+        }
+        let lose = {
+            let mut faults = self.faults();
+            let lose = faults.lose_after_storing > 0;
+            faults.lose_after_storing = faults.lose_after_storing.saturating_sub(1);
+            lose
+        };
+        self.inner.create(record).await?;
+        if lose { Err(lost()) } else { Ok(()) }
+    }
+    async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.get(id).await
+    }
+    async fn compare_and_set(&self, record: TaskRecord, expected: u64) -> Result<bool, StoreError> {
+        if record.status.is_terminal() {
+            let faults = self.faults();
+            let result = matches!(record.outcome, Some(CallOutcome::Result(_)));
+            if let Some(error) = faults.refuse_outcomes.clone() {
+                return Err(error);
+            }
+            if let Some(error) = faults.refuse_results.clone().filter(|_| result) {
+                return Err(error);
+            }
+        }
+        self.inner.compare_and_set(record, expected).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.delete(id).await
+    }
+    async fn list(
+        &self,
+        owner: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, StoreError> {
+        self.inner.list(owner, cursor, limit).await
+    }
+    async fn expire(&self, now: SystemTime, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.inner.expire(now, limit).await
+    }
+    async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.unfinished().await
+    }
+}
+
+impl ScanTasks for Faulty {
+    async fn scan(
+        &self,
+        filter: &TaskFilter,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, StoreError> {
+        self.inner.scan(filter, cursor, limit).await
+    }
+    async fn count(&self) -> Result<TaskCounts, StoreError> {
+        self.inner.count().await
+    }
+}
+
+impl ClaimStore for Faulty {
+    async fn claim(
+        &self,
+        worker: &str,
+        until: SystemTime,
+        limit: usize,
+        skip: &[String],
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.claim(worker, until, limit, skip).await
+    }
+    async fn lapsed(&self, now: SystemTime, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.lapsed(now, limit).await
+    }
+    async fn changes(&self, cursor: Option<u64>, limit: usize) -> Result<Changes, StoreError> {
+        self.inner.changes(cursor, limit).await
+    }
+    fn is_shared(&self) -> bool {
+        false
+    }
+}
+
+#[tokio::test]
+async fn a_create_whose_answer_was_lost_is_answered_with_its_task() {
+    let store = Faulty::default();
+    store.faults().lose_after_storing = 1;
+    let server = server_on(store.clone(), Duration::from_secs(30));
+    let (session, _out) = server.session_for(None);
+    let r = start(&session, "quick", "found").await;
+    let id = r["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the stored task is answered as created: {r}"));
+    let done = settled(&session, id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "quick found");
+}
+
+#[tokio::test]
+async fn a_create_of_unknown_outcome_names_its_task_which_runs_once_it_is_stored() {
+    let store = Faulty::default();
+    store.faults().hold_creates = Some(Vec::new());
+    let server = server_on(store.clone(), Duration::from_secs(30));
+    let (session, _out) = server.session_for(None);
+    let r = start(&session, "quick", "late").await;
+    let id = unknown_outcome(&r);
+    // The first create lands late; the second, sent to settle it, never does.
+    let held = store.faults().hold_creates.take().unwrap();
+    assert_eq!(held.len(), 2, "sent once, then once more to settle it");
+    assert!(held.iter().all(|record| record.id == id));
+    store
+        .inner
+        .create(held.into_iter().next().unwrap())
+        .await
+        .unwrap();
+    let done = settled(&session, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "quick late");
+}
+
+#[tokio::test]
+async fn an_outcome_the_store_refuses_fails_the_task_with_the_cause() {
+    let store = Faulty::default();
+    store.faults().refuse_results = Some(StoreError::Backend(
+        "the faulty store: the value is too large".into(),
+    ));
+    let server = server_on(store.clone(), Duration::from_millis(300));
+    let (session, _out) = server.session_for(None);
+    let r = start(&session, "quick", "big").await;
+    let id = r["result"]["taskId"].as_str().unwrap().to_owned();
+    let done = settled(&session, &id).await;
+    assert_eq!(done["status"], "failed", "{done}");
+    let message = done["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the task's outcome could not be stored")
+            && message.contains("the value is too large"),
+        "{done}"
+    );
+}
+
+#[tokio::test]
+async fn an_outcome_stored_after_an_outage_of_many_leases_keeps_its_result() {
+    let lease = Duration::from_millis(200);
+    let store = Faulty::default();
+    store.faults().refuse_outcomes = Some(StoreError::Unavailable(
+        "the faulty store: out of reach".into(),
+    ));
+    let server = server_on(store.clone(), lease);
+    let (session, _out) = server.session_for(None);
+    let r = start(&session, "quick", "kept").await;
+    let id = r["result"]["taskId"].as_str().unwrap().to_owned();
+    tokio::time::sleep(lease * 5).await;
+    store.faults().refuse_outcomes = None;
+    let done = settled(&session, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "quick kept");
+}
+
+// ---------------------------------------------------------------------------------------
+// PostgreSQL
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    use super::*;
+    use mcp_tasks_runtime::store::testing::TestDatabase;
+    use mcp_tasks_runtime::store::{PostgresOptions, PostgresTaskStore};
+
+    async fn open(db: &TestDatabase, options: PostgresOptions) -> PostgresTaskStore {
+        PostgresTaskStore::connect_with(&db.url(), options)
+            .await
+            .unwrap_or_else(|e| panic!("cannot open the test store: {e}"))
+    }
+
+    /// Makes every insert into the tasks table wait for the advisory lock 4242 (a trigger),
+    /// and returns a connection of the test's own that holds it until
+    /// `pg_advisory_unlock(4242)`. Nothing else waits: reads, claims and updates go on.
+    async fn hold_inserts(db: &TestDatabase) -> tokio_postgres::Client {
+        db.execute(
+            "CREATE FUNCTION mcp_tasks.hold() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN PERFORM pg_advisory_xact_lock_shared(4242); RETURN NEW; END $$; \
+             CREATE TRIGGER hold BEFORE INSERT ON mcp_tasks.tasks \
+             FOR EACH ROW EXECUTE FUNCTION mcp_tasks.hold()",
+        )
+        .await;
+        let (client, connection) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .batch_execute("SELECT pg_advisory_lock(4242)")
+            .await
+            .unwrap();
+        client
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_create_held_up_by_a_lock_names_its_task_which_runs_once_stored() {
+        let Some(db) = TestDatabase::create("create_unknown") else {
+            return;
+        };
+        let options = PostgresOptions::default().timeout(Duration::from_millis(300));
+        let store = open(&db, options).await;
+        let server = server_on(store, Duration::from_secs(10));
+        let (session, _out) = server.session_for(None);
+        // The create is sent and waits in the database, then times out.
+        let locker = hold_inserts(&db).await;
+        let r = start(&session, "quick", "locked").await;
+        let id = unknown_outcome(&r);
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("PostgreSQL task store")
+        );
+        locker
+            .batch_execute("SELECT pg_advisory_unlock(4242)")
+            .await
+            .unwrap();
+        let done = settled(&session, &id).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(done["result"]["content"][0]["text"], "quick locked");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_outcome_postgres_refuses_fails_the_task_with_the_cause() {
+        let Some(db) = TestDatabase::create("outcome_refused") else {
+            return;
+        };
+        let store = open(&db, PostgresOptions::default()).await;
+        let server = server_on(store, Duration::from_secs(1));
+        let (session, _out) = server.session_for(None);
+        let r = start(&session, "nul", "").await;
+        let id = r["result"]["taskId"].as_str().unwrap().to_owned();
+        let done = settled(&session, &id).await;
+        assert_eq!(done["status"], "failed", "{done}");
+        let message = done["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("the task's outcome could not be stored") && message.contains("NUL"),
+            "{done}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Redis
+
+#[cfg(feature = "redis")]
+mod redis {
+    use super::*;
+    use mcp_tasks_runtime::store::testing::{RedisServer, sample_record};
+    use mcp_tasks_runtime::store::{RedisOptions, RedisTaskStore};
+
+    async fn open(server: &RedisServer, timeout: Duration) -> RedisTaskStore {
+        RedisTaskStore::connect_with(&server.url(), RedisOptions::default().timeout(timeout))
+            .await
+            .unwrap_or_else(|e| panic!("cannot open the test store: {e}"))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_create_held_up_by_paused_writes_names_its_task_which_runs_once_stored() {
+        let Some(redis) = RedisServer::start("create_unknown") else {
+            return;
+        };
+        let store = open(&redis, Duration::from_millis(300)).await;
+        // The create script is loaded now: under the pause, the create itself is sent and
+        // waits (loading the script would wait as well, and a create that timed out there
+        // was never sent).
+        store
+            .create(sample_record("warm", None, SystemTime::now()))
+            .await
+            .unwrap();
+        let server = server_on(store, Duration::from_secs(10));
+        let (session, _out) = server.session_for(None);
+        redis.pause_writes(WITHIN);
+        let r = start(&session, "quick", "paused").await;
+        let id = unknown_outcome(&r);
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("Redis task store")
+        );
+        redis.unpause();
+        let done = settled(&session, &id).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(done["result"]["content"][0]["text"], "quick paused");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_fail_at_once_while_redis_is_down_and_succeed_once_it_is_back() {
+        let Some(mut redis) = RedisServer::start("down") else {
+            return;
+        };
+        // A timeout far past the test's bound: only failing at once passes.
+        let store = open(&redis, Duration::from_secs(600)).await;
+        store
+            .create(sample_record("before", None, SystemTime::now()))
+            .await
+            .unwrap();
+        redis.kill();
+        let down = async {
+            // Each request waiting for a reconnect (seconds each) would not fit the bound.
+            let mut unavailable = 0;
+            for n in 0..40 {
+                let read = store.get("before").await;
+                let write = store
+                    .create(sample_record(
+                        &format!("during-{n}"),
+                        None,
+                        SystemTime::now(),
+                    ))
+                    .await;
+                for result in [read.map(drop), write] {
+                    match result {
+                        Err(StoreError::Unavailable(message)) => {
+                            assert!(message.contains("Redis task store"), "{message}");
+                            unavailable += 1;
+                        }
+                        other => assert!(other.is_err(), "Redis is down: {other:?}"),
+                    }
+                }
+            }
+            unavailable
+        };
+        let unavailable = tokio::time::timeout(WITHIN, down)
+            .await
+            .expect("requests fail at once while Redis is down");
+        assert!(
+            unavailable >= 70,
+            "{unavailable} of 80 said the store is unavailable"
+        );
+        redis.restart();
+        let back = async {
+            loop {
+                // The restarted server is empty.
+                if let Ok(None) = store.get("before").await {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::time::timeout(WITHIN, back)
+            .await
+            .expect("the store is back once Redis is");
+        store
+            .create(sample_record("after", None, SystemTime::now()))
+            .await
+            .unwrap();
+    }
+}
