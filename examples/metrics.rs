@@ -5,7 +5,7 @@
 //! prints what a scrape would see.
 //!
 //! ```text
-//! cargo run --example metrics
+//! cargo run -p mcp-tasks-e2e --example metrics
 //! ```
 //!
 //! What the runtime records:

@@ -54,7 +54,7 @@ fn home(name: &str) -> PathBuf {
 }
 
 fn cli(home: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mcp-tasks"));
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mcp-tasks-cli"));
     c.env("MCP_TASKS_HOME", home).stdin(Stdio::null());
     c
 }
@@ -242,7 +242,7 @@ type Terminal = Session<
 >;
 
 fn terminal(home: &Path, args: &[&str]) -> Terminal {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mcp-tasks"));
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mcp-tasks-cli"));
     c.env("MCP_TASKS_HOME", home)
         .env("TERM", "xterm")
         .args(args);
