@@ -150,6 +150,7 @@ enum Target {
 pub struct ClientBuilder {
     target: Option<Target>,
     handler: Option<Arc<dyn InputHandler>>,
+    capabilities: Option<Value>,
     era: Option<Era>,
     store: Option<Arc<HandleStore>>,
     name: String,
@@ -202,7 +203,8 @@ impl ClientBuilder {
     }
 
     /// Answers the server's questions with `handler`. Without one the client declares no
-    /// elicitation, sampling or roots capability.
+    /// elicitation, sampling or roots capability (unless [`ClientBuilder::capabilities`] says
+    /// otherwise).
     pub fn handler(mut self, handler: impl InputHandler) -> Self {
         self.handler = Some(Arc::new(handler));
         self
@@ -211,6 +213,19 @@ impl ClientBuilder {
     /// [`ClientBuilder::handler`] with a handler already shared.
     pub fn shared_handler(mut self, handler: Arc<dyn InputHandler>) -> Self {
         self.handler = Some(handler);
+        self
+    }
+
+    /// Declares these client capabilities (shaped like `ClientCapabilities`, such as
+    /// `{"elicitation": {"form": {}}}`) instead of the handler's.
+    ///
+    /// Without a handler this defers the questions: the server asks them, and a task that
+    /// asks one is left waiting for its answer while the wait ends with
+    /// [`ClientError::InputNeeded`]; a client with a handler (in another process, later)
+    /// answers it by watching the task. Without this, a server fails the task once its tool
+    /// asks, for want of the capability.
+    pub fn capabilities(mut self, capabilities: Value) -> Self {
+        self.capabilities = Some(capabilities);
         self
     }
 
@@ -261,10 +276,11 @@ impl ClientBuilder {
             rx,
             self.handler.clone(),
         ));
-        let capabilities = self
-            .handler
-            .as_ref()
-            .map_or_else(|| json!({}), |h| h.capabilities());
+        let capabilities = match (self.capabilities, &self.handler) {
+            (Some(declared), _) => declared,
+            (None, Some(handler)) => handler.capabilities(),
+            (None, None) => json!({}),
+        };
         let info = json!({"name": self.name, "version": self.version});
         let negotiated = negotiate(&wire, self.era, &capabilities, &info).await?;
         Ok(McpClient {
@@ -322,6 +338,7 @@ impl McpClient {
         ClientBuilder {
             target: None,
             handler: None,
+            capabilities: None,
             era: None,
             store: None,
             name: "mcp-tasks-client".into(),

@@ -190,6 +190,52 @@ fn exit_codes_and_json_output_tell_outcomes_apart() {
 }
 
 #[test]
+fn no_input_leaves_the_question_to_tasks_watch_in_both_eras() {
+    let f = fixture();
+    let home = home("no-input");
+    for (era, answer, said) in [("2026-07-28", "y", "deleted"), ("2025-11-25", "n", "kept")] {
+        let file = format!("{era}.txt");
+        let out = run(
+            &home,
+            &[
+                "--url",
+                &f.url,
+                "--era",
+                era,
+                "call",
+                "confirm_delete",
+                &format!("filename={file}"),
+                "--no-input",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(4), "{era}: input needed");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let id = stderr
+            .split("answer it in a terminal with `mcp-tasks tasks watch ")
+            .nth(1)
+            .and_then(|rest| rest.split('`').next())
+            .unwrap_or_else(|| panic!("{era}: says how to answer later: {stderr}"))
+            .to_owned();
+
+        // The task was not failed: it waits for its answer.
+        let got = run(&home, &["tasks", "get", &id, "--json"]);
+        assert_eq!(stdout_json(&got)["status"], "input_required", "{era}");
+
+        // Later, in a terminal, by its id alone.
+        let mut s = terminal(&home, &["tasks", "watch", &id]);
+        s.expect(format!("Delete {file}?").as_str())
+            .expect("the question, asked again");
+        s.expect("confirm").expect("the field");
+        s.send(answer).unwrap();
+        s.expect(format!("{said} {file}").as_str())
+            .expect("the answer reached the tool");
+        s.expect(Eof).unwrap();
+        assert_eq!(exit_code(&s), 0, "{era}");
+    }
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
 fn resume_after_the_client_was_killed_finishes_the_same_task_without_calling_again() {
     let f = fixture();
     let home = home("resume");
@@ -282,6 +328,29 @@ fn in_a_terminal_a_progress_bar_runs_a_question_is_typed_and_ctrl_c_cancels() {
     s.expect("finished after 2 s").expect("the result");
     s.expect(Eof).unwrap();
     assert_eq!(exit_code(&s), 0);
+
+    // Both eras draw the bar: 2025-11-25 from progress notifications, 2026-07-28 (which has
+    // no progress for tasks) from the `done/total` its status message starts with.
+    for era in ["2026-07-28", "2025-11-25"] {
+        let mut s = terminal(
+            &home,
+            &[
+                "--url",
+                &f.url,
+                "--era",
+                era,
+                "call",
+                "slow_compute",
+                "seconds=2",
+            ],
+        );
+        if let Err(e) = s.expect(Regex(r"[█░]{30} 1/2 ")) {
+            panic!("{era}: no progress bar at 1/2: {e:?}");
+        }
+        s.expect("finished after 2 s").expect("the result");
+        s.expect(Eof).unwrap();
+        assert_eq!(exit_code(&s), 0);
+    }
 
     let mut s = terminal(
         &home,
