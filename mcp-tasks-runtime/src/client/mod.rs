@@ -863,17 +863,26 @@ async fn answer_requests(
             let id = request["id"].clone();
             let method = request["method"].as_str().unwrap_or_default().to_owned();
             let params = request.get("params").cloned().unwrap_or_default();
+            let task_id = params["_meta"][RELATED_TASK]["taskId"]
+                .as_str()
+                .map(str::to_owned);
             let outcome = match (method.as_str(), &handler) {
                 ("ping", _) => Ok(json!({})),
                 ("elicitation/create" | "sampling/createMessage" | "roots/list", Some(h)) => {
                     let question = Question {
-                        task_id: params["_meta"][RELATED_TASK]["taskId"]
-                            .as_str()
-                            .map(str::to_owned),
+                        task_id,
                         method: method.clone(),
                         params,
                     };
                     h.answer(&question).await.map_err(|e| (-32603, e))
+                }
+                // A task's question with nobody to answer it is left open: the task waits for
+                // its answer, which a client with a handler gives later (the wait here ends
+                // with `InputNeeded`).
+                ("elicitation/create" | "sampling/createMessage" | "roots/list", None)
+                    if task_id.is_some() =>
+                {
+                    return;
                 }
                 (m, _) => Err((
                     crate::jsonrpc::METHOD_NOT_FOUND,

@@ -549,6 +549,18 @@ impl TaskHandle {
                 message,
                 data,
             }),
+            // The task failed for want of a capability (the error was read as the request's
+            // own): the same outcome as in 2026-07-28.
+            Err(ClientError::MissingCapability { required, .. }) if state.status == "failed" => {
+                Ok(TaskOutcome::Failed {
+                    code: crate::jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY.into(),
+                    message: state
+                        .status_message
+                        .clone()
+                        .unwrap_or_else(|| "missing required client capability".into()),
+                    data: Some(json!({ "requiredCapabilities": required })),
+                })
+            }
             Err(e) => Err(self.not_found(e)),
         }
     }
