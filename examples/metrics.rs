@@ -7,8 +7,8 @@
 //! one axum app, until Ctrl-C.
 //!
 //! ```text
-//! cargo run --example metrics
-//! cargo run --example metrics -- --serve 127.0.0.1:3000
+//! cargo run -p mcp-tasks-e2e --example metrics
+//! cargo run -p mcp-tasks-e2e --example metrics -- --serve 127.0.0.1:3000
 //! ```
 //!
 //! What the runtime records:
@@ -37,7 +37,7 @@ async fn nap(millis: u64) -> String {
     format!("slept {millis} ms")
 }
 
-const USAGE: &str = "usage: cargo run --example metrics -- [--serve ADDR]";
+const USAGE: &str = "usage: cargo run -p mcp-tasks-e2e --example metrics -- [--serve ADDR]";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

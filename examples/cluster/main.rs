@@ -2,8 +2,8 @@
 //! process of its own, and a client that uses them all.
 //!
 //! ```text
-//! cargo run --example cluster
-//! cargo run --example cluster -- --database-url postgres://me@db.internal:5432/postgres
+//! cargo run -p mcp-tasks-e2e --example cluster
+//! cargo run -p mcp-tasks-e2e --example cluster -- --database-url postgres://me@db.internal:5432/postgres
 //! ```
 //!
 //! The example makes a fresh database on the PostgreSQL server, starts the four processes on
@@ -379,7 +379,7 @@ async fn start(client: &McpClient, tool: &str, arguments: Value) -> anyhow::Resu
 fn describe(outcome: &TaskOutcome) -> String {
     match outcome {
         TaskOutcome::Completed(output) => output.text(),
-        TaskOutcome::Failed { code, message } => format!("failed ({code}): {message}"),
+        TaskOutcome::Failed { code, message, .. } => format!("failed ({code}): {message}"),
         TaskOutcome::Cancelled => "cancelled".into(),
     }
 }

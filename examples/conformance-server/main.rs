@@ -2,12 +2,12 @@
 //! tasks-extension fixtures, all written with `#[task_tool]`.
 //!
 //! ```text
-//! cargo run --example conformance-server -- --stdio   # tasks in data/conformance.db
-//! cargo run --example conformance-server -- --stdio --store memory
-//! cargo run --example conformance-server -- --stdio --store postgres://postgres@127.0.0.1:5432/tasks
-//! cargo run --example conformance-server -- --stdio --store redis://127.0.0.1:6379/0
-//! cargo run --example conformance-server -- --http 127.0.0.1:3000
-//! cargo run --example conformance-server -- --worker            # runs tasks, serves nobody
+//! cargo run -p mcp-tasks-e2e --example conformance-server -- --stdio   # tasks in data/conformance.db
+//! cargo run -p mcp-tasks-e2e --example conformance-server -- --stdio --store memory
+//! cargo run -p mcp-tasks-e2e --example conformance-server -- --stdio --store postgres://postgres@127.0.0.1:5432/tasks
+//! cargo run -p mcp-tasks-e2e --example conformance-server -- --stdio --store redis://127.0.0.1:6379/0
+//! cargo run -p mcp-tasks-e2e --example conformance-server -- --http 127.0.0.1:3000
+//! cargo run -p mcp-tasks-e2e --example conformance-server -- --worker            # runs tasks, serves nobody
 //! ```
 //!
 //! Several processes may share one store: `--no-execute` serves without running tools,

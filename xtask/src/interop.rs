@@ -10,7 +10,7 @@
 //! 1. Node 24 from PyPI (the Inspector needs Node >= 22.19) and the Python SDK, in a venv
 //!    under `target/interop/venv`; the npm packages with `npm ci` into
 //!    `tests/interop/node_modules`. Both are reinstalled only when their lock file changes.
-//! 2. `cargo build --example conformance-server`; one instance serves HTTP on a free loopback
+//! 2. `cargo build -p mcp-tasks-e2e --example conformance-server`; one instance serves HTTP on a free loopback
 //!    port for the whole run, and each stdio check starts its own.
 //! 3. One line per check, then `N passed, N failed`; the command fails on any failure. Each
 //!    check's output is kept under `target/interop/logs`.

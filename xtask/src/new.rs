@@ -975,10 +975,12 @@ end
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let _ = writeln!(
             std::io::stderr(),
-            "xtask new: cargo check of {} generated crates in {}",
+            "xtask new: cargo check of {} generated crates in {} (the first run checks \
+             their dependencies in the build directory: minutes)",
             names.len(),
             workspace.display()
         );
+        let started = std::time::Instant::now();
         let output = Command::new(&cargo)
             .args([
                 "check",
@@ -992,6 +994,11 @@ end
             .env_remove("CARGO_MANIFEST_DIR")
             .output()
             .expect("run cargo check");
+        let _ = writeln!(
+            std::io::stderr(),
+            "xtask new: cargo check took {:.0?}",
+            started.elapsed()
+        );
         let stderr = String::from_utf8_lossy(&output.stderr);
         for name in &names {
             assert!(

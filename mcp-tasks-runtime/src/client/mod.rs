@@ -151,6 +151,7 @@ enum Target {
 pub struct ClientBuilder {
     target: Option<Target>,
     handler: Option<Arc<dyn InputHandler>>,
+    capabilities: Option<Value>,
     era: Option<Era>,
     store: Option<Arc<HandleStore>>,
     name: String,
@@ -203,7 +204,8 @@ impl ClientBuilder {
     }
 
     /// Answers the server's questions with `handler`. Without one the client declares no
-    /// elicitation, sampling or roots capability.
+    /// elicitation, sampling or roots capability (unless [`ClientBuilder::capabilities`] says
+    /// otherwise).
     pub fn handler(mut self, handler: impl InputHandler) -> Self {
         self.handler = Some(Arc::new(handler));
         self
@@ -212,6 +214,19 @@ impl ClientBuilder {
     /// [`ClientBuilder::handler`] with a handler already shared.
     pub fn shared_handler(mut self, handler: Arc<dyn InputHandler>) -> Self {
         self.handler = Some(handler);
+        self
+    }
+
+    /// Declares these client capabilities (shaped like `ClientCapabilities`, such as
+    /// `{"elicitation": {"form": {}}}`) instead of the handler's.
+    ///
+    /// Without a handler this defers the questions: the server asks them, and a task that
+    /// asks one is left waiting for its answer while the wait ends with
+    /// [`ClientError::InputNeeded`]; a client with a handler (in another process, later)
+    /// answers it by watching the task. Without this, a server fails the task once its tool
+    /// asks, for want of the capability.
+    pub fn capabilities(mut self, capabilities: Value) -> Self {
+        self.capabilities = Some(capabilities);
         self
     }
 
@@ -262,10 +277,11 @@ impl ClientBuilder {
             rx,
             self.handler.clone(),
         ));
-        let capabilities = self
-            .handler
-            .as_ref()
-            .map_or_else(|| json!({}), |h| h.capabilities());
+        let capabilities = match (self.capabilities, &self.handler) {
+            (Some(declared), _) => declared,
+            (None, Some(handler)) => handler.capabilities(),
+            (None, None) => json!({}),
+        };
         let info = json!({"name": self.name, "version": self.version});
         let negotiated = negotiate(&wire, self.era, &capabilities, &info).await?;
         Ok(McpClient {
@@ -323,6 +339,7 @@ impl McpClient {
         ClientBuilder {
             target: None,
             handler: None,
+            capabilities: None,
             era: None,
             store: None,
             name: "mcp-tasks-client".into(),
@@ -847,17 +864,26 @@ async fn answer_requests(
             let id = request["id"].clone();
             let method = request["method"].as_str().unwrap_or_default().to_owned();
             let params = request.get("params").cloned().unwrap_or_default();
+            let task_id = params["_meta"][RELATED_TASK]["taskId"]
+                .as_str()
+                .map(str::to_owned);
             let outcome = match (method.as_str(), &handler) {
                 ("ping", _) => Ok(json!({})),
                 ("elicitation/create" | "sampling/createMessage" | "roots/list", Some(h)) => {
                     let question = Question {
-                        task_id: params["_meta"][RELATED_TASK]["taskId"]
-                            .as_str()
-                            .map(str::to_owned),
+                        task_id,
                         method: method.clone(),
                         params,
                     };
                     h.answer(&question).await.map_err(|e| (-32603, e))
+                }
+                // A task's question with nobody to answer it is left open: the task waits for
+                // its answer, which a client with a handler gives later (the wait here ends
+                // with `InputNeeded`).
+                ("elicitation/create" | "sampling/createMessage" | "roots/list", None)
+                    if task_id.is_some() =>
+                {
+                    return;
                 }
                 (m, _) => Err((
                     crate::jsonrpc::METHOD_NOT_FOUND,

@@ -117,7 +117,10 @@ pub enum TaskEvent {
         /// The status message.
         message: Option<String>,
     },
-    /// A progress notification (2025-11-25).
+    /// Progress: a progress notification in 2025-11-25; in 2026-07-28, which has no
+    /// progress for tasks, a status message that starts with `done/total` (as the server
+    /// writes a task's progress, `3/10` or `3/10 files`; the message itself comes with the
+    /// [`TaskEvent::Status`] before it).
     Progress {
         /// Work done.
         progress: f64,
@@ -142,6 +145,8 @@ pub enum TaskOutcome {
         code: i64,
         /// The error message.
         message: String,
+        /// The error's data, if any (for `-32021`, the `requiredCapabilities`).
+        data: Option<Value>,
     },
     /// The task was cancelled.
     Cancelled,
@@ -321,7 +326,19 @@ impl TaskHandle {
             };
             let state = TaskState::from_value(&r)?;
             poll = state.poll_interval.or(poll);
+            let before = seen.as_ref().and_then(|s| s.1.clone());
             self.report(&state, &mut seen, on_event);
+            if let Some(message) = &state.status_message
+                && before.as_ref() != Some(message)
+                && state.status == "working"
+                && let Some((progress, total)) = progress_in(message)
+            {
+                on_event(TaskEvent::Progress {
+                    progress,
+                    total: Some(total),
+                    message: None,
+                });
+            }
             match state.status.as_str() {
                 "completed" => {
                     return Ok(TaskOutcome::Completed(ToolOutput::from_value(
@@ -522,10 +539,26 @@ impl TaskHandle {
     ) -> Result<TaskOutcome, ClientError> {
         match payload {
             Ok(v) => Ok(TaskOutcome::Completed(ToolOutput::from_value(v)?)),
-            Err(ClientError::Rpc { code, message, .. }) if state.status == "failed" => {
+            Err(ClientError::Rpc {
+                code,
+                message,
+                data,
+                ..
+            }) if state.status == "failed" => Ok(TaskOutcome::Failed {
+                code: code.into(),
+                message,
+                data,
+            }),
+            // The task failed for want of a capability (the error was read as the request's
+            // own): the same outcome as in 2026-07-28.
+            Err(ClientError::MissingCapability { required, .. }) if state.status == "failed" => {
                 Ok(TaskOutcome::Failed {
-                    code: code.into(),
-                    message,
+                    code: crate::jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY.into(),
+                    message: state
+                        .status_message
+                        .clone()
+                        .unwrap_or_else(|| "missing required client capability".into()),
+                    data: Some(json!({ "requiredCapabilities": required })),
                 })
             }
             Err(e) => Err(self.not_found(e)),
@@ -590,7 +623,24 @@ fn failed(error: &Value, state: &TaskState) -> TaskOutcome {
             .map(str::to_owned)
             .or_else(|| state.status_message.clone())
             .unwrap_or_else(|| "the task failed".into()),
+        data: error.get("data").filter(|d| !d.is_null()).cloned(),
     }
+}
+
+/// The progress a status message starts with, `done/total` (`3/10`, `2.5/4 MB`): how
+/// the server words a task's progress where the era carries no progress for tasks.
+fn progress_in(message: &str) -> Option<(f64, f64)> {
+    fn number(s: &str) -> Option<(f64, &str)> {
+        let end = s
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len());
+        let n = s[..end].parse::<f64>().ok()?;
+        Some((n, &s[end..]))
+    }
+    let (done, rest) = number(message.trim_start())?;
+    let (total, rest) = number(rest.strip_prefix('/')?)?;
+    let ends = rest.chars().next().is_none_or(|c| !c.is_alphanumeric());
+    (ends && total > 0.0 && done <= total).then_some((done, total))
 }
 
 /// The wait before the next poll: the interval plus up to 20 % jitter, cut at the deadline.
@@ -646,5 +696,26 @@ mod tests {
             next_wait(None, Some(past), "t"),
             Err(ClientError::Deadline(id)) if id == "t"
         ));
+    }
+
+    #[test]
+    fn progress_is_read_from_a_status_message_that_starts_with_done_of_total() {
+        assert_eq!(progress_in("3/10"), Some((3.0, 10.0)));
+        assert_eq!(progress_in("1/60 s"), Some((1.0, 60.0)));
+        assert_eq!(progress_in(" 2.5/4: copying"), Some((2.5, 4.0)));
+        assert_eq!(progress_in("0/3 files"), Some((0.0, 3.0)));
+        for not in [
+            "working",
+            "3 of 10",
+            "3/",
+            "/10",
+            "3/0",
+            "11/10",
+            "2026/12/02 backup",
+            "1/2x",
+            "",
+        ] {
+            assert_eq!(progress_in(not), None, "{not:?}");
+        }
     }
 }

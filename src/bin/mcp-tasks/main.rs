@@ -12,7 +12,8 @@ mod terminal;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use mcp_tasks::client::{
-    Called, ClientError, Era, Handle, HandleStore, McpClient, TaskEvent, TaskHandle, TaskOutcome,
+    Called, ClientError, Era, Handle, HandleStore, InputHandler, McpClient, TaskEvent, TaskHandle,
+    TaskOutcome,
 };
 use serde_json::{Value, json};
 use std::io::IsTerminal;
@@ -45,7 +46,8 @@ struct Cli {
     /// Stop waiting after this many seconds (the task keeps running).
     #[arg(long, global = true, value_name = "SECONDS")]
     timeout: Option<f64>,
-    /// Never ask questions, even in a terminal: exit with code 4 when input is needed.
+    /// Never ask questions, even in a terminal: when the task asks one, exit with code 4 and
+    /// leave it waiting for `mcp-tasks tasks watch` to answer.
     #[arg(long, global = true)]
     no_input: bool,
     #[command(subcommand)]
@@ -140,19 +142,35 @@ impl From<ClientError> for Failure {
             | ClientError::UnknownTool(_) => USAGE,
             _ => FAILED,
         };
-        let mut text = e.to_string();
-        if let ClientError::MissingCapability { method, required } = &e {
-            text = format!(
-                "the server needs the client capability {required} for `{method}`: \
-                 run in a terminal, without --no-input, so that its questions can be asked"
-            );
-        }
-        if let ClientError::InputNeeded { task, .. } = &e {
-            text.push_str(&format!(
-                "; it keeps waiting: answer with `mcp-tasks tasks watch {task}` in a terminal"
-            ));
-        }
+        let text = match &e {
+            ClientError::MissingCapability { method, required } => {
+                missing_capability(Some(required), &format!("`{method}`"))
+            }
+            // Questions of a task wait for their answer; those of a plain call end with it.
+            ClientError::InputNeeded { task, method } if task != "(the call)" => format!(
+                "task {task} asks a question ({method}) and waits for the answer: \
+                 answer it in a terminal with `mcp-tasks tasks watch {task}`"
+            ),
+            ClientError::InputNeeded { method, .. } => format!(
+                "the call asks a question ({method}): run it in a terminal, without --no-input"
+            ),
+            _ => e.to_string(),
+        };
         Failure(code, text)
+    }
+}
+
+/// What a `-32021` error says, in either era: the capabilities the server wanted (its
+/// `requiredCapabilities`, or the whole error data) and for what.
+fn missing_capability(required: Option<&Value>, what: &str) -> String {
+    match required.map(|r| r.get("requiredCapabilities").unwrap_or(r)) {
+        Some(required) if !required.is_null() => format!(
+            "the server needs the client capability {required} for {what}, which this client \
+             did not declare"
+        ),
+        _ => format!(
+            "the server needs a client capability for {what} that this client did not declare"
+        ),
     }
 }
 
@@ -261,9 +279,14 @@ async fn connect(
     if let Some(era) = cx.cli.server.era.or(era) {
         builder = builder.era(era);
     }
-    if interactive(cx) {
-        builder = builder.handler(TerminalHandler::new(cx.bar.clone()));
-    }
+    let terminal = TerminalHandler::new(cx.bar.clone());
+    builder = if interactive(cx) {
+        builder.handler(terminal)
+    } else {
+        // The same capabilities with nobody to answer: the server asks, and a task's question
+        // waits for `mcp-tasks tasks watch` in a terminal instead of failing the task.
+        builder.capabilities(terminal.capabilities())
+    };
     let client = builder.connect().await?;
     eprintln!("connected: {}", client.negotiated());
     cx.clients.lock().unwrap().push(client.clone());
@@ -504,8 +527,15 @@ fn print_result(cx: &Context, task: Option<&str>, outcome: &TaskOutcome) -> u8 {
         }
         match outcome {
             TaskOutcome::Completed(o) => out["result"] = o.raw.clone(),
-            TaskOutcome::Failed { code, message } => {
+            TaskOutcome::Failed {
+                code,
+                message,
+                data,
+            } => {
                 out["error"] = json!({"code": code, "message": message});
+                if let Some(data) = data {
+                    out["error"]["data"] = data.clone();
+                }
             }
             TaskOutcome::Cancelled => {}
         }
@@ -527,10 +557,15 @@ fn print_result(cx: &Context, task: Option<&str>, outcome: &TaskOutcome) -> u8 {
                 eprintln!("the tool reported an error");
             }
         }
-        TaskOutcome::Failed { code: c, message } => {
+        TaskOutcome::Failed {
+            code: c,
+            message,
+            data,
+        } => {
             eprintln!("task failed: {message} (code {c})");
             if code == INPUT_NEEDED {
-                eprintln!("the tool needs input: run the call in a terminal, without --no-input");
+                let what = task.map_or_else(|| "the call".to_owned(), |t| format!("task {t}"));
+                eprintln!("{}", missing_capability(data.as_ref(), &what));
             }
         }
         TaskOutcome::Cancelled => eprintln!("task cancelled"),
@@ -687,4 +722,51 @@ async fn resume(cx: &Context) -> Result<u8, Failure> {
         worst = worst.max(code);
     }
     Ok(worst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_capability_is_named_in_either_era() {
+        // 2026-07-28 refuses the call: `MissingCapability` carries the required ones.
+        let refused: Failure = ClientError::MissingCapability {
+            method: "tools/call".into(),
+            required: json!({"elicitation": {}}),
+        }
+        .into();
+        assert_eq!(refused.0, INPUT_NEEDED);
+        assert!(
+            refused
+                .1
+                .contains(r#"capability {"elicitation":{}} for `tools/call`"#),
+            "{}",
+            refused.1
+        );
+        // A failed task (2025-11-25, or 2026-07-28 once the tool asked) carries the error data.
+        let data = json!({"requiredCapabilities": {"sampling": {}}});
+        let text = missing_capability(Some(&data), "task t1");
+        assert!(
+            text.contains(r#"capability {"sampling":{}} for task t1"#),
+            "{text}"
+        );
+        let text = missing_capability(None, "task t1");
+        assert!(text.contains("a client capability for task t1"), "{text}");
+    }
+
+    #[test]
+    fn a_deferred_question_says_how_to_answer_it_later() {
+        let waiting: Failure = ClientError::InputNeeded {
+            task: "t1".into(),
+            method: "elicitation/create".into(),
+        }
+        .into();
+        assert_eq!(waiting.0, INPUT_NEEDED);
+        assert!(
+            waiting.1.contains("`mcp-tasks tasks watch t1`"),
+            "{}",
+            waiting.1
+        );
+    }
 }

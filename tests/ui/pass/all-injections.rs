@@ -1,6 +1,9 @@
 //! Every injectable type at once, in any order among the input fields, plus a type of the
 //! user's own that implements `FromTaskContext` and is marked `#[inject]`.
 
+// Every injection at once is the point of this case.
+#![allow(clippy::too_many_arguments)]
+
 use mcp_tasks::__private::{ToolRegistration, inventory};
 use mcp_tasks::FromTaskContext;
 use mcp_tasks::prelude::*;

@@ -115,7 +115,7 @@ async fn exercise(client: &McpClient) {
             .unwrap(),
     );
     match t.wait(deadline()).await.unwrap() {
-        TaskOutcome::Failed { code, message } => {
+        TaskOutcome::Failed { code, message, .. } => {
             assert_eq!(code, -32603);
             assert_eq!(message, "the job hit an internal error");
         }
@@ -264,6 +264,59 @@ async fn a_question_without_a_handler_is_a_clear_error() {
             other => panic!("expected a missing capability, got {other:?}"),
         },
         other => panic!("expected a missing capability, got {other:?}"),
+    }
+}
+
+/// A task that fails for want of a client capability says which one in both eras: the
+/// error's data comes with the failed outcome.
+#[tokio::test]
+async fn a_task_that_fails_for_want_of_a_capability_names_it_in_both_eras() {
+    for era in [Era::V2025_11_25, Era::V2026_07_28] {
+        let client = connect_stdio(Some(era), None).await;
+        let t = task(
+            client
+                .call_tool("confirm_delete", json!({"filename": "a.txt"}))
+                .await
+                .unwrap(),
+        );
+        match t.wait(deadline()).await {
+            Ok(TaskOutcome::Failed {
+                code: -32021,
+                data: Some(data),
+                ..
+            }) => assert_eq!(
+                data["requiredCapabilities"],
+                json!({"elicitation": {}}),
+                "{era}"
+            ),
+            other => panic!("{era}: expected a missing capability, got {other:?}"),
+        }
+    }
+}
+
+/// A client that declares the capabilities without a handler defers the question: the
+/// wait ends with `InputNeeded` and the task keeps waiting for its answer.
+#[tokio::test]
+async fn declared_capabilities_without_a_handler_leave_the_question_waiting() {
+    for era in [Era::V2025_11_25, Era::V2026_07_28] {
+        let client = McpClient::builder()
+            .stdio(fixture_stdio())
+            .era(era)
+            .capabilities(json!({"elicitation": {"form": {}}}))
+            .connect()
+            .await
+            .unwrap();
+        let t = task(
+            client
+                .call_tool("confirm_delete", json!({"filename": "a.txt"}))
+                .await
+                .unwrap(),
+        );
+        match t.wait(deadline()).await {
+            Err(ClientError::InputNeeded { task, .. }) => assert_eq!(task, t.id(), "{era}"),
+            other => panic!("{era}: expected InputNeeded, got {other:?}"),
+        }
+        assert_eq!(t.status().await.unwrap().status, "input_required", "{era}");
     }
 }
 

@@ -2,10 +2,10 @@
 //! eras, at 1, 16 and 64 concurrent clients (each with its own keep-alive connection).
 //!
 //! ```text
-//! cargo bench --bench http                 # both tables (a few seconds per row)
-//! MCP_BENCH_SECS=0.5 cargo bench --bench http
-//! MCP_BENCH_HTTP=prebuilt cargo bench --bench http   # only the pre-built-request table
-//! MCP_BENCH_HTTP=clients cargo bench --bench http    # only the JSON-client table
+//! cargo bench -p mcp-tasks-e2e --bench http                 # both tables (a few seconds per row)
+//! MCP_BENCH_SECS=0.5 cargo bench -p mcp-tasks-e2e --bench http
+//! MCP_BENCH_HTTP=prebuilt cargo bench -p mcp-tasks-e2e --bench http   # only the pre-built-request table
+//! MCP_BENCH_HTTP=clients cargo bench -p mcp-tasks-e2e --bench http    # only the JSON-client table
 //! # rows of the first table whose server and operation contain MCP_BENCH_OP ("sync",
 //! # "2025-11-25 tasks/get", …), a fixed number of requests (for instruction profiles):
 //! MCP_BENCH_HTTP=prebuilt MCP_BENCH_OP="2026-07-28 sync" MCP_BENCH_CONNECTIONS=16 \

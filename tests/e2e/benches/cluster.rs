@@ -2,7 +2,7 @@
 //! one and with two processes, the takeover time after `kill -9`, and the delays of answers
 //! and cancellations that cross processes.
 //!
-//! `cargo bench --bench cluster` (release fixture: `cargo build --release --example
+//! `cargo bench -p mcp-tasks-e2e --bench cluster` (release fixture: `cargo build --release -p mcp-tasks-e2e --example
 //! conformance-server` first, or the debug one is used). `MCP_BENCH_TASKS` sets how many
 //! tasks each throughput row creates (default 4000); `MCP_BENCH_ROUNDS` how many takeovers
 //! and signal round trips are timed (default 10). `MCP_BENCH_STORE` picks the shared store:

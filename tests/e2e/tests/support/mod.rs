@@ -208,13 +208,18 @@ pub const TERMINAL: &[&str] = &["completed", "failed", "cancelled"];
 /// The lease the tests give fixture processes: short, so takeovers happen quickly.
 pub const LEASE_MS: u64 = 1000;
 
+/// An example's executable. The tour is also a binary of this package, which cargo builds
+/// for its tests; the other examples are built beside the tests by `cargo test`.
 pub fn example(name: &str) -> PathBuf {
+    if name == "tour" {
+        return PathBuf::from(env!("CARGO_BIN_EXE_tour"));
+    }
     let exe = std::env::current_exe().expect("test binary path");
     let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
     let path = dir.join("examples").join(name);
     assert!(
         path.exists(),
-        "{} is missing: run the tests with `cargo test --workspace`, which builds the examples",
+        "{} is missing: run the tests with `cargo test -p mcp-tasks-e2e` or `cargo test --workspace`, which build the examples",
         path.display()
     );
     path

@@ -54,7 +54,7 @@ fn home(name: &str) -> PathBuf {
 }
 
 fn cli(home: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mcp-tasks"));
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mcp-tasks-cli"));
     c.env("MCP_TASKS_HOME", home).stdin(Stdio::null());
     c
 }
@@ -161,7 +161,9 @@ fn exit_codes_and_json_output_tell_outcomes_apart() {
     );
     assert_eq!(out.status.code(), Some(6));
     let store = HandleStore::open(home.join("handles.db")).unwrap();
-    let running = store.list(None, true).unwrap();
+    let mut running = store.list(None, true).unwrap();
+    // The question of `--no-input` is waiting too.
+    running.retain(|h| h.tool == "slow_compute");
     assert_eq!(running.len(), 1, "{running:?}");
     let id = running[0].task_id.clone();
     assert_eq!(run(&home, &["tasks", "cancel", &id]).status.code(), Some(0));
@@ -186,6 +188,52 @@ fn exit_codes_and_json_output_tell_outcomes_apart() {
     let out = run(&home, &["tasks", "list", "--json"]);
     let handles = stdout_json(&out);
     assert!(handles.as_array().unwrap().len() >= 4, "{handles}");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn no_input_leaves_the_question_to_tasks_watch_in_both_eras() {
+    let f = fixture();
+    let home = home("no-input");
+    for (era, answer, said) in [("2026-07-28", "y", "deleted"), ("2025-11-25", "n", "kept")] {
+        let file = format!("{era}.txt");
+        let out = run(
+            &home,
+            &[
+                "--url",
+                &f.url,
+                "--era",
+                era,
+                "call",
+                "confirm_delete",
+                &format!("filename={file}"),
+                "--no-input",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(4), "{era}: input needed");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let id = stderr
+            .split("answer it in a terminal with `mcp-tasks tasks watch ")
+            .nth(1)
+            .and_then(|rest| rest.split('`').next())
+            .unwrap_or_else(|| panic!("{era}: says how to answer later: {stderr}"))
+            .to_owned();
+
+        // The task was not failed: it waits for its answer.
+        let got = run(&home, &["tasks", "get", &id, "--json"]);
+        assert_eq!(stdout_json(&got)["status"], "input_required", "{era}");
+
+        // Later, in a terminal, by its id alone.
+        let mut s = terminal(&home, &["tasks", "watch", &id]);
+        s.expect(format!("Delete {file}?").as_str())
+            .expect("the question, asked again");
+        s.expect("confirm").expect("the field");
+        s.send(answer).unwrap();
+        s.expect(format!("{said} {file}").as_str())
+            .expect("the answer reached the tool");
+        s.expect(Eof).unwrap();
+        assert_eq!(exit_code(&s), 0, "{era}");
+    }
     let _ = std::fs::remove_dir_all(&home);
 }
 
@@ -242,7 +290,7 @@ type Terminal = Session<
 >;
 
 fn terminal(home: &Path, args: &[&str]) -> Terminal {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mcp-tasks"));
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mcp-tasks-cli"));
     c.env("MCP_TASKS_HOME", home)
         .env("TERM", "xterm")
         .args(args);
@@ -282,6 +330,29 @@ fn in_a_terminal_a_progress_bar_runs_a_question_is_typed_and_ctrl_c_cancels() {
     s.expect("finished after 2 s").expect("the result");
     s.expect(Eof).unwrap();
     assert_eq!(exit_code(&s), 0);
+
+    // Both eras draw the bar: 2025-11-25 from progress notifications, 2026-07-28 (which has
+    // no progress for tasks) from the `done/total` its status message starts with.
+    for era in ["2026-07-28", "2025-11-25"] {
+        let mut s = terminal(
+            &home,
+            &[
+                "--url",
+                &f.url,
+                "--era",
+                era,
+                "call",
+                "slow_compute",
+                "seconds=2",
+            ],
+        );
+        if let Err(e) = s.expect(Regex(r"[█░]{30} 1/2 ")) {
+            panic!("{era}: no progress bar at 1/2: {e:?}");
+        }
+        s.expect("finished after 2 s").expect("the result");
+        s.expect(Eof).unwrap();
+        assert_eq!(exit_code(&s), 0);
+    }
 
     let mut s = terminal(
         &home,
