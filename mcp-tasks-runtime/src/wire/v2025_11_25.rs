@@ -12,7 +12,7 @@ use crate::model::{JsonObject, LogLevel, TaskSupport};
 use crate::ops;
 use crate::server::Server;
 use crate::session::RequestAborted;
-use crate::session::{Connection, Era, Sink, StatefulState};
+use crate::session::{Connection, Era, Gate, Sink, StatefulState};
 use crate::sync::LockExt;
 use crate::task::{SettlePolicy, TaskRecord, TaskStatus, rfc3339};
 use crate::wire::params::{
@@ -279,7 +279,7 @@ async fn tasks(
     let cancel = conn.track(&request.id);
     // While this request waits, the task's questions come on its stream.
     let attached = ops::attach_delivery(server, &id, owner, |rec| {
-        Asker::new(rec.owner.clone(), conn, None)
+        Asker::new(rec.owner.clone(), conn, None, Gate::open())
     })
     .await;
     let asker = match attached {
@@ -478,6 +478,7 @@ async fn tools_call(
                 server,
                 call.conn,
                 state,
+                &call.id,
                 tool,
                 args,
                 progress_token,
@@ -497,17 +498,23 @@ async fn tools_call(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn start_task(
     server: &Server,
     conn: &Arc<Connection>,
     state: &StatefulState,
+    request: &RequestId,
     tool: &crate::tool::Tool,
     args: JsonObject,
     progress_token: Option<Value>,
     requested_ttl: Option<Duration>,
 ) -> Result<Value, ErrorObject> {
     let owner = owner(conn);
-    let asker = Asker::new(Some(owner.clone()), conn, progress_token);
+    // Nothing about the task (a question, its status, its progress) goes to the client
+    // before the response that names it: a client cannot tell what it belongs to before.
+    let (announced, opener) = Gate::closed();
+    conn.after_reply(request, opener);
+    let asker = Asker::new(Some(owner.clone()), conn, progress_token, announced);
     let rec = ops::start_task(
         server,
         NewTask {
@@ -603,6 +610,8 @@ pub(crate) struct Asker {
     conn: Arc<Connection>,
     /// The progress token of the original request, for progress notifications.
     progress_token: Option<Value>,
+    /// Opens once the response that created the task was written.
+    announced: Gate,
     state: Mutex<AskState>,
 }
 
@@ -614,6 +623,18 @@ struct AskState {
     asking: HashSet<String>,
     /// Wakes questions waiting for a stream to be offered.
     offered: Arc<tokio::sync::Notify>,
+    /// Until the task is announced, nothing is sent: the latest status and progress wait
+    /// here, and go once it is (see [`Asker::announce`]).
+    held: Option<Held>,
+}
+
+/// What waits for a task's announcement.
+#[derive(Default)]
+struct Held {
+    /// The task's latest status notification.
+    status: Option<Value>,
+    /// The latest progress: progress, total, message.
+    progress: Option<(f64, Option<f64>, Option<String>)>,
 }
 
 #[derive(Clone)]
@@ -646,14 +667,47 @@ impl Asker {
         owner: Option<String>,
         conn: &Arc<Connection>,
         progress_token: Option<Value>,
+        announced: Gate,
     ) -> Arc<Self> {
-        Arc::new_cyclic(|me| Self {
+        let asker = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             owner,
             conn: Arc::clone(conn),
             progress_token,
-            state: Mutex::default(),
-        })
+            announced: announced.clone(),
+            state: Mutex::new(AskState {
+                held: Some(Held::default()),
+                ..AskState::default()
+            }),
+        });
+        let me = Arc::downgrade(&asker);
+        tokio::spawn(async move {
+            announced.opened().await;
+            if let Some(asker) = me.upgrade() {
+                asker.announce();
+            }
+        });
+        asker
+    }
+
+    /// The task was announced: what waited for that goes now, progress before status.
+    fn announce(&self) {
+        let Some(held) = self.lock().held.take() else {
+            return;
+        };
+        if let (Some(token), Some((progress, total, message))) =
+            (&self.progress_token, held.progress)
+        {
+            crate::call::send_progress(&self.conn.sink, token, progress, total, message.as_deref());
+        }
+        if let Some(status) = held.status
+            && !self.conn.is_closed()
+        {
+            let key = format!("task:{}", status["taskId"].as_str().unwrap_or_default());
+            self.conn
+                .sink
+                .notify_latest(key, "notifications/tasks/status", status);
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, AskState> {
@@ -718,6 +772,16 @@ impl Asker {
             if !question.is_open().await {
                 break;
             }
+            if !self.announced.is_open() {
+                // The response that names the task is not written yet.
+                tokio::select! {
+                    () = self.announced.opened() => {}
+                    () = question.changed() => {}
+                }
+                continue;
+            }
+            // What waited for the announcement goes before the question.
+            self.announce();
             let Some((conn, sink)) = self.path() else {
                 // Nobody can be asked now: wait for a `tasks/result` or a change.
                 let offered = Arc::clone(&self.lock().offered);
@@ -769,6 +833,19 @@ impl Delivery for Asker {
             self.conn.sink.settle(&crate::session::progress_key(token));
         }
         if status_changed && !self.conn.is_closed() {
+            let held = {
+                let mut state = self.lock();
+                state.held.as_mut().map(|held| {
+                    // Not announced yet: only the latest status goes, once it is.
+                    if record.status.is_terminal() {
+                        held.progress = None;
+                    }
+                    held.status = Some(task_json(record));
+                })
+            };
+            if held.is_some() {
+                return self.ask_new(engine, record);
+            }
             // A client behind on its stream needs only each task's latest status.
             self.conn.sink.notify_latest(
                 format!("task:{}", record.id),
@@ -776,6 +853,40 @@ impl Delivery for Asker {
                 task_json(record),
             );
         }
+        self.ask_new(engine, record);
+    }
+
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        if let Some(token) = &self.progress_token {
+            if let Some(held) = &mut self.lock().held {
+                held.progress = Some((progress, total, message.map(str::to_owned)));
+                return;
+            }
+            crate::call::send_progress(&self.conn.sink, token, progress, total, message);
+        }
+    }
+
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
+        Notifier {
+            sink: self.conn.sink.clone(),
+            progress_token: None,
+            log: LogGate::Connection(Arc::clone(&self.conn)),
+        }
+        .log(level, logger, data);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.conn.is_closed()
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+impl Asker {
+    /// Starts asking the questions of `record` not asked yet.
+    fn ask_new(&self, engine: &Arc<Engine>, record: &TaskRecord) {
         if record.status.is_terminal() {
             return;
         }
@@ -802,28 +913,5 @@ impl Delivery for Asker {
                 this.ask(question, request).await;
             });
         }
-    }
-
-    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        if let Some(token) = &self.progress_token {
-            crate::call::send_progress(&self.conn.sink, token, progress, total, message);
-        }
-    }
-
-    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
-        Notifier {
-            sink: self.conn.sink.clone(),
-            progress_token: None,
-            log: LogGate::Connection(Arc::clone(&self.conn)),
-        }
-        .log(level, logger, data);
-    }
-
-    fn is_closed(&self) -> bool {
-        self.conn.is_closed()
-    }
-
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
     }
 }

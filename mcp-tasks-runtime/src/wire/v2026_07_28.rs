@@ -914,7 +914,15 @@ fn begin<'a>(
         Some(mrtr::State {
             call: Some((id, round)),
             answers,
-        }) => match server.inner.parking.take(&id, round, &call.target) {
+        }) => match {
+            // Answers that do not fit their questions are refused; the call stays parked
+            // for a retry with better ones.
+            server
+                .inner
+                .parking
+                .check(&id, |s| s.backend.check(&responses))?;
+            server.inner.parking.take(&id, round, &call.target)
+        } {
             Taken::Resumed(suspended) => {
                 Start::Resume(suspended, server.inner.parking.resuming(id))
             }
