@@ -738,17 +738,25 @@ impl Asker {
         }
     }
 
-    /// The stream a question goes on now: the newest open `tasks/result` stream, else the
-    /// session's stream while a client listens on it.
+    /// The stream a question goes on now. The session that created the task comes first:
+    /// its newest open `tasks/result` stream, else its own stream while a client listens
+    /// on it; only then the newest `tasks/result` stream of another session (a bearer of
+    /// the task's id), so that a stranger who asked for the result and walked away does
+    /// not hold the owner's question.
     fn path(&self) -> Option<(Arc<Connection>, Sink)> {
         let mut state = self.lock();
         state.streams.retain(|o| !o.sink.is_closed());
-        if let Some(o) = state.streams.last() {
+        let mine = |o: &&Offered| Arc::ptr_eq(&o.conn, &self.conn);
+        if let Some(o) = state.streams.iter().rev().find(mine) {
             return Some((Arc::clone(&o.conn), o.sink.clone()));
         }
-        drop(state);
-        (!self.conn.is_closed() && self.conn.is_listening())
-            .then(|| (Arc::clone(&self.conn), self.conn.sink.clone()))
+        if !self.conn.is_closed() && self.conn.is_listening() {
+            return Some((Arc::clone(&self.conn), self.conn.sink.clone()));
+        }
+        state
+            .streams
+            .last()
+            .map(|o| (Arc::clone(&o.conn), o.sink.clone()))
     }
 
     /// Asks the client one question until it answers, the question goes away, or the task
