@@ -741,7 +741,10 @@ async fn a_stranger_waiting_for_a_task_does_not_take_its_owner_s_question() {
         "params": {"name": "confirm_later", "arguments": {}, "task": {}}});
     let (status, created) = json_of(stateful(&url, &owner, call).send().await.unwrap()).await;
     assert_eq!(status, 200, "{created}");
-    let task = created["result"]["task"]["taskId"].as_str().unwrap().to_owned();
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
 
     // Another session waits for the result, then goes away without reading its stream.
     let stranger = open_session(&url, json!({"elicitation": {}})).await;
@@ -772,7 +775,11 @@ async fn a_stranger_waiting_for_a_task_does_not_take_its_owner_s_question() {
     let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
         "result": {"action": "accept", "content": {"sure": true}}});
     assert_eq!(
-        stateful(&url, &owner, answer).send().await.unwrap().status(),
+        stateful(&url, &owner, answer)
+            .send()
+            .await
+            .unwrap()
+            .status(),
         202
     );
     handle.shutdown().await.unwrap();
