@@ -291,6 +291,11 @@ impl TaskFeed {
     }
 }
 
+/// The delivery attached to a task in this process, if any.
+pub(crate) fn delivery(server: &Server, id: &str) -> Option<Arc<dyn Delivery>> {
+    server.inner.engine.delivery(id)
+}
+
 /// Attaches a delivery to a live task the owner may see, for its questions and progress to
 /// reach this client: `make` builds it from the task as stored. The answer is the delivery
 /// the task has now (the new one, or an earlier one that still serves its client); `None`

@@ -389,6 +389,10 @@ async fn nothing_about_a_task_precedes_the_response_that_creates_it() {
             if m["id"] == run && m.get("method").is_none() {
                 let id = m["result"]["task"]["taskId"].as_str().unwrap().to_owned();
                 known.insert(id.clone());
+                // As a client does, it polls the task it learnt of.
+                let get = json!({"jsonrpc": "2.0", "id": format!("get-{run}"),
+                    "method": "tasks/get", "params": {"taskId": id}});
+                p.send(&get.to_string()).await;
                 task = Some(id);
                 continue;
             }

@@ -242,6 +242,18 @@ async fn tasks(
 ) -> Option<Result<Value, ErrorObject>> {
     let owner = owner(conn);
     let owner = Some(owner.as_str());
+    if let Some(id) = request
+        .params
+        .as_ref()
+        .and_then(|p| p.get("taskId"))
+        .and_then(Value::as_str)
+        && let Some(asker) =
+            ops::delivery(server, id).and_then(|d| d.as_any().downcast::<Asker>().ok())
+        && Arc::ptr_eq(&asker.conn, conn)
+    {
+        // The session names the task: it knows it now, and can be asked about it.
+        asker.acknowledge();
+    }
     if request.method != "tasks/result" {
         let method = std::mem::take(&mut request.method);
         let result = async {
@@ -597,6 +609,11 @@ fn direct_context(
     )
 }
 
+/// How long a question of a new task waits, after the response that creates the task was
+/// written, for the client to name the task (`tasks/get`, `tasks/result`) before it is
+/// sent anyway.
+const ACKNOWLEDGE_WAIT: Duration = Duration::from_secs(1);
+
 /// How a task's questions, status changes, progress and log lines reach a client of this
 /// era: questions are server-to-client requests tagged with the task, each sent on exactly
 /// one stream at a time — a waiting `tasks/result` stream when there is one, else the
@@ -612,6 +629,11 @@ pub(crate) struct Asker {
     progress_token: Option<Value>,
     /// Opens once the response that created the task was written.
     announced: Gate,
+    /// Opens once the client showed it knows the task (it named it in a request), or a
+    /// moment ([`ACKNOWLEDGE_WAIT`]) after the announcement: questions wait for it.
+    acknowledged: Gate,
+    /// What opens `acknowledged`.
+    acknowledge: Mutex<Option<crate::session::Opener>>,
     state: Mutex<AskState>,
 }
 
@@ -669,12 +691,20 @@ impl Asker {
         progress_token: Option<Value>,
         announced: Gate,
     ) -> Arc<Self> {
+        let (acknowledged, acknowledge) = if announced.is_open() {
+            (Gate::open(), None)
+        } else {
+            let (gate, opener) = Gate::closed();
+            (gate, Some(opener))
+        };
         let asker = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             owner,
             conn: Arc::clone(conn),
             progress_token,
             announced: announced.clone(),
+            acknowledged,
+            acknowledge: Mutex::new(acknowledge),
             state: Mutex::new(AskState {
                 held: Some(Held::default()),
                 ..AskState::default()
@@ -683,11 +713,21 @@ impl Asker {
         let me = Arc::downgrade(&asker);
         tokio::spawn(async move {
             announced.opened().await;
+            match me.upgrade() {
+                Some(asker) => asker.announce(),
+                None => return,
+            }
+            tokio::time::sleep(ACKNOWLEDGE_WAIT).await;
             if let Some(asker) = me.upgrade() {
-                asker.announce();
+                asker.acknowledge();
             }
         });
         asker
+    }
+
+    /// The client knows the task: its questions may go.
+    fn acknowledge(&self) {
+        drop(self.acknowledge.locked().take());
     }
 
     /// The task was announced: what waited for that goes now, progress before status.
@@ -780,10 +820,12 @@ impl Asker {
             if !question.is_open().await {
                 break;
             }
-            if !self.announced.is_open() {
-                // The response that names the task is not written yet.
+            if !self.announced.is_open() || !self.acknowledged.is_open() {
+                // The response that names the task is not written yet, or the client has
+                // not shown that it read it: a client that reads the response and a
+                // question at once may see the question first and not know its task.
                 tokio::select! {
-                    () = self.announced.opened() => {}
+                    () = self.acknowledged.opened() => {}
                     () = question.changed() => {}
                 }
                 continue;
