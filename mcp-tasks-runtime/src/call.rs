@@ -108,12 +108,19 @@ impl CallBackend for DirectBackend {
                 .request(
                     &self.notifier.sink,
                     &request.method,
-                    request.params,
+                    request.params.clone(),
                     &self.cancel,
                 )
                 .await
             {
-                Ok(Ok(answer)) => Ok(answer),
+                // The tool gets only an answer that fits its question.
+                Ok(Ok(answer)) => match crate::schema::check_answer(&request, &answer) {
+                    Ok(()) => Ok(answer),
+                    Err(problem) => Err(ToolError::new(format!(
+                        "the client's answer to {} does not fit: invalid params (-32602): {problem}",
+                        request.method
+                    ))),
+                },
                 Ok(Err(e)) => Err(ToolError::new(format!(
                     "the client answered {} with an error: {}",
                     request.method, e.message
@@ -236,6 +243,22 @@ impl MrtrBackend {
         }
     }
 
+    /// Checks a retry's answers against the open questions they answer (see
+    /// [`check_answer`](crate::schema::check_answer)); `Err` names the key and the field.
+    pub(crate) fn check(&self, responses: &JsonObject) -> Result<(), Error> {
+        let q = self.questions();
+        for (key, answer) in responses {
+            if let Some((question, _)) = q.open.get(key)
+                && let Err(problem) = crate::schema::check_answer(question, answer)
+            {
+                return Err(Error::InvalidParams(format!(
+                    "`inputResponses[{key:?}]`: {problem}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Every question still waiting for an answer.
     pub(crate) fn open_questions(&self) -> BTreeMap<String, InputRequest> {
         let mut q = self.questions();
@@ -275,7 +298,11 @@ impl CallBackend for MrtrBackend {
             .clone()
             .unwrap_or_else(|| input_key(&request.method, n));
         let mut q = self.questions();
-        if let Some(answer) = q.given.remove(&key) {
+        // An answer given ahead (a rerun's) that does not fit is not used: the question is
+        // asked again.
+        if let Some(answer) = q.given.remove(&key)
+            && crate::schema::check_answer(&request, &answer).is_ok()
+        {
             q.used.insert(key, answer.clone());
             return Box::pin(async move { Ok(answer) });
         }

@@ -382,6 +382,9 @@ pub(crate) struct Reply {
     pub(crate) id: RequestId,
     /// The result or the error.
     pub(crate) outcome: Result<Payload, ErrorObject>,
+    /// Gates that open when the reply is dropped, once the transport wrote it: what the
+    /// reply announces (a new task) goes nowhere before it.
+    pub(crate) then: Vec<crate::session::Opener>,
 }
 
 impl Reply {
@@ -392,10 +395,13 @@ impl Reply {
 
     /// The reply as a public [`Response`].
     pub(crate) fn into_response(self) -> Response {
-        Response {
-            id: Some(self.id),
-            outcome: self.outcome.map(Payload::into_value),
-        }
+        let Self { id, outcome, then } = self;
+        let response = Response {
+            id: Some(id),
+            outcome: outcome.map(Payload::into_value),
+        };
+        drop(then);
+        response
     }
 }
 
@@ -697,6 +703,7 @@ mod tests {
             let reply = Reply {
                 id: 4.into(),
                 outcome: Ok(payload),
+                then: Vec::new(),
             };
             let text = reply.to_json();
             let response = reply.into_response();
@@ -709,6 +716,7 @@ mod tests {
         let error = Reply {
             id: "e".into(),
             outcome: Err(ErrorObject::new(INVALID_PARAMS, "bad")),
+            then: Vec::new(),
         };
         let text = error.to_json();
         assert_eq!(

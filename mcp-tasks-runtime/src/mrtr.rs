@@ -348,6 +348,19 @@ impl Parking {
         }
     }
 
+    /// Runs `check` on the call parked under `id`, if one is, leaving it parked: a retry
+    /// whose answers do not fit is refused before it takes the call.
+    pub(crate) fn check<E>(
+        &self,
+        id: &str,
+        check: impl FnOnce(&Suspended) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match self.slots().calls.get(id) {
+            Some(Slot::Parked { call, .. }) => check(call),
+            _ => Ok(()),
+        }
+    }
+
     /// Marks the call a retry's state names as being resumed by that retry.
     pub(crate) fn resuming(&self, id: String) -> Resuming<'_> {
         Resuming { parking: self, id }

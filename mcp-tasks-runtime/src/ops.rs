@@ -291,6 +291,11 @@ impl TaskFeed {
     }
 }
 
+/// The delivery attached to a task in this process, if any.
+pub(crate) fn delivery(server: &Server, id: &str) -> Option<Arc<dyn Delivery>> {
+    server.inner.engine.delivery(id)
+}
+
 /// Attaches a delivery to a live task the owner may see, for its questions and progress to
 /// reach this client: `make` builds it from the task as stored. The answer is the delivery
 /// the task has now (the new one, or an earlier one that still serves its client); `None`
@@ -379,16 +384,34 @@ impl OpenQuestion {
     }
 
     /// Stores the client's answer in the task; a failure is logged, and the question is
-    /// left to the task (which may ask again).
+    /// left to the task (which may ask again). An answer that does not fit the question
+    /// reaches the tool as an error that says why (a client's answer to a server request
+    /// cannot be refused on the wire).
     pub(crate) async fn answer(&self, value: Value) {
         let mut responses = JsonObject::new();
         responses.insert(self.key.clone(), value);
-        if let Err(e) = self
+        match self
             .engine
             .answer(&self.task, self.owner.as_deref(), &responses)
             .await
         {
-            tracing::warn!(task = %crate::task::ShortId(&self.task), error = %e, "cannot store the client's answer");
+            Err(Error::InvalidParams(problem)) => {
+                tracing::debug!(task = %self.task, %problem, "the client's answer does not fit its question");
+                let mut responses = JsonObject::new();
+                let message = format!("invalid params (-32602): {problem}");
+                responses.insert(self.key.clone(), crate::engine::error_answer(&message));
+                if let Err(e) = self
+                    .engine
+                    .answer(&self.task, self.owner.as_deref(), &responses)
+                    .await
+                {
+                    tracing::warn!(task = %crate::task::ShortId(&self.task), error = %e, "cannot store the client's answer");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(task = %crate::task::ShortId(&self.task), error = %e, "cannot store the client's answer");
+            }
+            Ok(_) => {}
         }
     }
 

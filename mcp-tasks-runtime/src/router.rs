@@ -149,11 +149,14 @@ impl Session {
             dispatch(&self.server, &self.conn, request, sink),
             span.clone(),
         )
-        .await?;
+        .await;
+        // A cancelled request's held gates open here, as it goes unanswered.
+        let then = self.conn.take_after_reply(&id);
+        let outcome = outcome?;
         if let Err(e) = &outcome {
             span.in_scope(|| tracing::debug!(code = e.code, error = %e.message, "request failed"));
         }
-        Some(Reply { id, outcome })
+        Some(Reply { id, outcome, then })
     }
 
     /// Handles a notification from the client.
@@ -278,5 +281,79 @@ pub(crate) async fn dispatch(
             .await
             .map(|r| r.map(Payload::Value)),
         Era::Stateless => v2026_07_28::dispatch(server, conn, request, sink).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{CallToolResult, Content, TaskSupport};
+    use crate::{Server, Tool};
+    use serde_json::{Value, json};
+    use std::time::Duration;
+
+    /// Until the reply that creates a task is written (here: held, as a slow transport
+    /// would), nothing about the task reaches the client: not its question, not its status,
+    /// not its progress. Once it is written they follow it.
+    #[tokio::test(start_paused = true)]
+    async fn nothing_about_a_task_goes_out_before_the_reply_that_creates_it() {
+        let server = Server::builder()
+            .tool(
+                Tool::new("ask_now", |cx, _| async move {
+                    cx.progress().report(1.0, None);
+                    let answer = cx
+                        .client()
+                        .elicit("Go on?", json!({"type": "object", "properties": {}}))
+                        .await?;
+                    Ok(CallToolResult::success(vec![Content::text(format!(
+                        "{:?}",
+                        answer.action
+                    ))]))
+                })
+                .task_support(TaskSupport::Required),
+            )
+            .build()
+            .unwrap();
+        let (session, mut outbound) = server.session();
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}}});
+        session.handle_text(&init.to_string()).await.unwrap();
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "ask_now", "task": {}, "_meta": {"progressToken": "p"}}});
+        let crate::jsonrpc::Message::Request(call) =
+            crate::jsonrpc::Message::parse(&call.to_string()).unwrap()
+        else {
+            unreachable!()
+        };
+        let reply = session.reply_on(call, None).await.unwrap();
+        // The tool runs and asks while the reply waits to be written.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(
+            outbound.try_recv().is_err(),
+            "something about the task went out before the reply"
+        );
+        let id =
+            serde_json::from_str::<Value>(&reply.to_json()).unwrap()["result"]["task"]["taskId"]
+                .clone();
+        drop(reply);
+        let mut seen = Vec::new();
+        while seen.len() < 3 {
+            let m: Value = serde_json::from_str(&outbound.recv().await.unwrap()).unwrap();
+            seen.push(m["method"].as_str().unwrap().to_owned());
+            if m["method"] == "elicitation/create" {
+                assert_eq!(
+                    m["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+                    id
+                );
+            }
+        }
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                "elicitation/create",
+                "notifications/progress",
+                "notifications/tasks/status"
+            ]
+        );
     }
 }

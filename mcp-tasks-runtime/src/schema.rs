@@ -6,7 +6,8 @@
 //! (used by the MCP Inspector and many clients) warn about on every call; here such a format
 //! is replaced by the integer bounds it stands for (`minimum: 0`, `maximum: 4294967295`).
 
-use crate::model::JsonObject;
+use crate::engine::ANSWER_ERROR;
+use crate::model::{InputRequest, JsonObject};
 use crate::sync::LockExt;
 use schemars::generate::SchemaSettings;
 use schemars::transform::{Transform, transform_subschemas};
@@ -183,9 +184,119 @@ pub fn elicitation_schema<T: JsonSchema + 'static>() -> JsonObject {
     })
 }
 
+/// Checks a client's answer to one of a tool's questions before the tool gets it: the
+/// content of an accepted `elicitation/create` form must match the question's
+/// `requestedSchema` (its types, `required`, `enum`, bounds and lengths, and `format`s).
+/// `Err` says what is wrong, naming the field. Other questions, declined or cancelled
+/// forms, URL-mode elicitations and a client's error answers pass.
+pub(crate) fn check_answer(question: &InputRequest, answer: &Value) -> Result<(), String> {
+    if question.method != "elicitation/create" || answer.get(ANSWER_ERROR).is_some() {
+        return Ok(());
+    }
+    let action = answer.get("action").and_then(Value::as_str);
+    match action {
+        Some("accept") => {}
+        Some("decline" | "cancel") => return Ok(()),
+        _ => {
+            return Err(format!(
+                "`action` must be \"accept\", \"decline\" or \"cancel\", not {}",
+                answer
+                    .get("action")
+                    .map_or("missing".into(), Value::to_string)
+            ));
+        }
+    }
+    let Some(schema) = question.params.get("requestedSchema") else {
+        return Ok(());
+    };
+    let content = match answer.get("content") {
+        None | Some(Value::Null) => &Value::Object(JsonObject::new()),
+        Some(content) => content,
+    };
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .map_err(|e| format!("the question's requestedSchema is not a valid schema: {e}"))?;
+    let problems: Vec<String> = validator
+        .iter_errors(content)
+        .take(5)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                format!("`content`: {e}")
+            } else {
+                format!("`content{path}`: {e}")
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the accepted content does not match the requestedSchema: {}",
+            problems.join("; ")
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn question(schema: Value) -> InputRequest {
+        InputRequest {
+            method: "elicitation/create".into(),
+            params: json!({"message": "?", "requestedSchema": schema}),
+            key: None,
+        }
+    }
+
+    #[test]
+    fn answers_are_checked_against_the_requested_schema() {
+        let q = question(json!({"type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 2},
+                "age": {"type": "integer", "minimum": 0, "maximum": 150},
+                "size": {"type": "string", "enum": ["s", "m", "l"]},
+                "email": {"type": "string", "format": "email"},
+                "ok": {"type": "boolean"}
+            },
+            "required": ["name"]}));
+        let accept = |content: Value| json!({"action": "accept", "content": content});
+        assert_eq!(
+            check_answer(&q, &accept(json!({"name": "Ada", "age": 36}))),
+            Ok(())
+        );
+        assert_eq!(check_answer(&q, &json!({"action": "decline"})), Ok(()));
+        assert_eq!(check_answer(&q, &json!({"action": "cancel"})), Ok(()));
+        for (content, names) in [
+            (json!({"age": 3}), "name"),
+            (json!({"name": 5}), "/name"),
+            (json!({"name": "A"}), "/name"),
+            (json!({"name": "Ada", "age": -1}), "/age"),
+            (json!({"name": "Ada", "age": 1.5}), "/age"),
+            (json!({"name": "Ada", "size": "xl"}), "/size"),
+            (json!({"name": "Ada", "email": "nope"}), "/email"),
+            (json!({"name": "Ada", "ok": "yes"}), "/ok"),
+        ] {
+            let e = check_answer(&q, &accept(content.clone())).unwrap_err();
+            assert!(e.contains(names), "{content}: {e}");
+        }
+        assert!(check_answer(&q, &json!({"action": "accept"})).is_err());
+        assert!(
+            check_answer(&q, &json!({"action": "maybe"}))
+                .unwrap_err()
+                .contains("action")
+        );
+        // Not a form: nothing to check.
+        let sampling = InputRequest {
+            method: "sampling/createMessage".into(),
+            params: json!({}),
+            key: None,
+        };
+        assert_eq!(check_answer(&sampling, &json!({"anything": 1})), Ok(()));
+    }
 
     #[derive(JsonSchema)]
     #[allow(dead_code)]

@@ -381,3 +381,98 @@ async fn eof_ends_the_session_while_its_task_runs_on() {
         .unwrap()
         .unwrap();
 }
+
+/// A task's question, status and progress never reach the client before the response that
+/// names the task: a client cannot tell what they belong to before it (the TypeScript
+/// SDK's task extension answers such a question "cancel"). The tool asks at once, on
+/// another thread than the one answering, many times over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_about_a_task_precedes_the_response_that_creates_it() {
+    use mcp_tasks_runtime::model::TaskSupport;
+    let server = Server::builder()
+        .tool(
+            Tool::new("ask_now", |cx, _| async move {
+                cx.progress().report(1.0, Some(2.0));
+                let answer = cx
+                    .client()
+                    .elicit(
+                        "Go on?",
+                        json!({"type": "object", "properties": {"go": {"type": "boolean"}}}),
+                    )
+                    .await?;
+                Ok(CallToolResult::success(vec![Content::text(format!(
+                    "go: {}",
+                    answer.content.unwrap_or_default()["go"]
+                ))]))
+            })
+            .task_support(TaskSupport::Required),
+        )
+        .build()
+        .unwrap();
+    let (client, server_end) = tokio::io::duplex(1 << 16);
+    let (r, w) = tokio::io::split(server_end);
+    let serving = tokio::spawn(serve_io(server, r, w));
+    let (read, write) = tokio::io::split(client);
+    let mut p = Pipe {
+        write,
+        lines: BufReader::new(read).lines(),
+        server: serving,
+    };
+    p.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}}}}"#).await;
+    assert_eq!(p.recv().await["result"]["protocolVersion"], "2025-11-25");
+    p.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    let mut known = std::collections::HashSet::new();
+    for run in 1..=40 {
+        let call = json!({"jsonrpc": "2.0", "id": run, "method": "tools/call", "params": {
+            "name": "ask_now", "task": {}, "_meta": {"progressToken": run}}});
+        p.send(&call.to_string()).await;
+        let mut task = None;
+        let mut answered = false;
+        while !answered {
+            let m = p.recv().await;
+            if m["id"] == run && m.get("method").is_none() {
+                let id = m["result"]["task"]["taskId"].as_str().unwrap().to_owned();
+                known.insert(id.clone());
+                // As a client does, it polls the task it learnt of.
+                let get = json!({"jsonrpc": "2.0", "id": format!("get-{run}"),
+                    "method": "tasks/get", "params": {"taskId": id}});
+                p.send(&get.to_string()).await;
+                task = Some(id);
+                continue;
+            }
+            let about = match m["method"].as_str() {
+                Some("elicitation/create") => {
+                    m["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"].clone()
+                }
+                Some("notifications/tasks/status") => m["params"]["taskId"].clone(),
+                Some("notifications/progress") => {
+                    let token = m["params"]["progressToken"].as_i64().unwrap();
+                    assert!(
+                        token < run || task.is_some(),
+                        "run {run}: progress before the response that creates its task: {m}"
+                    );
+                    continue;
+                }
+                _ => continue,
+            };
+            let about = about.as_str().unwrap_or_default();
+            assert!(
+                known.contains(about),
+                "run {run}: {m} before the response that creates its task"
+            );
+            if task.as_deref() != Some(about) {
+                // A late status notification of an earlier run's task.
+                continue;
+            }
+            if m["method"] == "elicitation/create" {
+                let answer = json!({"jsonrpc": "2.0", "id": m["id"],
+                    "result": {"action": "accept", "content": {"go": true}}});
+                p.send(&answer.to_string()).await;
+                answered = true;
+            }
+        }
+    }
+    p.write.shutdown().await.unwrap();
+    p.server.await.unwrap().unwrap();
+}

@@ -783,3 +783,35 @@ async fn a_lost_prompt_fails_and_a_lost_resource_read_reruns_by_their_policy() {
     assert_eq!(counters.effects.load(Ordering::SeqCst), 1);
     assert_eq!(counters.lookups.load(Ordering::SeqCst), 2);
 }
+
+/// A retry whose answer does not match the question's `requestedSchema` is refused with
+/// `-32602` naming the field, and the call stays parked: the same state with a good answer
+/// still resumes it, and the tool ran its side effect once and saw only the good answer.
+#[tokio::test]
+async fn an_answer_that_does_not_fit_is_refused_and_the_call_waits_for_a_good_one() {
+    let counters = Counters::default();
+    let mut c = Client::new(&builder(&counters).build().unwrap());
+    let (keys, state) = asked(&c.call("import", json!({})).await);
+    assert_eq!(keys, ["elicit-1"]);
+    let bad = json!({"action": "accept", "content": {"confirm": 7}});
+    let r = c
+        .call(
+            "import",
+            json!({"requestState": state, "inputResponses": {"elicit-1": bad}}),
+        )
+        .await;
+    let (code, message) = error(&r);
+    assert_eq!(code, -32602, "{r}");
+    assert!(
+        message.contains("elicit-1") && message.contains("/confirm"),
+        "{message}"
+    );
+    let r = c
+        .call(
+            "import",
+            json!({"requestState": state, "inputResponses": {"elicit-1": accept("confirm", "yes")}}),
+        )
+        .await;
+    assert_eq!(answered(&r), "imported: yes");
+    assert_eq!(counters.effects.load(Ordering::SeqCst), 1);
+}

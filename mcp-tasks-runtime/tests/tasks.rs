@@ -1132,3 +1132,87 @@ async fn a_principal_reaches_its_tasks_from_either_era() {
     modern.request("tasks/cancel", json!({"taskId": id})).await;
     assert_eq!(legacy.get(&id).await["result"]["status"], "cancelled");
 }
+
+/// An answer whose content does not match the question's `requestedSchema` is refused with
+/// `-32602` naming the answer's key and the field; nothing is stored, so the question stays
+/// open and a good answer still completes the task.
+#[tokio::test(start_paused = true)]
+async fn v2_an_answer_that_does_not_fit_its_question_is_refused_and_the_question_stays() {
+    let mut c = Client::stateless(&server(), None, tasks_caps());
+    let id = task_id(&c.request("tools/call", json!({"name": "ask"})).await);
+    let r = c.poll_until(&id, &["input_required"]).await;
+    let requests = r["result"]["inputRequests"].as_object().unwrap().clone();
+    let key_of = |message: &str| {
+        requests
+            .iter()
+            .find(|(_, q)| q["params"]["message"] == message)
+            .map(|(k, _)| k.clone())
+            .unwrap()
+    };
+    let (name, ok) = (key_of("name?"), key_of("ok?"));
+    let r = c
+        .request(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {
+                ok.clone(): {"action": "accept", "content": {"ok": true}},
+                name.clone(): {"action": "accept", "content": {"name": 5}},
+            }}),
+        )
+        .await;
+    assert_eq!(code(&r), -32602, "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&name) && message.contains("/name"),
+        "{message}"
+    );
+    let r = c.get(&id).await;
+    assert_eq!(r["result"]["status"], "input_required");
+    let open = r["result"]["inputRequests"].as_object().unwrap();
+    assert!(open.contains_key(&name) && open.contains_key(&ok), "{r}");
+    let r = c
+        .request(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {
+                ok: {"action": "accept", "content": {"ok": true}},
+                name: {"action": "accept", "content": {"name": "Ada"}},
+            }}),
+        )
+        .await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let r = c.poll_until(&id, &["completed"]).await;
+    assert_eq!(r["result"]["result"]["content"][0]["text"], "\"Ada\" true");
+}
+
+/// A 2025-11-25 client answers `elicitation/create` with content that does not fit: the
+/// tool never sees it, it gets an error naming the field instead.
+#[tokio::test(start_paused = true)]
+async fn v1_an_answer_that_does_not_fit_its_question_never_reaches_the_tool() {
+    let mut c = Client::stateful(&server()).await;
+    let id = c
+        .request("tools/call", json!({"name": "ask", "task": {}}))
+        .await["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut answered = 0;
+    while answered < 2 {
+        let msg: Value = serde_json::from_str(&c.outbound.recv().await.unwrap()).unwrap();
+        if msg["method"] != "elicitation/create" {
+            continue;
+        }
+        let content = if msg["params"]["message"] == "name?" {
+            json!({"name": ["not", "a", "string"]})
+        } else {
+            json!({"ok": true})
+        };
+        let reply = json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"action": "accept", "content": content}});
+        assert!(c.session.handle_text(&reply.to_string()).await.is_none());
+        answered += 1;
+    }
+    let r = c.poll_until(&id, &["failed"]).await;
+    let message = r["result"]["statusMessage"].as_str().unwrap();
+    assert!(
+        message.contains("-32602") && message.contains("/name"),
+        "{message}"
+    );
+}

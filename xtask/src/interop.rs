@@ -4,6 +4,7 @@
 //! | client | pinned in `tests/interop/` | eras |
 //! | --- | --- | --- |
 //! | TypeScript SDK `@modelcontextprotocol/sdk` 1.32.2 (`typescript_client.mjs`) | `package-lock.json` | 2025-11-25 (Tasks utility) |
+//! | TypeScript SDK 2.x `@modelcontextprotocol/client` 2.4.0 with `@modelcontextprotocol/ext-tasks` 0.2.2 (`ext_tasks_client.mjs`) | `package-lock.json` | 2025-11-25 (Tasks utility) |
 //! | MCP Inspector CLI `@modelcontextprotocol/inspector` 2.12.0 (`--cli`) | `package-lock.json` | both |
 //! | Python SDK `mcp` 2.3.0 (`python_client.py`) | `requirements.txt` | both |
 //!
@@ -258,6 +259,21 @@ impl Plan<'_> {
             }
         }
         for transport in [Transport::Stdio, Transport::Http] {
+            // `elicitation-order`: 40 sessions, 8 at a time, each running `confirm_delete`
+            // as a task; ext-tasks answers a question it cannot match to a task it knows
+            // (one that came before the response creating the task) with "cancel".
+            let name = "elicitation-order";
+            let mut args = vec![script("ext_tasks_client.mjs"), name.into()];
+            args.extend(self.target(transport));
+            checks.push(Check {
+                label: format!("ext-tasks       {}  2025-11-25  {name}", transport.name()),
+                program: self.node.to_path_buf(),
+                args,
+                envs: Vec::new(),
+                expect: Expect::ExitZero,
+            });
+        }
+        for transport in [Transport::Stdio, Transport::Http] {
             for era in [Era::V2025, Era::V2026] {
                 for name in ["list", "call", "input-required"] {
                     let mut args = vec![
@@ -460,7 +476,11 @@ impl Check {
             // The client scripts name themselves on the line that says what was wrong.
             let said = stderr
                 .lines()
-                .find(|l| l.starts_with("typescript-sdk: ") || l.starts_with("python-sdk: "))
+                .find(|l| {
+                    ["typescript-sdk: ", "ext-tasks: ", "python-sdk: "]
+                        .iter()
+                        .any(|p| l.starts_with(p))
+                })
                 .or_else(|| stderr.lines().rev().find(|l| !l.trim().is_empty()))
                 .unwrap_or("(nothing on stderr)");
             bail!("{said} ({status}; see {})", err_path.display());

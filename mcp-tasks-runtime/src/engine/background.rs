@@ -118,6 +118,25 @@ impl Engine {
             cursor = Some(changes.cursor);
             let mut unknown = false;
             let mut seen = HashSet::new();
+            if first {
+                // The feed is read from now on, and a task of this process may have
+                // changed since it was created but before now (a worker parked its
+                // question while this loop started): read each task waited on here once.
+                let live: Vec<String> = self
+                    .live
+                    .iter()
+                    .flat_map(|shard| shard.locked().keys().cloned().collect::<Vec<_>>())
+                    .collect();
+                for id in live {
+                    match self.store.get(&id).await {
+                        Ok(Some(rec)) => self.observe(&rec),
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(task = %id, error = %e, "cannot read a task");
+                        }
+                    }
+                }
+            }
             for id in &changes.ids {
                 if !seen.insert(id.as_str()) {
                     continue;

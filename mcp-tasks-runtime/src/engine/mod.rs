@@ -161,7 +161,7 @@ fn principal_of(owner: Option<&str>) -> Option<Arc<str>> {
 
 /// The stored form of a client's error answer to a question, which the waiting tool turns
 /// back into an error.
-const ANSWER_ERROR: &str = "io.mcp-tasks/answerError";
+pub(crate) const ANSWER_ERROR: &str = "io.mcp-tasks/answerError";
 
 /// A client's error answer to a question, in the form [`Engine::answer`] stores.
 pub(crate) fn error_answer(message: &str) -> Value {

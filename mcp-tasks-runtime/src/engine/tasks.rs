@@ -224,7 +224,10 @@ impl Engine {
     }
 
     /// Hands the client's answers to a task waiting for input. Answers for keys that are
-    /// not outstanding are ignored. `None` for an unknown task.
+    /// not outstanding are ignored. `None` for an unknown task. An answer that does not fit
+    /// its question (a form's content against its `requestedSchema`) is
+    /// [`Error::InvalidParams`] naming the key and the field, and nothing is stored: every
+    /// question stays open.
     pub(crate) async fn answer(
         &self,
         id: &str,
@@ -247,10 +250,20 @@ impl Engine {
         if let Access::Admin(admin) = access {
             tracing::info!(task = %crate::task::ShortId(id), %admin, keys = responses.len(), "an operator answered a task's question");
         }
+        let mut invalid = None;
         let result = self
             .update_from(id, Some(visible), |rec| {
+                invalid = None;
                 if rec.status.is_terminal() {
                     return false;
+                }
+                for (key, value) in responses {
+                    if let Some(question) = rec.input_requests.get(key)
+                        && let Err(problem) = crate::schema::check_answer(question, value)
+                    {
+                        invalid = Some(format!("`inputResponses[{key:?}]`: {problem}"));
+                        return false;
+                    }
                 }
                 let mut changed = false;
                 for (key, value) in responses {
@@ -268,6 +281,9 @@ impl Engine {
                 changed
             })
             .await?;
+        if let Some(problem) = invalid {
+            return Err(Error::InvalidParams(problem));
+        }
         Ok(result.map(|(rec, _)| rec))
     }
 

@@ -150,6 +150,9 @@ where
                     if let Some(response) = session.reply_on(request, None).await {
                         // Waits for room; ends when the session closes or the writer stops.
                         sink.send_text(response.to_json()).await;
+                        // Only now, with the reply in the channel before them, may what it
+                        // announced (a task's questions, status, progress) follow it.
+                        drop(response);
                     }
                     drop(permit);
                 });

@@ -18,7 +18,7 @@ use crate::model::{JsonObject, LogLevel, TaskSupport};
 use crate::ops;
 use crate::server::Server;
 use crate::session::RequestAborted;
-use crate::session::{Connection, Era, Sink, StatefulState};
+use crate::session::{Connection, Era, Gate, Sink, StatefulState};
 use crate::sync::LockExt;
 use crate::task::{SettlePolicy, TaskRecord, TaskStatus, rfc3339};
 use crate::wire::params::{
@@ -257,6 +257,18 @@ async fn tasks(
 ) -> Option<Result<Value, ErrorObject>> {
     let owner = owner(conn);
     let owner = Some(owner.as_str());
+    if let Some(id) = request
+        .params
+        .as_ref()
+        .and_then(|p| p.get("taskId"))
+        .and_then(Value::as_str)
+        && let Some(asker) =
+            ops::delivery(server, id).and_then(|d| d.as_any().downcast::<Asker>().ok())
+        && Arc::ptr_eq(&asker.conn, conn)
+    {
+        // The session names the task: it knows it now, and can be asked about it.
+        asker.acknowledge();
+    }
     if request.method != "tasks/result" {
         let method = std::mem::take(&mut request.method);
         let result = async {
@@ -294,7 +306,7 @@ async fn tasks(
     let cancel = conn.track(&request.id);
     // While this request waits, the task's questions come on its stream.
     let attached = ops::attach_delivery(server, &id, owner, |rec| {
-        Asker::new(rec.owner.clone(), conn, None)
+        Asker::new(rec.owner.clone(), conn, None, Gate::open())
     })
     .await;
     let asker = match attached {
@@ -493,6 +505,7 @@ async fn tools_call(
                 server,
                 call.conn,
                 state,
+                &call.id,
                 tool,
                 args,
                 progress_token,
@@ -512,17 +525,23 @@ async fn tools_call(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn start_task(
     server: &Server,
     conn: &Arc<Connection>,
     state: &StatefulState,
+    request: &RequestId,
     tool: &crate::tool::Tool,
     args: JsonObject,
     progress_token: Option<Value>,
     requested_ttl: Option<Duration>,
 ) -> Result<Value, ErrorObject> {
     let owner = owner(conn);
-    let asker = Asker::new(Some(owner.clone()), conn, progress_token);
+    // Nothing about the task (a question, its status, its progress) goes to the client
+    // before the response that names it: a client cannot tell what it belongs to before.
+    let (announced, opener) = Gate::closed();
+    conn.after_reply(request, opener);
+    let asker = Asker::new(Some(owner.clone()), conn, progress_token, announced);
     let rec = ops::start_task(
         server,
         NewTask {
@@ -606,6 +625,11 @@ fn direct_context(
     )
 }
 
+/// How long a question of a new task waits, after the response that creates the task was
+/// written, for the client to name the task (`tasks/get`, `tasks/result`) before it is
+/// sent anyway.
+const ACKNOWLEDGE_WAIT: Duration = Duration::from_secs(1);
+
 /// How a task's questions, status changes, progress and log lines reach a client of this
 /// era: questions are server-to-client requests tagged with the task, each sent on exactly
 /// one stream at a time — a waiting `tasks/result` stream when there is one, else the
@@ -619,6 +643,13 @@ pub(crate) struct Asker {
     conn: Arc<Connection>,
     /// The progress token of the original request, for progress notifications.
     progress_token: Option<Value>,
+    /// Opens once the response that created the task was written.
+    announced: Gate,
+    /// Opens once the client showed it knows the task (it named it in a request), or a
+    /// moment ([`ACKNOWLEDGE_WAIT`]) after the announcement: questions wait for it.
+    acknowledged: Gate,
+    /// What opens `acknowledged`.
+    acknowledge: Mutex<Option<crate::session::Opener>>,
     state: Mutex<AskState>,
 }
 
@@ -630,6 +661,18 @@ struct AskState {
     asking: HashSet<String>,
     /// Wakes questions waiting for a stream to be offered.
     offered: Arc<tokio::sync::Notify>,
+    /// Until the task is announced, nothing is sent: the latest status and progress wait
+    /// here, and go once it is (see [`Asker::announce`]).
+    held: Option<Held>,
+}
+
+/// What waits for a task's announcement.
+#[derive(Default)]
+struct Held {
+    /// The task's latest status notification.
+    status: Option<Value>,
+    /// The latest progress: progress, total, message.
+    progress: Option<(f64, Option<f64>, Option<String>)>,
 }
 
 #[derive(Clone)]
@@ -662,14 +705,65 @@ impl Asker {
         owner: Option<String>,
         conn: &Arc<Connection>,
         progress_token: Option<Value>,
+        announced: Gate,
     ) -> Arc<Self> {
-        Arc::new_cyclic(|me| Self {
+        let (acknowledged, acknowledge) = if announced.is_open() {
+            (Gate::open(), None)
+        } else {
+            let (gate, opener) = Gate::closed();
+            (gate, Some(opener))
+        };
+        let asker = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             owner,
             conn: Arc::clone(conn),
             progress_token,
-            state: Mutex::default(),
-        })
+            announced: announced.clone(),
+            acknowledged,
+            acknowledge: Mutex::new(acknowledge),
+            state: Mutex::new(AskState {
+                held: Some(Held::default()),
+                ..AskState::default()
+            }),
+        });
+        let me = Arc::downgrade(&asker);
+        tokio::spawn(async move {
+            announced.opened().await;
+            match me.upgrade() {
+                Some(asker) => asker.announce(),
+                None => return,
+            }
+            tokio::time::sleep(ACKNOWLEDGE_WAIT).await;
+            if let Some(asker) = me.upgrade() {
+                asker.acknowledge();
+            }
+        });
+        asker
+    }
+
+    /// The client knows the task: its questions may go.
+    fn acknowledge(&self) {
+        drop(self.acknowledge.locked().take());
+    }
+
+    /// The task was announced: what waited for that goes now, progress before status.
+    fn announce(&self) {
+        let Some(held) = self.lock().held.take() else {
+            return;
+        };
+        if let (Some(token), Some((progress, total, message))) =
+            (&self.progress_token, held.progress)
+        {
+            crate::call::send_progress(&self.conn.sink, token, progress, total, message.as_deref());
+        }
+        if let Some(status) = held.status
+            && !self.conn.is_closed()
+        {
+            let key = format!("task:{}", status["taskId"].as_str().unwrap_or_default());
+            self.conn
+                .sink
+                .notify_latest(key, "notifications/tasks/status", status);
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, AskState> {
@@ -700,17 +794,25 @@ impl Asker {
         }
     }
 
-    /// The stream a question goes on now: the newest open `tasks/result` stream, else the
-    /// session's stream while a client listens on it.
+    /// The stream a question goes on now. The session that created the task comes first:
+    /// its newest open `tasks/result` stream, else its own stream while a client listens
+    /// on it; only then the newest `tasks/result` stream of another session (a bearer of
+    /// the task's id), so that a stranger who asked for the result and walked away does
+    /// not hold the owner's question.
     fn path(&self) -> Option<(Arc<Connection>, Sink)> {
         let mut state = self.lock();
         state.streams.retain(|o| !o.sink.is_closed());
-        if let Some(o) = state.streams.last() {
+        let mine = |o: &&Offered| Arc::ptr_eq(&o.conn, &self.conn);
+        if let Some(o) = state.streams.iter().rev().find(mine) {
             return Some((Arc::clone(&o.conn), o.sink.clone()));
         }
-        drop(state);
-        (!self.conn.is_closed() && self.conn.is_listening())
-            .then(|| (Arc::clone(&self.conn), self.conn.sink.clone()))
+        if !self.conn.is_closed() && self.conn.is_listening() {
+            return Some((Arc::clone(&self.conn), self.conn.sink.clone()));
+        }
+        state
+            .streams
+            .last()
+            .map(|o| (Arc::clone(&o.conn), o.sink.clone()))
     }
 
     /// Asks the client one question until it answers, the question goes away, or the task
@@ -734,6 +836,18 @@ impl Asker {
             if !question.is_open().await {
                 break;
             }
+            if !self.announced.is_open() || !self.acknowledged.is_open() {
+                // The response that names the task is not written yet, or the client has
+                // not shown that it read it: a client that reads the response and a
+                // question at once may see the question first and not know its task.
+                tokio::select! {
+                    () = self.acknowledged.opened() => {}
+                    () = question.changed() => {}
+                }
+                continue;
+            }
+            // What waited for the announcement goes before the question.
+            self.announce();
             let Some((conn, sink)) = self.path() else {
                 // Nobody can be asked now: wait for a `tasks/result` or a change.
                 let offered = Arc::clone(&self.lock().offered);
@@ -785,6 +899,19 @@ impl Delivery for Asker {
             self.conn.sink.settle(&crate::session::progress_key(token));
         }
         if status_changed && !self.conn.is_closed() {
+            let held = {
+                let mut state = self.lock();
+                state.held.as_mut().map(|held| {
+                    // Not announced yet: only the latest status goes, once it is.
+                    if record.status.is_terminal() {
+                        held.progress = None;
+                    }
+                    held.status = Some(task_json(record));
+                })
+            };
+            if held.is_some() {
+                return self.ask_new(engine, record);
+            }
             // A client behind on its stream needs only each task's latest status.
             self.conn.sink.notify_latest(
                 format!("task:{}", record.id),
@@ -792,6 +919,40 @@ impl Delivery for Asker {
                 task_json(record),
             );
         }
+        self.ask_new(engine, record);
+    }
+
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        if let Some(token) = &self.progress_token {
+            if let Some(held) = &mut self.lock().held {
+                held.progress = Some((progress, total, message.map(str::to_owned)));
+                return;
+            }
+            crate::call::send_progress(&self.conn.sink, token, progress, total, message);
+        }
+    }
+
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
+        Notifier {
+            sink: self.conn.sink.clone(),
+            progress_token: None,
+            log: LogGate::Connection(Arc::clone(&self.conn)),
+        }
+        .log(level, logger, data);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.conn.is_closed()
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+impl Asker {
+    /// Starts asking the questions of `record` not asked yet.
+    fn ask_new(&self, engine: &Arc<Engine>, record: &TaskRecord) {
         if record.status.is_terminal() {
             return;
         }
@@ -818,28 +979,5 @@ impl Delivery for Asker {
                 this.ask(question, request).await;
             });
         }
-    }
-
-    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        if let Some(token) = &self.progress_token {
-            crate::call::send_progress(&self.conn.sink, token, progress, total, message);
-        }
-    }
-
-    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
-        Notifier {
-            sink: self.conn.sink.clone(),
-            progress_token: None,
-            log: LogGate::Connection(Arc::clone(&self.conn)),
-        }
-        .log(level, logger, data);
-    }
-
-    fn is_closed(&self) -> bool {
-        self.conn.is_closed()
-    }
-
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
     }
 }

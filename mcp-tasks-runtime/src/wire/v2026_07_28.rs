@@ -915,7 +915,7 @@ fn begin<'a>(
         Some(mrtr::State {
             call: Some((id, round)),
             answers,
-        }) => match server.inner.parking.take(&id, round, &call.target) {
+        }) => match take_checked(server, &id, round, &call.target, &responses)? {
             Taken::Resumed(suspended) => {
                 Start::Resume(suspended, server.inner.parking.resuming(id))
             }
@@ -929,6 +929,20 @@ fn begin<'a>(
         },
     };
     Ok((start, responses))
+}
+
+/// Takes the parked call a retry resumes, unless the retry's answers do not fit their
+/// questions: then it is refused, and the call stays parked for a retry with better ones.
+fn take_checked(
+    server: &Server,
+    id: &str,
+    round: u32,
+    target: &str,
+    responses: &JsonObject,
+) -> Result<Taken, Error> {
+    let parking = &server.inner.parking;
+    parking.check(id, |s| s.backend.check(responses))?;
+    Ok(parking.take(id, round, target))
 }
 
 /// The `InputRequiredResult` for the questions a call waits on, with its signed state.

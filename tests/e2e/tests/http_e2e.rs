@@ -48,6 +48,19 @@ async fn ask_name(client: Client) -> Result<String, ToolError> {
     Ok(format!("Hi {name}"))
 }
 
+/// Asks for a confirmation, as a task, after a moment.
+#[task_tool(mode = "required")]
+async fn confirm_later(client: Client) -> Result<String, ToolError> {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let answer = client
+        .elicit(
+            "Sure?",
+            json!({"type": "object", "properties": {"sure": {"type": "boolean"}}, "required": ["sure"]}),
+        )
+        .await?;
+    Ok(format!("{:?}", answer.action))
+}
+
 /// How many `wait_for_cancel` calls ended (they only end early when cancelled).
 static ENDED: AtomicUsize = AtomicUsize::new(0);
 
@@ -808,5 +821,62 @@ async fn idle_sessions_end_when_a_new_one_opens_and_the_session_cap_holds() {
         .unwrap();
     assert_eq!(refused.status(), 503);
     drop(get);
+    handle.shutdown().await.unwrap();
+}
+
+/// A task id is a bearer handle among anonymous sessions: another session may wait for the
+/// task's result. When it asks and walks away, the question must not be stranded on its
+/// unread stream: the session that created the task, listening on its own stream, comes
+/// first.
+#[tokio::test]
+async fn a_stranger_waiting_for_a_task_does_not_take_its_owner_s_question() {
+    let (handle, url) = start(HttpConfig::new()).await;
+    let owner = open_session(&url, json!({"elicitation": {}})).await;
+    let mut listening = Events::new(get_stream(&url, &owner, None).send().await.unwrap());
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "confirm_later", "arguments": {}, "task": {}}});
+    let (status, created) = json_of(stateful(&url, &owner, call).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{created}");
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Another session waits for the result, then goes away without reading its stream.
+    let stranger = open_session(&url, json!({"elicitation": {}})).await;
+    let wait = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result",
+        "params": {"taskId": task}});
+    let waiting = tokio::spawn(stateful(&url, &stranger, wait).send());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    waiting.abort();
+
+    let asked = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let event = listening.next().await.expect("the stream stays open");
+            if event.data.is_empty() {
+                continue;
+            }
+            let m = event.json();
+            if m["method"] == "elicitation/create" {
+                return m;
+            }
+        }
+    })
+    .await
+    .expect("the owner got its task's question");
+    assert_eq!(
+        asked["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        task.as_str()
+    );
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+        "result": {"action": "accept", "content": {"sure": true}}});
+    assert_eq!(
+        stateful(&url, &owner, answer)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
     handle.shutdown().await.unwrap();
 }

@@ -21,6 +21,7 @@ on_every_store!(
     a_serving_process_leaves_tasks_to_a_worker,
     a_killed_worker_s_tasks_are_settled_by_another_worker,
     a_session_gets_the_questions_of_its_task_run_by_a_worker,
+    a_task_s_questions_asked_at_once_are_open_at_once,
 );
 
 /// A bound on any cross-process wait: several leases and scans.
@@ -260,4 +261,69 @@ async fn a_session_gets_the_questions_of_its_task_run_by_a_worker(store: &Store)
     assert!(worker.claimed(&id), "the worker ran the task");
     worker.kill().await;
     server.kill().await;
+}
+
+/// `multi_input` asks two questions at once: a 2025-11-25 session gets both before it
+/// answers either, and a 2026-07-28 `tasks/get` lists both, on every store.
+async fn a_task_s_questions_asked_at_once_are_open_at_once(store: &Store) {
+    let mut old = Server::on(store);
+    let r = old
+        .raw_request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "clientInfo": {"name": "t", "version": "1"},
+                   "capabilities": {"elicitation": {}}}),
+        )
+        .await;
+    assert_eq!(r["result"]["protocolVersion"], "2025-11-25", "{r}");
+    old.notify("notifications/initialized").await;
+    let r = old
+        .raw_request("tools/call", json!({"name": "multi_input", "task": {}}))
+        .await;
+    let id = r["result"]["task"]["taskId"].as_str().unwrap().to_owned();
+    let questions = tokio::time::timeout(WITHIN, async {
+        let mut questions = Vec::new();
+        while questions.len() < 2 {
+            let m = old.recv().await.expect("the server is alive");
+            if m["method"] == "elicitation/create" {
+                questions.push(m);
+            }
+        }
+        questions
+    })
+    .await
+    .expect("both questions reached the session before either was answered");
+    for q in &questions {
+        let content = if q["params"]["message"] == "What is your name?" {
+            json!({"name": "Ada"})
+        } else {
+            json!({"confirm": true})
+        };
+        old.respond(&q["id"], json!({"action": "accept", "content": content}))
+            .await;
+    }
+    let r = old.raw_request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(
+        r["result"]["content"][0]["text"], "name: \"Ada\", confirm: true",
+        "{r}"
+    );
+    old.kill().await;
+
+    let mut new = Server::on(store);
+    let id = new.start_task("multi_input", json!({})).await;
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    loop {
+        let r = new.get(&id).await;
+        let open = r["result"]["inputRequests"]
+            .as_object()
+            .map_or(0, serde_json::Map::len);
+        if open == 2 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the task's two questions were not open at once: {r}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    new.kill().await;
 }

@@ -238,6 +238,8 @@ pub struct Server {
     pub log: Log,
     stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
+    /// Messages read while waiting for a response, for [`Server::recv`] to return first.
+    held: std::collections::VecDeque<Value>,
     next: u64,
 }
 
@@ -282,6 +284,7 @@ impl Server {
             log,
             stdin,
             lines,
+            held: Default::default(),
             next: 0,
         }
     }
@@ -315,11 +318,18 @@ impl Server {
         let id = self.next;
         self.write(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await;
+        self.response(id).await.expect("the server is alive")
+    }
+
+    /// Reads until the response to request `id`; what comes before it (a server-to-client
+    /// request, a notification) is kept for [`Server::recv`]. `None` once the server exited.
+    async fn response(&mut self, id: u64) -> Option<Value> {
         loop {
-            let m = self.recv().await.expect("the server is alive");
+            let m = self.read().await?;
             if m["id"] == id && m.get("method").is_none() {
-                return m;
+                return Some(m);
             }
+            self.held.push_back(m);
         }
     }
 
@@ -335,7 +345,15 @@ impl Server {
             .await;
     }
 
+    /// The next message from the server, those kept by a request first.
     pub async fn recv(&mut self) -> Option<Value> {
+        match self.held.pop_front() {
+            Some(m) => Some(m),
+            None => self.read().await,
+        }
+    }
+
+    async fn read(&mut self) -> Option<Value> {
         let line = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
             .await
             .expect("an answer within 30 s")
@@ -345,14 +363,10 @@ impl Server {
 
     pub async fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params).await;
-        loop {
-            let Some(m) = self.recv().await else {
-                panic!("the server exited; its stderr: {:#?}", self.log.summary(10));
-            };
-            if m["id"] == id {
-                return m;
-            }
-        }
+        let Some(m) = self.response(id).await else {
+            panic!("the server exited; its stderr: {:#?}", self.log.summary(10));
+        };
+        m
     }
 
     pub async fn get(&mut self, id: &str) -> Value {
