@@ -139,9 +139,11 @@ impl Session {
                 "request id {id} is in use by a request still in flight on this connection; use a new id"
             ));
             span.in_scope(|| tracing::debug!(%id, "request id in use"));
+            // No gates: those under this id are the request in flight's.
             return Some(Reply {
                 id,
                 outcome: Err(error.into()),
+                then: Vec::new(),
             });
         };
         let sink = stream.map_or_else(|| self.conn.sink.clone(), |tx| self.conn.sink.beside(tx));

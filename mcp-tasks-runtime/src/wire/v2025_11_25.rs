@@ -46,6 +46,7 @@ pub const SUPPORTED: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "202
 /// start of each stream: from 2025-11-25 on. Clients of the older revisions read the empty
 /// data as a message and report a parse error, so the official SDK servers do not send it
 /// to them either.
+#[cfg(feature = "http")]
 pub(crate) fn primes_streams(version: &str) -> bool {
     // Revisions are dates, so they order as text.
     version >= LATEST
