@@ -118,7 +118,7 @@ async fn owners_see_their_own_tasks_and_admins_see_every_task() {
     };
     assert_eq!(
         listed(tasks.list(&ann, &all, None, 10).await.unwrap()),
-        [ann_id.clone()]
+        std::slice::from_ref(&ann_id)
     );
     assert_eq!(
         listed(tasks.list(&admin, &all, None, 10).await.unwrap()),
@@ -137,7 +137,7 @@ async fn owners_see_their_own_tasks_and_admins_see_every_task() {
     );
     assert_eq!(
         listed(tasks.list(&admin, &bobs, None, 10).await.unwrap()),
-        [bob_id.clone()]
+        std::slice::from_ref(&bob_id)
     );
 
     let counts = tasks.count(&admin).await.unwrap();

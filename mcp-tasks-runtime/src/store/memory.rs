@@ -205,7 +205,7 @@ impl Shard {
             .iter()
             .flat_map(|status| from(&indexes[status_index(*status)]))
             .collect();
-        merged.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        merged.sort_unstable_by_key(|entry| std::cmp::Reverse(entry.0));
         merged.truncate(take);
         merged
     }
@@ -553,7 +553,7 @@ impl ScanTasks for MemoryTaskStore {
                 (slot.seq == seq && filter.matches(&slot.record)).then_some((seq, index, id))
             }));
         }
-        matched.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        matched.sort_unstable_by_key(|entry| std::cmp::Reverse(entry.0));
         if let Some(floor) = floor {
             matched.retain(|(seq, _, _)| *seq >= floor);
         }
