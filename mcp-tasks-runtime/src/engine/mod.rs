@@ -1,7 +1,7 @@
 //! The task engine: turns a tool call into a durable task, runs it under a lease, and
 //! settles it — correctly when several processes share one store.
 //!
-//! Every change to a task is a compare-and-set in the [`TaskStore`], checked against the one
+//! Every change to a task is a compare-and-set in the [`TaskStore`](crate::store::TaskStore), checked against the one
 //! transition table ([`TaskStatus::can_move_to`]); a late change after a terminal status is a
 //! silent no-op. The process that runs a task holds its lease ([`TaskRecord::lease`]) and
 //! renews it while the tool runs; each of its writes is fenced by the lease epoch, so a

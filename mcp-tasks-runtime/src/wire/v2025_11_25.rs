@@ -7,7 +7,7 @@
 //! utility: no `tasks` capability, no `execution` on tools, no `params.task`, no `tasks/*`.
 //! What else sets them apart is the transport's: 2024-11-05 had the HTTP+SSE transport,
 //! which this server does not offer (a client of it that speaks Streamable HTTP or stdio is
-//! served), and SSE priming events came with 2025-11-25 ([`primes_streams`]).
+//! served), and SSE priming events came with 2025-11-25 (`primes_streams`).
 
 use crate::call::{DirectBackend, LogGate, Notifier, outcome_of, run_tool};
 use crate::context::TaskContext;
