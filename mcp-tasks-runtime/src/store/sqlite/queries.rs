@@ -48,20 +48,7 @@ pub(super) fn list_records(
     let mut rows = statement
         .query(params![owner, after, wanted])
         .map_err(sql)?;
-    let mut tasks = Vec::new();
-    let mut last = after;
-    let mut more = false;
-    while let Some(row) = rows.next().map_err(sql)? {
-        if tasks.len() == limit {
-            more = true;
-            break;
-        }
-        let (record, seq) = decode(row)?;
-        tasks.push(record);
-        last = seq;
-    }
-    let next_cursor = more.then(|| paging::cursor('s', last));
-    Ok(TaskPage { tasks, next_cursor })
+    read_page(&mut rows, limit, after, 's')
 }
 
 pub(super) fn unfinished_records(conn: &Connection) -> Result<Vec<TaskRecord>, StoreError> {
@@ -175,20 +162,7 @@ pub(super) fn scan_records(
     let mut rows = statement
         .query(rusqlite::params_from_iter(params))
         .map_err(sql)?;
-    let mut tasks = Vec::new();
-    let mut last = before;
-    let mut more = false;
-    while let Some(row) = rows.next().map_err(sql)? {
-        if tasks.len() == limit {
-            more = true;
-            break;
-        }
-        let (record, seq) = decode(row)?;
-        tasks.push(record);
-        last = seq;
-    }
-    let next_cursor = more.then(|| paging::cursor('q', last));
-    Ok(TaskPage { tasks, next_cursor })
+    read_page(&mut rows, limit, before, 'q')
 }
 
 /// The tasks by status and tool.
@@ -206,4 +180,29 @@ pub(super) fn count_records(conn: &Connection) -> Result<TaskCounts, StoreError>
         }
     }
     Ok(counts)
+}
+
+/// A page of at most `limit` records from rows that hold one more when a next page exists;
+/// its cursor (tagged `tag`) names the last record's creation number.
+fn read_page(
+    rows: &mut rusqlite::Rows<'_>,
+    limit: usize,
+    start: i64,
+    tag: char,
+) -> Result<TaskPage, StoreError> {
+    let sql = |e| sql_error("cannot list tasks", e);
+    let mut tasks = Vec::new();
+    let mut last = start;
+    let mut more = false;
+    while let Some(row) = rows.next().map_err(sql)? {
+        if tasks.len() == limit {
+            more = true;
+            break;
+        }
+        let (record, seq) = decode(row)?;
+        tasks.push(record);
+        last = seq;
+    }
+    let next_cursor = more.then(|| paging::cursor(tag, last));
+    Ok(TaskPage { tasks, next_cursor })
 }
