@@ -5,8 +5,10 @@
 //! - A session idle for `idle` is ended; one that never sent a request after `initialize`
 //!   only lasts `unused_idle`.
 //! - When a new session does not fit (its owner's share or the whole table is full), the
-//!   least recently used idle session makes room, sessions that never sent a request first.
-//!   Only when every candidate is busy (a request running, a stream open) is the new one
+//!   least recently used idle session makes room, sessions that never sent a request first
+//!   once they have had [`FIRST_REQUEST_GRACE`] to send one (a client that has just
+//!   initialized is not ended for sending its first request a moment later than a burst of
+//!   other clients behind the same address). Only when every candidate is busy (a request running, a stream open) is the new one
 //!   refused.
 
 use std::collections::HashMap;
@@ -90,6 +92,10 @@ struct Entry<T> {
     used: bool,
 }
 
+/// How long a new session has to send its first request before it goes ahead of used ones
+/// when room is made.
+pub(crate) const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(5);
+
 /// How often expired sessions are looked for, at most (and whenever the table is full).
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
@@ -149,13 +155,15 @@ impl<T: Slot> Sessions<T> {
             let owned = self.by_owner.get(&owner).map_or(0, Vec::len);
             if owned >= self.limits.per_owner {
                 let owned = self.by_owner.get(&owner).into_iter().flatten();
-                let victim =
-                    least_recently_used(owned.filter_map(|id| self.entries.get_key_value(id)));
+                let victim = least_recently_used(
+                    owned.filter_map(|id| self.entries.get_key_value(id)),
+                    now,
+                );
                 self.evict(victim).ok_or(Full::Owner)?;
             }
         }
         if self.entries.len() >= self.limits.max_sessions {
-            let victim = least_recently_used(self.entries.iter());
+            let victim = least_recently_used(self.entries.iter(), now);
             self.evict(victim).ok_or(Full::Table)?;
         }
         session.touch(now);
@@ -227,13 +235,19 @@ impl<T: Slot> Sessions<T> {
     }
 }
 
-/// The idle session among `entries` to end first: never used, then least recently used.
+/// The idle session among `entries` to end first: never used past its grace, then least
+/// recently used.
 fn least_recently_used<'a, T: Slot + 'a>(
     entries: impl Iterator<Item = (&'a String, &'a Entry<T>)>,
+    now: Instant,
 ) -> Option<String> {
     entries
         .filter(|(_, e)| !e.session.busy())
-        .min_by_key(|(_, e)| (e.used, e.session.recency()))
+        .min_by_key(|(_, e)| {
+            let abandoned = !e.used
+                && now.saturating_duration_since(e.session.last_seen()) >= FIRST_REQUEST_GRACE;
+            (!abandoned, e.session.recency())
+        })
         .map(|(id, _)| id.clone())
 }
 
@@ -287,7 +301,7 @@ mod tests {
             max_sessions: 4,
             per_owner: 2,
             idle: Duration::from_secs(60),
-            unused_idle: Duration::from_secs(5),
+            unused_idle: Duration::from_secs(10),
         }
     }
 
@@ -322,8 +336,9 @@ mod tests {
         sessions
             .insert(other.clone(), None, peer(2), now())
             .unwrap();
-        // `a` was used later than `b`, and `b` never sent a request: `b` goes first.
-        tokio::time::advance(Duration::from_millis(10)).await;
+        // `a` was used later than `b`, and `b` never sent a request in its grace: `b` goes
+        // first.
+        tokio::time::advance(FIRST_REQUEST_GRACE).await;
         sessions.get(&a_id, &None, true, now()).unwrap();
         let c = fake();
         sessions.insert(c.clone(), None, peer(1), now()).unwrap();
@@ -359,6 +374,7 @@ mod tests {
             sessions.get(id, &None, true, now()).unwrap();
             tokio::time::advance(Duration::from_millis(10)).await;
         }
+        tokio::time::advance(FIRST_REQUEST_GRACE).await;
         let newest = sessions
             .insert(fake(), None, Owner::Unknown, now())
             .unwrap();
@@ -382,6 +398,24 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_session_in_its_first_request_grace_outlives_older_used_ones() {
+        // A burst of clients behind one address: each initializes, then sends its first
+        // request a moment later. A new one must not end one that has not had time to.
+        let mut sessions = Sessions::new(limits());
+        let now = Instant::now;
+        let old = fake();
+        let old_id = sessions.insert(old.clone(), None, peer(1), now()).unwrap();
+        sessions.get(&old_id, &None, true, now()).unwrap();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let fresh = fake();
+        sessions.insert(fresh.clone(), None, peer(1), now()).unwrap();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        sessions.insert(fake(), None, peer(1), now()).unwrap();
+        assert!(old.ended.load(Ordering::Relaxed), "the used one made room");
+        assert!(!fresh.ended.load(Ordering::Relaxed), "the fresh one is kept");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn unused_sessions_expire_sooner_than_used_ones_and_busy_ones_never() {
         let mut sessions = Sessions::new(limits());
         let now = Instant::now;
@@ -395,11 +429,11 @@ mod tests {
         busy.busy.store(true, Ordering::Relaxed);
         // A notification-like touch does not make a session used.
         sessions.get(&unused_id, &None, false, now()).unwrap();
-        tokio::time::advance(Duration::from_secs(5)).await;
+        tokio::time::advance(Duration::from_secs(10)).await;
         sessions.insert(fake(), None, peer(4), now()).unwrap();
         assert!(unused.ended.load(Ordering::Relaxed));
         assert!(!used.ended.load(Ordering::Relaxed));
-        tokio::time::advance(Duration::from_secs(55)).await;
+        tokio::time::advance(Duration::from_secs(50)).await;
         sessions.insert(fake(), None, peer(5), now()).unwrap();
         assert!(used.ended.load(Ordering::Relaxed));
         assert!(!busy.ended.load(Ordering::Relaxed));
