@@ -7,7 +7,10 @@ use mcp_tasks_runtime::model::{CallToolResult, Content, TaskSupport};
 use mcp_tasks_runtime::{OUTBOUND_CAPACITY, Server, Session, Tool, ToolError};
 use serde_json::{Value, json};
 use std::time::Duration;
+use support::{Client, drain, meta};
 use tokio::sync::mpsc::Receiver;
+
+mod support;
 
 /// Progress reports a flooding tool sends: well past the capacity.
 const FLOOD: usize = 3 * OUTBOUND_CAPACITY;
@@ -68,13 +71,8 @@ async fn stateful() -> (Session, Receiver<String>) {
 
 /// A 2025-11-25 session of `server`, initialized.
 async fn stateful_on(server: &Server) -> (Session, Receiver<String>) {
-    let (session, outbound) = server.session();
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
-        "clientInfo": {"name": "t", "version": "0"}}});
-    let r = session.handle_text(&init.to_string()).await.unwrap();
-    assert!(r.contains("\"result\""), "{r}");
-    (session, outbound)
+    let (client, _) = Client::stateful(server).await;
+    (client.session, client.outbound)
 }
 
 fn call(id: u64, name: &str) -> String {
@@ -101,14 +99,6 @@ fn progress_of(messages: &[Value]) -> Vec<f64> {
         .filter(|m| m["method"] == "notifications/progress")
         .map(|m| m["params"]["progress"].as_f64().unwrap())
         .collect()
-}
-
-fn drain(outbound: &mut Receiver<String>) -> Vec<Value> {
-    let mut out = Vec::new();
-    while let Ok(m) = outbound.try_recv() {
-        out.push(serde_json::from_str(&m).unwrap());
-    }
-    out
 }
 
 #[tokio::test]
@@ -139,13 +129,10 @@ async fn a_session_nobody_reads_drops_progress_past_its_capacity_and_still_answe
 
 /// A 2026-07-28 call of `name` with a progress token.
 fn stateless_call(name: &str) -> mcp_tasks_runtime::jsonrpc::Request {
-    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    let mut request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
     "name": name,
-    "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "progressToken": "p",
-    }}});
+    "_meta": meta(json!({}))}});
+    request["params"]["_meta"]["progressToken"] = json!("p");
     let Ok(Message::Request(request)) = Message::parse(&request.to_string()) else {
         panic!("not a request");
     };

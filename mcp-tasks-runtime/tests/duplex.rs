@@ -35,9 +35,14 @@ struct Pipe {
 }
 
 fn open() -> Pipe {
-    let (client, server_end) = tokio::io::duplex(4096);
+    open_with(server())
+}
+
+/// `server` serving a pipe of `buffer` bytes each way.
+fn pipe(server: Server, buffer: usize) -> Pipe {
+    let (client, server_end) = tokio::io::duplex(buffer);
     let (r, w) = tokio::io::split(server_end);
-    let server = tokio::spawn(serve_io(server(), r, w));
+    let server = tokio::spawn(serve_io(server, r, w));
     let (read, write) = tokio::io::split(client);
     Pipe {
         write,
@@ -189,15 +194,7 @@ fn task_server() -> Server {
 }
 
 fn open_with(server: Server) -> Pipe {
-    let (client, server_end) = tokio::io::duplex(4096);
-    let (r, w) = tokio::io::split(server_end);
-    let server = tokio::spawn(serve_io(server, r, w));
-    let (read, write) = tokio::io::split(client);
-    Pipe {
-        write,
-        lines: BufReader::new(read).lines(),
-        server,
-    }
+    pipe(server, 4096)
 }
 
 #[tokio::test(start_paused = true)]
@@ -409,15 +406,7 @@ async fn nothing_about_a_task_precedes_the_response_that_creates_it() {
         )
         .build()
         .unwrap();
-    let (client, server_end) = tokio::io::duplex(1 << 16);
-    let (r, w) = tokio::io::split(server_end);
-    let serving = tokio::spawn(serve_io(server, r, w));
-    let (read, write) = tokio::io::split(client);
-    let mut p = Pipe {
-        write,
-        lines: BufReader::new(read).lines(),
-        server: serving,
-    };
+    let mut p = pipe(server, 1 << 16);
     p.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}}}}"#).await;
     assert_eq!(p.recv().await["result"]["protocolVersion"], "2025-11-25");
     p.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)

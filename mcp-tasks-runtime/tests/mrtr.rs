@@ -2,16 +2,19 @@
 //! the client's retry resumes it, so nothing before the question runs twice. Whole requests
 //! through a `Session`, with no transport.
 
-use mcp_tasks_runtime::model::{CallToolResult, Content, ResourceContents, ToolAnnotations};
+use mcp_tasks_runtime::model::{Content, ResourceContents, ToolAnnotations};
 use mcp_tasks_runtime::prompt::{GetPromptResult, PromptMessage};
 use mcp_tasks_runtime::{
-    Prompt, Resource, ResumePolicy, Server, ServerBuilder, Session, TaskContext, Tool, ToolError,
+    Prompt, Resource, ResumePolicy, Server, ServerBuilder, TaskContext, Tool, ToolError,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use support::{Client, tasks_caps, text};
 use tokio::sync::Notify;
+
+mod support;
 
 const KEY: [u8; 32] = [42; 32];
 
@@ -49,10 +52,6 @@ fn field(answer: &mcp_tasks_runtime::model::ElicitResult, name: &str) -> String 
         Some(other) => other.to_string(),
         None => "-".into(),
     }
-}
-
-fn text(s: String) -> Result<CallToolResult, ToolError> {
-    Ok(CallToolResult::success(vec![Content::text(s)]))
 }
 
 async fn ask(cx: &TaskContext, key: Option<&str>, field_name: &str) -> Result<String, ToolError> {
@@ -206,61 +205,6 @@ fn builder(counters: &Counters) -> ServerBuilder {
         .resource(resource)
 }
 
-struct Client {
-    session: Session,
-    outbound: tokio::sync::mpsc::Receiver<String>,
-    next: i64,
-    caps: Value,
-}
-
-impl Client {
-    fn new(server: &Server) -> Self {
-        let (session, outbound) = server.session();
-        Self {
-            session,
-            outbound,
-            next: 0,
-            caps: json!({"elicitation": {}}),
-        }
-    }
-
-    fn message(&mut self, method: &str, mut params: Value) -> (i64, String) {
-        self.next += 1;
-        let token = params.as_object_mut().unwrap().remove("progressToken");
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": self.caps,
-        });
-        if let Some(token) = token {
-            params["_meta"]["progressToken"] = token;
-        }
-        let message =
-            json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
-        (self.next, message.to_string())
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        let (id, message) = self.message(method, params);
-        let reply = self
-            .session
-            .handle_text(&message)
-            .await
-            .expect("a response");
-        let reply: Value = serde_json::from_str(&reply).unwrap();
-        assert_eq!(reply["id"], json!(id));
-        reply
-    }
-
-    async fn call(&mut self, name: &str, extra: Value) -> Value {
-        let mut params = json!({"name": name, "arguments": {}});
-        params
-            .as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        self.request("tools/call", params).await
-    }
-}
-
 /// Waits (at most ten seconds) until `counter` reaches `n`: a cancelled call cleans up in the
 /// background.
 async fn eventually(counter: &AtomicUsize, n: usize, what: &str) {
@@ -271,6 +215,11 @@ async fn eventually(counter: &AtomicUsize, n: usize, what: &str) {
     })
     .await;
     assert!(reached.is_ok(), "{what}");
+}
+
+/// A 2026-07-28 client that can answer questions.
+fn client(server: &Server) -> Client {
+    Client::stateless(server, json!({"elicitation": {}}))
 }
 
 fn accept(field: &str, value: &str) -> Value {
@@ -308,12 +257,12 @@ fn error(reply: &Value) -> (i64, String) {
 #[tokio::test]
 async fn a_question_resumes_the_call_instead_of_running_it_again() {
     let counters = Counters::default();
-    let mut c = Client::new(&builder(&counters).build().unwrap());
-    let (keys, state) = asked(&c.call("import", json!({})).await);
+    let mut c = client(&builder(&counters).build().unwrap());
+    let (keys, state) = asked(&c.call_with("import", json!({})).await);
     assert_eq!(keys, ["elicit-1"]);
     assert_eq!(counters.effects.load(Ordering::SeqCst), 1);
     let r = c
-        .call(
+        .call_with(
             "import",
             json!({"requestState": state, "inputResponses": {"elicit-1": accept("confirm", "yes")}}),
         )
@@ -330,11 +279,11 @@ async fn a_question_resumes_the_call_instead_of_running_it_again() {
 #[tokio::test]
 async fn several_questions_in_a_row_each_resume_the_call() {
     let counters = Counters::default();
-    let mut c = Client::new(&builder(&counters).build().unwrap());
-    let (keys, first) = asked(&c.call("wizard", json!({})).await);
+    let mut c = client(&builder(&counters).build().unwrap());
+    let (keys, first) = asked(&c.call_with("wizard", json!({})).await);
     assert_eq!(keys, ["elicit-1"]);
     let r = c
-        .call(
+        .call_with(
             "wizard",
             json!({"requestState": first, "inputResponses": {"elicit-1": accept("name", "Ada")}}),
         )
@@ -343,7 +292,7 @@ async fn several_questions_in_a_row_each_resume_the_call() {
     assert_eq!(keys, ["elicit-2"]);
     assert_ne!(first, second, "every round has its own state");
     let r = c
-        .call(
+        .call_with(
             "wizard",
             json!({"requestState": second, "inputResponses": {"elicit-2": accept("color", "green")}}),
         )
@@ -359,11 +308,11 @@ async fn several_questions_in_a_row_each_resume_the_call() {
 #[tokio::test]
 async fn parallel_questions_come_together_and_a_partial_answer_keeps_the_rest_open() {
     let counters = Counters::default();
-    let mut c = Client::new(&builder(&counters).build().unwrap());
-    let (keys, state) = asked(&c.call("parallel", json!({})).await);
+    let mut c = client(&builder(&counters).build().unwrap());
+    let (keys, state) = asked(&c.call_with("parallel", json!({})).await);
     assert_eq!(keys, ["a", "b"]);
     let r = c
-        .call(
+        .call_with(
             "parallel",
             json!({"requestState": state, "inputResponses": {
                 "a": accept("first", "one"), "never-asked": accept("x", "y")}}),
@@ -372,7 +321,7 @@ async fn parallel_questions_come_together_and_a_partial_answer_keeps_the_rest_op
     let (keys, state) = asked(&r);
     assert_eq!(keys, ["b"], "only the unanswered question is asked again");
     let r = c
-        .call(
+        .call_with(
             "parallel",
             json!({"requestState": state, "inputResponses": {
                 "a": accept("first", "ignored: already answered"), "b": accept("second", "two")}}),
@@ -385,12 +334,12 @@ async fn parallel_questions_come_together_and_a_partial_answer_keeps_the_rest_op
 #[tokio::test]
 async fn a_retry_without_answers_asks_again_and_loses_nothing() {
     let counters = Counters::default();
-    let mut c = Client::new(&builder(&counters).build().unwrap());
-    let (_, state) = asked(&c.call("import", json!({})).await);
-    let (keys, state) = asked(&c.call("import", json!({"requestState": state})).await);
+    let mut c = client(&builder(&counters).build().unwrap());
+    let (_, state) = asked(&c.call_with("import", json!({})).await);
+    let (keys, state) = asked(&c.call_with("import", json!({"requestState": state})).await);
     assert_eq!(keys, ["elicit-1"]);
     let r = c
-        .call(
+        .call_with(
             "import",
             json!({"requestState": state, "inputResponses": {"elicit-1": accept("confirm", "ok")}}),
         )
@@ -402,24 +351,24 @@ async fn a_retry_without_answers_asks_again_and_loses_nothing() {
 #[tokio::test]
 async fn a_replayed_or_superseded_state_resumes_nothing() {
     let counters = Counters::default();
-    let mut c = Client::new(&builder(&counters).build().unwrap());
-    let (_, first) = asked(&c.call("wizard", json!({})).await);
+    let mut c = client(&builder(&counters).build().unwrap());
+    let (_, first) = asked(&c.call_with("wizard", json!({})).await);
     let round_one =
         json!({"requestState": first, "inputResponses": {"elicit-1": accept("name", "Ada")}});
-    let (_, second) = asked(&c.call("wizard", round_one.clone()).await);
+    let (_, second) = asked(&c.call_with("wizard", round_one.clone()).await);
 
-    let (code, message) = error(&c.call("wizard", round_one.clone()).await);
+    let (code, message) = error(&c.call_with("wizard", round_one.clone()).await);
     assert_eq!(code, -32602);
     assert!(message.contains("already used"), "{message}");
 
     let round_two =
         json!({"requestState": second, "inputResponses": {"elicit-2": accept("color", "red")}});
     assert_eq!(
-        answered(&c.call("wizard", round_two.clone()).await),
+        answered(&c.call_with("wizard", round_two.clone()).await),
         "Ada likes red"
     );
     for replay in [round_one, round_two] {
-        let (code, message) = error(&c.call("wizard", replay).await);
+        let (code, message) = error(&c.call_with("wizard", replay).await);
         assert_eq!(code, -32602);
         assert!(message.contains("already used"), "{message}");
     }
@@ -433,12 +382,12 @@ async fn a_replayed_or_superseded_state_resumes_nothing() {
 #[tokio::test]
 async fn a_tampered_state_or_a_malformed_answer_is_refused_and_the_call_still_waits() {
     let counters = Counters::default();
-    let mut c = Client::new(&builder(&counters).build().unwrap());
-    let (_, state) = asked(&c.call("import", json!({})).await);
+    let mut c = client(&builder(&counters).build().unwrap());
+    let (_, state) = asked(&c.call_with("import", json!({})).await);
     let answer = json!({"elicit-1": accept("confirm", "yes")});
     let tampered = format!("{}-TAMPERED", state.as_str().unwrap());
     let (code, message) = error(
-        &c.call(
+        &c.call_with(
             "import",
             json!({"requestState": tampered, "inputResponses": answer}),
         )
@@ -447,7 +396,7 @@ async fn a_tampered_state_or_a_malformed_answer_is_refused_and_the_call_still_wa
     assert_eq!(code, -32602);
     assert!(message.contains("signature"), "{message}");
     let (code, _) = error(
-        &c.call(
+        &c.call_with(
             "import",
             json!({"requestState": state, "inputResponses": answer, "arguments": {"other": 1}}),
         )
@@ -455,7 +404,7 @@ async fn a_tampered_state_or_a_malformed_answer_is_refused_and_the_call_still_wa
     );
     assert_eq!(code, -32602, "a state is bound to its arguments");
     let (code, _) = error(
-        &c.call(
+        &c.call_with(
             "wizard",
             json!({"requestState": state, "inputResponses": answer}),
         )
@@ -463,7 +412,7 @@ async fn a_tampered_state_or_a_malformed_answer_is_refused_and_the_call_still_wa
     );
     assert_eq!(code, -32602, "a state is bound to its tool");
     let (code, message) = error(
-        &c.call(
+        &c.call_with(
             "import",
             json!({"requestState": state, "inputResponses": {"elicit-1": 12345}}),
         )
@@ -472,7 +421,7 @@ async fn a_tampered_state_or_a_malformed_answer_is_refused_and_the_call_still_wa
     assert_eq!(code, -32602, "an input response is an object");
     assert!(message.contains("elicit-1"), "{message}");
     let r = c
-        .call(
+        .call_with(
             "import",
             json!({"requestState": state, "inputResponses": answer}),
         )
@@ -488,8 +437,8 @@ async fn a_client_that_never_retries_has_its_call_cancelled_after_the_timeout() 
         .parked_call_timeout(Duration::from_secs(30))
         .build()
         .unwrap();
-    let mut c = Client::new(&server);
-    let (_, state) = asked(&c.call("import", json!({})).await);
+    let mut c = client(&server);
+    let (_, state) = asked(&c.call_with("import", json!({})).await);
     tokio::time::sleep(Duration::from_secs(29)).await;
     assert_eq!(counters.dropped.load(Ordering::SeqCst), 0, "still waiting");
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -500,7 +449,7 @@ async fn a_client_that_never_retries_has_its_call_cancelled_after_the_timeout() 
     );
     assert_eq!(counters.dropped.load(Ordering::SeqCst), 1);
     let (code, message) = error(
-        &c.call(
+        &c.call_with(
             "import",
             json!({"requestState": state, "inputResponses": {"elicit-1": accept("confirm", "late")}}),
         )
@@ -519,11 +468,11 @@ async fn a_client_that_never_retries_has_its_call_cancelled_after_the_timeout() 
 async fn a_lost_call_runs_again_only_when_its_tool_allows_it() {
     let counters = Counters::default();
     let before = builder(&counters).build().unwrap();
-    let mut c = Client::new(&before);
-    let (_, import_state) = asked(&c.call("import", json!({})).await);
-    let (_, first) = asked(&c.call("lookup", json!({})).await);
+    let mut c = client(&before);
+    let (_, import_state) = asked(&c.call_with("import", json!({})).await);
+    let (_, first) = asked(&c.call_with("lookup", json!({})).await);
     let r = c
-        .call(
+        .call_with(
             "lookup",
             json!({"requestState": first, "inputResponses": {"elicit-1": accept("first", "one")}}),
         )
@@ -534,9 +483,9 @@ async fn a_lost_call_runs_again_only_when_its_tool_allows_it() {
 
     // The server restarts (or another process with the same key gets the retries).
     drop(before);
-    let mut c = Client::new(&builder(&counters).build().unwrap());
+    let mut c = client(&builder(&counters).build().unwrap());
     let (code, message) = error(
-        &c.call(
+        &c.call_with(
             "import",
             json!({"requestState": import_state, "inputResponses": {"elicit-1": accept("confirm", "yes")}}),
         )
@@ -547,7 +496,7 @@ async fn a_lost_call_runs_again_only_when_its_tool_allows_it() {
     assert_eq!(counters.effects.load(Ordering::SeqCst), 1);
 
     let r = c
-        .call(
+        .call_with(
             "lookup",
             json!({"requestState": second, "inputResponses": {"elicit-2": accept("second", "two")}}),
         )
@@ -564,17 +513,17 @@ async fn a_lost_call_runs_again_only_when_its_tool_allows_it() {
 async fn a_rotated_key_still_opens_its_states_until_it_leaves_the_ring() {
     const NEW: [u8; 32] = [43; 32];
     let counters = Counters::default();
-    let mut before = Client::new(&builder(&counters).build().unwrap());
-    let (_, signed_by_old) = asked(&before.call("lookup", json!({})).await);
+    let mut before = client(&builder(&counters).build().unwrap());
+    let (_, signed_by_old) = asked(&before.call_with("lookup", json!({})).await);
 
     // The key is rotated: the new one signs, the old one still opens.
     let rotated = builder(&counters)
         .request_state_keys([NEW, KEY])
         .build()
         .unwrap();
-    let mut c = Client::new(&rotated);
+    let mut c = client(&rotated);
     let r = c
-        .call(
+        .call_with(
             "lookup",
             json!({"requestState": signed_by_old, "inputResponses": {"elicit-1": accept("first", "one")}}),
         )
@@ -583,9 +532,9 @@ async fn a_rotated_key_still_opens_its_states_until_it_leaves_the_ring() {
     assert_eq!(keys, ["elicit-2"]);
 
     // The old key leaves the ring: its states are refused, the new key's still open.
-    let mut c = Client::new(&builder(&counters).request_state_key(NEW).build().unwrap());
+    let mut c = client(&builder(&counters).request_state_key(NEW).build().unwrap());
     let (code, message) = error(
-        &c.call(
+        &c.call_with(
             "lookup",
             json!({"requestState": signed_by_old, "inputResponses": {"elicit-1": accept("first", "one")}}),
         )
@@ -594,7 +543,7 @@ async fn a_rotated_key_still_opens_its_states_until_it_leaves_the_ring() {
     assert_eq!(code, -32602);
     assert!(message.contains("signature"), "{message}");
     let r = c
-        .call(
+        .call_with(
             "lookup",
             json!({"requestState": signed_by_new, "inputResponses": {"elicit-2": accept("second", "two")}}),
         )
@@ -606,17 +555,17 @@ async fn a_rotated_key_still_opens_its_states_until_it_leaves_the_ring() {
 async fn parked_calls_are_bounded() {
     let counters = Counters::default();
     let server = builder(&counters).max_parked_calls(1).build().unwrap();
-    let mut c = Client::new(&server);
-    let (_, parked) = asked(&c.call("import", json!({})).await);
-    let (code, _) = error(&c.call("import", json!({})).await);
+    let mut c = client(&server);
+    let (_, parked) = asked(&c.call_with("import", json!({})).await);
+    let (code, _) = error(&c.call_with("import", json!({})).await);
     assert_eq!(code, -32000, "no room to wait: the server is busy");
     eventually(&counters.dropped, 1, "that call is cancelled").await;
 
     // A tool that may run again still gets its question through, and reruns on the retry.
-    let (keys, state) = asked(&c.call("lookup", json!({})).await);
+    let (keys, state) = asked(&c.call_with("lookup", json!({})).await);
     assert_eq!(keys, ["elicit-1"]);
     let r = c
-        .call(
+        .call_with(
             "lookup",
             json!({"requestState": state, "inputResponses": {"elicit-1": accept("first", "one")}}),
         )
@@ -625,7 +574,7 @@ async fn parked_calls_are_bounded() {
     assert_eq!(counters.lookups.load(Ordering::SeqCst), 2);
 
     let r = c
-        .call(
+        .call_with(
             "import",
             json!({"requestState": parked, "inputResponses": {"elicit-1": accept("confirm", "yes")}}),
         )
@@ -638,8 +587,8 @@ async fn parked_calls_are_bounded() {
 async fn cancelling_a_retry_cancels_the_call() {
     let counters = Counters::default();
     let server = builder(&counters).build().unwrap();
-    let mut c = Client::new(&server);
-    let (_, state) = asked(&c.call("slow_finish", json!({})).await);
+    let mut c = client(&server);
+    let (_, state) = asked(&c.call_with("slow_finish", json!({})).await);
     let retry = json!({"name": "slow_finish", "arguments": {}, "requestState": state,
         "inputResponses": {"elicit-1": accept("go", "now")}});
     let (id, message) = c.message("tools/call", retry.clone());
@@ -669,7 +618,7 @@ async fn cancelling_a_retry_cancels_the_call() {
 #[tokio::test]
 async fn prompts_and_resource_reads_are_resumed_too() {
     let counters = Counters::default();
-    let mut c = Client::new(&builder(&counters).build().unwrap());
+    let mut c = client(&builder(&counters).build().unwrap());
     let r = c
         .request("prompts/get", json!({"name": "confirm_prompt"}))
         .await;
@@ -704,11 +653,10 @@ async fn prompts_and_resource_reads_are_resumed_too() {
 #[tokio::test(start_paused = true)]
 async fn a_prelude_is_resumed_then_goes_on_as_a_task() {
     let counters = Counters::default();
-    let mut c = Client::new(&builder(&counters).build().unwrap());
-    c.caps = json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}});
-    let (keys, state) = asked(&c.call("prelude", json!({})).await);
+    let mut c = Client::stateless(&builder(&counters).build().unwrap(), tasks_caps());
+    let (keys, state) = asked(&c.call_with("prelude", json!({})).await);
     let r = c
-        .call(
+        .call_with(
             "prelude",
             json!({"requestState": state, "inputResponses": {keys[0].clone(): accept("name", "Alice")}}),
         )
@@ -733,15 +681,15 @@ async fn a_prelude_is_resumed_then_goes_on_as_a_task() {
 
 #[tokio::test]
 async fn a_resumed_call_reports_progress_to_the_retry() {
-    let mut c = Client::new(&builder(&Counters::default()).build().unwrap());
+    let mut c = client(&builder(&Counters::default()).build().unwrap());
     let (_, state) = asked(
-        &c.call("report_after", json!({"progressToken": "first"}))
+        &c.call_with("report_after", json!({"_meta": {"progressToken": "first"}}))
             .await,
     );
     let r = c
-        .call(
+        .call_with(
             "report_after",
-            json!({"progressToken": "second", "requestState": state,
+            json!({"_meta": {"progressToken": "second"}, "requestState": state,
                 "inputResponses": {"elicit-1": accept("step", "one")}}),
         )
         .await;
@@ -759,7 +707,7 @@ async fn a_resumed_call_reports_progress_to_the_retry() {
 async fn a_lost_prompt_fails_and_a_lost_resource_read_reruns_by_their_policy() {
     let counters = Counters::default();
     let before = builder(&counters).build().unwrap();
-    let mut c = Client::new(&before);
+    let mut c = client(&before);
     let (keys, prompt_state) = asked(
         &c.request("prompts/get", json!({"name": "confirm_prompt"}))
             .await,
@@ -774,7 +722,7 @@ async fn a_lost_prompt_fails_and_a_lost_resource_read_reruns_by_their_policy() {
         "inputResponses": {keys[0].clone(): accept("who", "Ada")}});
 
     drop(before);
-    let mut c = Client::new(&builder(&counters).build().unwrap());
+    let mut c = client(&builder(&counters).build().unwrap());
     let (code, message) = error(&c.request("prompts/get", prompt_retry).await);
     assert_eq!(code, -32602);
     assert!(message.contains("interaction expired"), "{message}");
@@ -790,12 +738,12 @@ async fn a_lost_prompt_fails_and_a_lost_resource_read_reruns_by_their_policy() {
 #[tokio::test]
 async fn an_answer_that_does_not_fit_is_refused_and_the_call_waits_for_a_good_one() {
     let counters = Counters::default();
-    let mut c = Client::new(&builder(&counters).build().unwrap());
-    let (keys, state) = asked(&c.call("import", json!({})).await);
+    let mut c = client(&builder(&counters).build().unwrap());
+    let (keys, state) = asked(&c.call_with("import", json!({})).await);
     assert_eq!(keys, ["elicit-1"]);
     let bad = json!({"action": "accept", "content": {"confirm": 7}});
     let r = c
-        .call(
+        .call_with(
             "import",
             json!({"requestState": state, "inputResponses": {"elicit-1": bad}}),
         )
@@ -807,7 +755,7 @@ async fn an_answer_that_does_not_fit_is_refused_and_the_call_waits_for_a_good_on
         "{message}"
     );
     let r = c
-        .call(
+        .call_with(
             "import",
             json!({"requestState": state, "inputResponses": {"elicit-1": accept("confirm", "yes")}}),
         )

@@ -3,6 +3,9 @@
 use mcp_tasks_runtime::model::Content;
 use mcp_tasks_runtime::{GetPromptResult, Prompt, PromptMessage, Server};
 use serde_json::{Value, json};
+use support::{meta, request};
+
+mod support;
 
 fn server() -> Server {
     Server::builder()
@@ -38,20 +41,10 @@ fn server() -> Server {
         .unwrap()
 }
 
-async fn call(s: &mcp_tasks_runtime::Session, id: u64, method: &str, params: Value) -> Value {
-    let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    serde_json::from_str(&s.handle_text(&msg.to_string()).await.unwrap()).unwrap()
-}
-
-fn meta(caps: Value) -> Value {
-    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-           "io.modelcontextprotocol/clientCapabilities": caps})
-}
-
 #[tokio::test]
 async fn stateful_prompts_list_get_and_errors() {
     let (s, mut out) = server().session();
-    let r = call(
+    let r = request(
         &s,
         1,
         "initialize",
@@ -62,7 +55,7 @@ async fn stateful_prompts_list_get_and_errors() {
         r["result"]["capabilities"]["prompts"],
         json!({"listChanged": false})
     );
-    let r = call(&s, 2, "prompts/list", json!({})).await;
+    let r = request(&s, 2, "prompts/list", json!({})).await;
     let names: Vec<_> = r["result"]["prompts"]
         .as_array()
         .unwrap()
@@ -74,7 +67,7 @@ async fn stateful_prompts_list_get_and_errors() {
         r["result"]["prompts"][1]["arguments"][0],
         json!({"name": "who", "description": "Who to greet.", "required": true})
     );
-    let r = call(
+    let r = request(
         &s,
         3,
         "prompts/get",
@@ -95,17 +88,16 @@ async fn stateful_prompts_list_get_and_errors() {
         (json!({"name": "nope"}), "unknown prompt"),
     ] {
         assert_eq!(
-            call(&s, 4, "prompts/get", params).await["error"]["code"],
+            request(&s, 4, "prompts/get", params).await["error"]["code"],
             -32602,
             "{why}"
         );
     }
     // In the stateful era the question is a server-to-client request.
     let session = s.clone();
-    let pending =
-        tokio::spawn(
-            async move { call(&session, 5, "prompts/get", json!({"name": "context"})).await },
-        );
+    let pending = tokio::spawn(async move {
+        request(&session, 5, "prompts/get", json!({"name": "context"})).await
+    });
     let ask: Value = serde_json::from_str(&out.recv().await.unwrap()).unwrap();
     assert_eq!(ask["method"], "elicitation/create");
     let reply = json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"c": "docs"}}});
@@ -120,13 +112,13 @@ async fn stateful_prompts_list_get_and_errors() {
 #[tokio::test]
 async fn stateless_prompts_carry_cache_hints_and_use_mrtr() {
     let (s, _out) = server().session();
-    let r = call(&s, 1, "server/discover", json!({"_meta": meta(json!({}))})).await;
+    let r = request(&s, 1, "server/discover", json!({"_meta": meta(json!({}))})).await;
     assert!(r["result"]["capabilities"]["prompts"].is_object());
-    let r = call(&s, 2, "prompts/list", json!({"_meta": meta(json!({}))})).await;
+    let r = request(&s, 2, "prompts/list", json!({"_meta": meta(json!({}))})).await;
     assert_eq!(r["result"]["resultType"], "complete");
     assert_eq!(r["result"]["cacheScope"], "public");
     let caps = json!({"elicitation": {}});
-    let r = call(
+    let r = request(
         &s,
         3,
         "prompts/get",
@@ -139,7 +131,7 @@ async fn stateless_prompts_carry_cache_hints_and_use_mrtr() {
         "elicitation/create"
     );
     let state = r["result"]["requestState"].clone();
-    let r = call(
+    let r = request(
         &s,
         4,
         "prompts/get",
@@ -154,9 +146,9 @@ async fn stateless_prompts_carry_cache_hints_and_use_mrtr() {
         "context: \"tests\""
     );
     // A state made for a prompt is refused by a tool call and the other way round.
-    let r = call(&s, 5, "prompts/get", json!({"name": "greeting", "arguments": {"who": "x"}, "requestState": state, "_meta": meta(caps)})).await;
+    let r = request(&s, 5, "prompts/get", json!({"name": "greeting", "arguments": {"who": "x"}, "requestState": state, "_meta": meta(caps)})).await;
     assert_eq!(r["error"]["code"], -32602);
-    let r = call(
+    let r = request(
         &s,
         6,
         "prompts/get",
@@ -180,7 +172,7 @@ async fn completion_suggests_argument_values_in_both_eras() {
         .build()
         .unwrap();
     let (s, _out) = server.session();
-    let r = call(
+    let r = request(
         &s,
         1,
         "initialize",
@@ -189,14 +181,14 @@ async fn completion_suggests_argument_values_in_both_eras() {
     .await;
     assert_eq!(r["result"]["capabilities"]["completions"], json!({}));
     let ask = |value: &str| json!({"ref": {"type": "ref/prompt", "name": "trip"}, "argument": {"name": "city", "value": value}});
-    let r = call(&s, 2, "completion/complete", ask("par")).await;
+    let r = request(&s, 2, "completion/complete", ask("par")).await;
     assert_eq!(
         r["result"]["completion"],
         json!({"values": ["Paris", "Parma"], "total": 2, "hasMore": false})
     );
-    let r = call(&s, 3, "completion/complete", json!({"ref": {"type": "ref/prompt", "name": "nope"}, "argument": {"name": "city", "value": ""}})).await;
+    let r = request(&s, 3, "completion/complete", json!({"ref": {"type": "ref/prompt", "name": "nope"}, "argument": {"name": "city", "value": ""}})).await;
     assert_eq!(r["error"]["code"], -32602);
-    let r = call(
+    let r = request(
         &s,
         4,
         "completion/complete",
@@ -207,7 +199,7 @@ async fn completion_suggests_argument_values_in_both_eras() {
     let (s, _out) = server.session();
     let mut params = ask("R");
     params["_meta"] = meta(json!({}));
-    let r = call(&s, 5, "completion/complete", params).await;
+    let r = request(&s, 5, "completion/complete", params).await;
     assert_eq!(r["result"]["resultType"], "complete");
     assert_eq!(r["result"]["completion"]["values"], json!(["Rome"]));
 }

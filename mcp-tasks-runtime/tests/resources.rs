@@ -3,7 +3,10 @@
 
 use mcp_tasks_runtime::model::ResourceContents;
 use mcp_tasks_runtime::{BuildError, Resource, ResourceDefError, ResourceTemplate, Server};
-use serde_json::{Value, json};
+use serde_json::json;
+use support::{meta, request};
+
+mod support;
 
 fn text(uri: String, text: String) -> Vec<ResourceContents> {
     vec![ResourceContents {
@@ -45,20 +48,10 @@ fn server() -> Server {
         .unwrap()
 }
 
-async fn call(s: &mcp_tasks_runtime::Session, id: u64, method: &str, params: Value) -> Value {
-    let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    serde_json::from_str(&s.handle_text(&msg.to_string()).await.unwrap()).unwrap()
-}
-
-fn meta(caps: Value) -> Value {
-    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-           "io.modelcontextprotocol/clientCapabilities": caps})
-}
-
 #[tokio::test]
 async fn stateful_resources() {
     let (s, _out) = server().session();
-    let r = call(
+    let r = request(
         &s,
         1,
         "initialize",
@@ -69,23 +62,23 @@ async fn stateful_resources() {
         r["result"]["capabilities"]["resources"],
         json!({"subscribe": true, "listChanged": false})
     );
-    let r = call(&s, 2, "resources/list", json!({})).await;
+    let r = request(&s, 2, "resources/list", json!({})).await;
     assert_eq!(
         r["result"]["resources"][0],
         json!({"uri": "test://a", "name": "a", "description": "The first letter.", "mimeType": "text/plain"})
     );
     assert_eq!(r["result"]["resources"].as_array().unwrap().len(), 2);
-    let r = call(&s, 3, "resources/templates/list", json!({})).await;
+    let r = request(&s, 3, "resources/templates/list", json!({})).await;
     assert_eq!(
         r["result"]["resourceTemplates"],
         json!([{"uriTemplate": "test://item/{id}/data", "name": "item", "mimeType": "text/plain"}])
     );
-    let r = call(&s, 4, "resources/read", json!({"uri": "test://a"})).await;
+    let r = request(&s, 4, "resources/read", json!({"uri": "test://a"})).await;
     assert_eq!(
         r["result"],
         json!({"contents": [{"uri": "test://a", "mimeType": "text/plain", "text": "alpha"}]})
     );
-    let r = call(
+    let r = request(
         &s,
         5,
         "resources/read",
@@ -94,32 +87,32 @@ async fn stateful_resources() {
     .await;
     assert_eq!(r["result"]["contents"][0]["text"], "item 42");
     assert_eq!(r["result"]["contents"][0]["uri"], "test://item/42/data");
-    let r = call(&s, 6, "resources/read", json!({"uri": "test://nope"})).await;
+    let r = request(&s, 6, "resources/read", json!({"uri": "test://nope"})).await;
     assert_eq!(r["error"]["code"], -32002);
     assert_eq!(r["error"]["data"], json!({"uri": "test://nope"}));
-    let r = call(&s, 7, "resources/read", json!({})).await;
+    let r = request(&s, 7, "resources/read", json!({})).await;
     assert_eq!(r["error"]["code"], -32602);
-    let r = call(&s, 8, "resources/subscribe", json!({"uri": "test://a"})).await;
+    let r = request(&s, 8, "resources/subscribe", json!({"uri": "test://a"})).await;
     assert_eq!(r["result"], json!({}));
-    let r = call(&s, 9, "resources/unsubscribe", json!({"uri": "test://a"})).await;
+    let r = request(&s, 9, "resources/unsubscribe", json!({"uri": "test://a"})).await;
     assert_eq!(r["result"], json!({}));
 }
 
 #[tokio::test]
 async fn stateless_resources() {
     let (s, _out) = server().session();
-    let r = call(&s, 1, "server/discover", json!({"_meta": meta(json!({}))})).await;
+    let r = request(&s, 1, "server/discover", json!({"_meta": meta(json!({}))})).await;
     assert_eq!(
         r["result"]["capabilities"]["resources"],
         json!({"listChanged": false})
     );
     for (id, method) in [(2, "resources/list"), (3, "resources/templates/list")] {
-        let r = call(&s, id, method, json!({"_meta": meta(json!({}))})).await;
+        let r = request(&s, id, method, json!({"_meta": meta(json!({}))})).await;
         assert_eq!(r["result"]["resultType"], "complete", "{method}");
         assert!(r["result"]["ttlMs"].is_u64(), "{method}");
         assert_eq!(r["result"]["cacheScope"], "public", "{method}");
     }
-    let r = call(
+    let r = request(
         &s,
         4,
         "resources/read",
@@ -130,7 +123,7 @@ async fn stateless_resources() {
     assert_eq!(r["result"]["cacheScope"], "public");
     assert!(r["result"]["ttlMs"].is_u64());
     assert_eq!(r["result"]["contents"][0]["text"], "item 7");
-    let r = call(
+    let r = request(
         &s,
         5,
         "resources/read",
@@ -140,7 +133,7 @@ async fn stateless_resources() {
     assert_eq!(r["error"]["code"], -32602);
     assert_eq!(r["error"]["data"], json!({"uri": "test://nope"}));
     for (id, method) in [(6, "resources/subscribe"), (7, "resources/unsubscribe")] {
-        let r = call(
+        let r = request(
             &s,
             id,
             method,
@@ -155,7 +148,7 @@ async fn stateless_resources() {
 async fn stateless_read_asks_in_an_input_round() {
     let (s, _out) = server().session();
     let caps = json!({"elicitation": {}});
-    let r = call(
+    let r = request(
         &s,
         1,
         "resources/read",
@@ -168,7 +161,7 @@ async fn stateless_read_asks_in_an_input_round() {
         "elicitation/create"
     );
     let state = r["result"]["requestState"].clone();
-    let r = call(
+    let r = request(
         &s,
         2,
         "resources/read",

@@ -1,14 +1,12 @@
 //! Router-level tests: whole requests through a `Session`, with no transport.
 
-use mcp_tasks_runtime::model::{CallToolResult, Content, JsonObject};
-use mcp_tasks_runtime::{ProtocolError, Server, Session, Tool, ToolError};
+use mcp_tasks_runtime::model::{CallToolResult, JsonObject};
+use mcp_tasks_runtime::{ProtocolError, Server, Tool, ToolError};
 use serde_json::{Value, json};
 use std::time::Duration;
-use tokio::sync::mpsc::Receiver;
+use support::{Client, code, meta, text};
 
-fn text(s: &str) -> Result<CallToolResult, ToolError> {
-    Ok(CallToolResult::success(vec![Content::text(s)]))
-}
+mod support;
 
 fn server() -> Server {
     Server::builder()
@@ -65,7 +63,7 @@ fn server() -> Server {
                     json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}),
                 )
                 .await?;
-            text(&format!(
+            text(format!(
                 "{} {}",
                 first.content.unwrap_or_default()["name"],
                 second.content.unwrap_or_default()["ok"]
@@ -85,72 +83,8 @@ fn server() -> Server {
         .unwrap()
 }
 
-struct Client {
-    session: Session,
-    outbound: Receiver<String>,
-    next: i64,
-}
-
-impl Client {
-    fn new(server: &Server) -> Self {
-        let (session, outbound) = server.session();
-        Self {
-            session,
-            outbound,
-            next: 0,
-        }
-    }
-
-    async fn raw(&self, text: &str) -> Option<Value> {
-        self.session
-            .handle_text(text)
-            .await
-            .map(|t| serde_json::from_str(&t).unwrap())
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next += 1;
-        let msg = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
-        let response = self.raw(&msg.to_string()).await.expect("a response");
-        assert_eq!(response["id"], json!(self.next));
-        response
-    }
-
-    fn drain(&mut self) -> Vec<Value> {
-        let mut out = Vec::new();
-        while let Ok(m) = self.outbound.try_recv() {
-            out.push(serde_json::from_str(&m).unwrap());
-        }
-        out
-    }
-}
-
 async fn stateful() -> Client {
-    let mut c = Client::new(&server());
-    let r = c
-        .request(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
-                   "clientInfo": {"name": "t", "version": "0"}}),
-        )
-        .await;
-    assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
-    c.raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .await;
-    c
-}
-
-fn meta(caps: Value) -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": caps,
-    })
-}
-
-fn code(response: &Value) -> i64 {
-    response["error"]["code"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("not an error: {response}"))
+    Client::stateful(&server()).await.0
 }
 
 #[tokio::test]

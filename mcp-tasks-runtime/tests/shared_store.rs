@@ -4,14 +4,16 @@
 
 #![cfg(feature = "sqlite")]
 
-use mcp_tasks_runtime::model::{CallToolResult, Content, TaskSupport};
+use mcp_tasks_runtime::model::TaskSupport;
 use mcp_tasks_runtime::store::SqliteTaskStore;
 use mcp_tasks_runtime::{Server, Session, Tool, ToolError};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use support::{asking_tool, eventually, meta, request, tasks_caps};
+
+mod support;
 
 fn temp_db(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("mcp-tasks-shared-{name}-{}", std::process::id()));
@@ -34,47 +36,17 @@ fn server(db: &PathBuf, stopped: Arc<AtomicBool>) -> Server {
             .task_support(TaskSupport::Optional),
         )
         .tool(
-            Tool::new("ask", |cx, _| async move {
-                let answer = cx
-                    .client()
-                    .elicit(
-                        "Go on?",
-                        json!({"type": "object", "properties": {"go": {"type": "boolean"}}}),
-                    )
-                    .await?;
-                Ok(CallToolResult::success(vec![Content::text(format!(
-                    "go: {}",
-                    answer.content.unwrap_or_default()["go"]
-                ))]))
-            })
-            .task_support(TaskSupport::Optional),
+            asking_tool("ask", "Go on?", "go", "boolean", "go: ")
+                .task_support(TaskSupport::Optional),
         )
         .store(SqliteTaskStore::open(db).unwrap())
         .build()
         .unwrap()
 }
 
-fn meta() -> Value {
-    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-           "io.modelcontextprotocol/clientCapabilities": {"elicitation": {},
-               "extensions": {"io.modelcontextprotocol/tasks": {}}}})
-}
-
 async fn call(session: &Session, method: &str, mut params: Value) -> Value {
-    params["_meta"] = meta();
-    let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    serde_json::from_str(&session.handle_text(&request.to_string()).await.unwrap()).unwrap()
-}
-
-/// Polls until `done` holds, for at most ten seconds.
-async fn eventually(mut done: impl AsyncFnMut() -> bool) {
-    for _ in 0..1000 {
-        if done().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the condition did not hold within 10 s");
+    params["_meta"] = meta(tasks_caps());
+    request(session, 1, method, params).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

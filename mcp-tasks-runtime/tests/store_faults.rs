@@ -7,23 +7,22 @@
 //! ones: a PostgreSQL table locked by the test, and a `redis-server` of the test's own that
 //! it pauses and kills. Every wait is bounded; nothing asserts how fast anything is.
 
-use mcp_tasks_runtime::model::{CallToolResult, Content, TaskSupport};
+use mcp_tasks_runtime::model::TaskSupport;
 use mcp_tasks_runtime::store::{
     Changes, ClaimStore, MemoryTaskStore, ScanTasks, StoreError, TaskCounts, TaskFilter, TaskPage,
     TaskStore,
 };
 use mcp_tasks_runtime::task::TaskRecord;
-use mcp_tasks_runtime::{CallOutcome, EngineConfig, Server, Session, Tool, ToolError};
+use mcp_tasks_runtime::{CallOutcome, EngineConfig, Server, Session, Tool};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+use support::{meta, request, text};
+
+mod support;
 
 /// A bound on every wait.
 const WITHIN: Duration = Duration::from_secs(30);
-
-fn text(s: impl Into<String>) -> Result<CallToolResult, ToolError> {
-    Ok(CallToolResult::success(vec![Content::text(s)]))
-}
 
 /// `quick` answers its `word`; `nul` answers text PostgreSQL cannot store.
 fn server_on<S: ClaimStore>(store: S, lease: Duration) -> Server {
@@ -46,16 +45,9 @@ fn server_on<S: ClaimStore>(store: S, lease: Duration) -> Server {
         .unwrap()
 }
 
-fn meta() -> Value {
-    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-           "io.modelcontextprotocol/clientCapabilities": {
-               "extensions": {"io.modelcontextprotocol/tasks": {}}}})
-}
-
 async fn call(session: &Session, method: &str, mut params: Value) -> Value {
-    params["_meta"] = meta();
-    let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    serde_json::from_str(&session.handle_text(&request.to_string()).await.unwrap()).unwrap()
+    params["_meta"] = meta(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}));
+    request(session, 1, method, params).await
 }
 
 async fn start(session: &Session, tool: &str, word: &str) -> Value {

@@ -1,14 +1,12 @@
 //! Task lifecycles in both protocol eras, through whole sessions, with paused time.
 
 use mcp_tasks_runtime::model::{CallToolResult, Content, JsonObject, TaskSupport};
-use mcp_tasks_runtime::{EngineConfig, ProtocolError, Server, Session, Tool, ToolError};
+use mcp_tasks_runtime::{EngineConfig, ProtocolError, Server, Tool, ToolError};
 use serde_json::{Value, json};
 use std::time::Duration;
-use tokio::sync::mpsc::Receiver;
+use support::{Client, code, tasks_caps, text};
 
-fn text(s: impl Into<String>) -> Result<CallToolResult, ToolError> {
-    Ok(CallToolResult::success(vec![Content::text(s)]))
-}
+mod support;
 
 fn tools() -> Vec<Tool> {
     vec![
@@ -113,105 +111,11 @@ fn server() -> Server {
     })
 }
 
-struct Client {
-    session: Session,
-    outbound: Receiver<String>,
-    next: i64,
-    meta: Option<Value>,
-}
-
-impl Client {
-    fn stateless(server: &Server, principal: Option<&str>, caps: Value) -> Self {
-        let (session, outbound) = server.session_for(principal.map(str::to_owned));
-        Self {
-            session,
-            outbound,
-            next: 0,
-            meta: Some(json!({
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": caps,
-            })),
-        }
-    }
-
-    async fn stateful(server: &Server) -> Self {
-        let (session, outbound) = server.session();
-        let mut c = Self {
-            session,
-            outbound,
-            next: 0,
-            meta: None,
-        };
-        let r = c
-            .request(
-                "initialize",
-                json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}}),
-            )
-            .await;
-        assert!(r["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"].is_object());
-        c
-    }
-
-    async fn request(&mut self, method: &str, mut params: Value) -> Value {
-        self.next += 1;
-        if let Some(meta) = &self.meta {
-            let m = params
-                .as_object_mut()
-                .unwrap()
-                .entry("_meta")
-                .or_insert(json!({}));
-            for (k, v) in meta.as_object().unwrap() {
-                m.as_object_mut()
-                    .unwrap()
-                    .entry(k.clone())
-                    .or_insert(v.clone());
-            }
-        }
-        let msg = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
-        let text = self
-            .session
-            .handle_text(&msg.to_string())
-            .await
-            .expect("a response");
-        serde_json::from_str(&text).unwrap()
-    }
-
-    async fn get(&mut self, id: &str) -> Value {
-        self.request("tasks/get", json!({"taskId": id})).await
-    }
-
-    /// Polls `tasks/get` (advancing paused time) until the status is one of `want`.
-    async fn poll_until(&mut self, id: &str, want: &[&str]) -> Value {
-        for _ in 0..200 {
-            let r = self.get(id).await;
-            let status = r["result"]["status"]
-                .as_str()
-                .unwrap_or_else(|| panic!("{r}"));
-            if want.contains(&status) {
-                return r;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("task {id} never reached {want:?}");
-    }
-
-    fn drain(&mut self) -> Vec<Value> {
-        let mut out = Vec::new();
-        while let Ok(m) = self.outbound.try_recv() {
-            out.push(serde_json::from_str(&m).unwrap());
-        }
-        out
-    }
-}
-
-fn tasks_caps() -> Value {
-    json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
-}
-
-fn code(r: &Value) -> i64 {
-    r["error"]["code"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("not an error: {r}"))
+/// A 2025-11-25 client; the server offers tasks for `tools/call`.
+async fn stateful(server: &Server) -> Client {
+    let (c, r) = Client::stateful(server).await;
+    assert!(r["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"].is_object());
+    c
 }
 
 // ---- 2025-11-25 ----
@@ -219,7 +123,7 @@ fn code(r: &Value) -> i64 {
 #[tokio::test(start_paused = true)]
 async fn v1_create_poll_and_blocking_result() {
     let server = server();
-    let mut c = Client::stateful(&server).await;
+    let mut c = stateful(&server).await;
     let r = c
         .request(
             "tools/call",
@@ -274,7 +178,7 @@ async fn v1_create_poll_and_blocking_result() {
 
 #[tokio::test(start_paused = true)]
 async fn v1_tool_error_fails_the_task_and_result_returns_it_verbatim() {
-    let mut c = Client::stateful(&server()).await;
+    let mut c = stateful(&server()).await;
     let id = c
         .request("tools/call", json!({"name": "fails", "task": {}}))
         .await["result"]["task"]["taskId"]
@@ -296,7 +200,7 @@ async fn v1_tool_error_fails_the_task_and_result_returns_it_verbatim() {
 
 #[tokio::test(start_paused = true)]
 async fn v1_protocol_error_and_panic_come_back_as_errors() {
-    let mut c = Client::stateful(&server()).await;
+    let mut c = stateful(&server()).await;
     for (tool, want) in [("breaks", -32050), ("panics", -32603)] {
         let id = c
             .request("tools/call", json!({"name": tool, "task": {}}))
@@ -315,7 +219,7 @@ async fn v1_protocol_error_and_panic_come_back_as_errors() {
 
 #[tokio::test(start_paused = true)]
 async fn v1_cancel_working_then_cancel_again_is_rejected() {
-    let mut c = Client::stateful(&server()).await;
+    let mut c = stateful(&server()).await;
     let id = c
         .request("tools/call", json!({"name": "forever", "task": {}}))
         .await["result"]["task"]["taskId"]
@@ -345,7 +249,7 @@ async fn v1_cancel_working_then_cancel_again_is_rejected() {
 
 #[tokio::test(start_paused = true)]
 async fn v1_cancel_drops_a_tool_that_ignores_its_token_after_the_grace_period() {
-    let mut c = Client::stateful(&server()).await;
+    let mut c = stateful(&server()).await;
     let id = c
         .request("tools/call", json!({"name": "stubborn", "task": {}}))
         .await["result"]["task"]["taskId"]
@@ -362,7 +266,7 @@ async fn v1_cancel_drops_a_tool_that_ignores_its_token_after_the_grace_period() 
 
 #[tokio::test(start_paused = true)]
 async fn v1_input_required_sends_tagged_elicitations_and_resumes() {
-    let mut c = Client::stateful(&server()).await;
+    let mut c = stateful(&server()).await;
     let id = c
         .request("tools/call", json!({"name": "ask", "task": {}}))
         .await["result"]["task"]["taskId"]
@@ -405,7 +309,7 @@ async fn v1_input_required_sends_tagged_elicitations_and_resumes() {
 
 #[tokio::test(start_paused = true)]
 async fn v1_cancel_while_input_required() {
-    let mut c = Client::stateful(&server()).await;
+    let mut c = stateful(&server()).await;
     let id = c
         .request("tools/call", json!({"name": "ask", "task": {}}))
         .await["result"]["task"]["taskId"]
@@ -423,7 +327,7 @@ async fn v1_cancel_while_input_required() {
 
 #[tokio::test(start_paused = true)]
 async fn v1_task_modes_are_enforced() {
-    let mut c = Client::stateful(&server()).await;
+    let mut c = stateful(&server()).await;
     let r = c
         .request("tools/call", json!({"name": "sync_only", "task": {}}))
         .await;
@@ -494,8 +398,8 @@ async fn v1_tasks_are_scoped_to_their_session_when_strict() {
         strict_session_binding: true,
         ..EngineConfig::default()
     });
-    let mut a = Client::stateful(&server).await;
-    let mut b = Client::stateful(&server).await;
+    let mut a = stateful(&server).await;
+    let mut b = stateful(&server).await;
     let mut ids = Vec::new();
     for _ in 0..3 {
         let r = a
@@ -546,7 +450,7 @@ async fn quotas_refuse_a_requestor_over_its_live_tasks() {
         b = b.tool(t);
     }
     let server = b.build().unwrap();
-    let mut a = Client::stateful(&server).await;
+    let mut a = stateful(&server).await;
     let mut ids = Vec::new();
     for _ in 0..2 {
         let r = a
@@ -561,7 +465,7 @@ async fn quotas_refuse_a_requestor_over_its_live_tasks() {
     assert_eq!(r["error"]["data"]["limit"], "liveTasks", "{r}");
     assert!(r["error"]["data"]["retryAfterMs"].as_u64().is_some(), "{r}");
     // Another session is another requestor.
-    let mut b = Client::stateful(&server).await;
+    let mut b = stateful(&server).await;
     let r = b
         .request("tools/call", json!({"name": "forever", "task": {}}))
         .await;
@@ -589,12 +493,12 @@ async fn v2_anonymous_connections_are_requestors_of_their_own() {
         b = b.tool(t);
     }
     let server = b.build().unwrap();
-    let mut a = Client::stateless(&server, None, tasks_caps());
+    let mut a = Client::stateless_as(&server, None, tasks_caps());
     let r = a.request("tools/call", json!({"name": "forever"})).await;
     task_id(&r);
     let r = a.request("tools/call", json!({"name": "forever"})).await;
     assert_eq!(r["error"]["data"]["limit"], "liveTasks", "{r}");
-    let mut other = Client::stateless(&server, None, tasks_caps());
+    let mut other = Client::stateless_as(&server, None, tasks_caps());
     let r = other
         .request("tools/call", json!({"name": "forever"}))
         .await;
@@ -606,12 +510,12 @@ async fn v2_anonymous_connections_are_requestors_of_their_own() {
 #[tokio::test(start_paused = true)]
 async fn v1_anonymous_task_ids_are_bearer_handles() {
     let server = server();
-    let mut a = Client::stateful(&server).await;
+    let mut a = stateful(&server).await;
     let r = a
         .request("tools/call", json!({"name": "forever", "task": {}}))
         .await;
     let id = r["result"]["task"]["taskId"].as_str().unwrap().to_owned();
-    let mut b = Client::stateful(&server).await;
+    let mut b = stateful(&server).await;
     assert_eq!(b.get(&id).await["result"]["status"], "working");
     assert_eq!(
         b.request("tasks/list", json!({})).await["result"]["tasks"],
@@ -631,7 +535,7 @@ async fn v1_expired_tasks_answer_as_unknown() {
         sweep_interval: Duration::from_millis(100),
         ..EngineConfig::default()
     });
-    let mut c = Client::stateful(&server).await;
+    let mut c = stateful(&server).await;
     let r = c
         .request("tools/call", json!({"name": "quick", "task": {"ttl": 0}}))
         .await;
@@ -648,7 +552,7 @@ async fn a_full_queue_refuses_new_tasks_clearly() {
         max_queued: 1,
         ..EngineConfig::default()
     });
-    let mut c = Client::stateful(&server).await;
+    let mut c = stateful(&server).await;
     for _ in 0..2 {
         let r = c
             .request("tools/call", json!({"name": "forever", "task": {}}))
@@ -676,7 +580,7 @@ fn task_id(r: &Value) -> String {
 
 #[tokio::test(start_paused = true)]
 async fn v2_create_is_flat_and_get_inlines_the_result() {
-    let mut c = Client::stateless(&server(), None, tasks_caps());
+    let mut c = Client::stateless_as(&server(), None, tasks_caps());
     let r = c
         .request(
             "tools/call",
@@ -716,7 +620,7 @@ async fn v2_create_is_flat_and_get_inlines_the_result() {
 
 #[tokio::test(start_paused = true)]
 async fn v2_tool_error_completes_protocol_error_and_panic_fail() {
-    let mut c = Client::stateless(&server(), None, tasks_caps());
+    let mut c = Client::stateless_as(&server(), None, tasks_caps());
     let id = task_id(&c.request("tools/call", json!({"name": "fails"})).await);
     let r = c.poll_until(&id, &["completed", "failed"]).await;
     assert_eq!(r["result"]["status"], "completed");
@@ -734,7 +638,7 @@ async fn v2_tool_error_completes_protocol_error_and_panic_fail() {
 
 #[tokio::test(start_paused = true)]
 async fn v2_cancel_acks_empty_and_is_idempotent() {
-    let mut c = Client::stateless(&server(), None, tasks_caps());
+    let mut c = Client::stateless_as(&server(), None, tasks_caps());
     let id = task_id(&c.request("tools/call", json!({"name": "forever"})).await);
     for _ in 0..2 {
         let r = c.request("tasks/cancel", json!({"taskId": id})).await;
@@ -752,7 +656,7 @@ async fn v2_cancel_acks_empty_and_is_idempotent() {
 
 #[tokio::test(start_paused = true)]
 async fn v2_partial_input_keeps_input_required_with_read_your_writes() {
-    let mut c = Client::stateless(&server(), None, tasks_caps());
+    let mut c = Client::stateless_as(&server(), None, tasks_caps());
     let id = task_id(&c.request("tools/call", json!({"name": "ask"})).await);
     let r = c.poll_until(&id, &["input_required"]).await;
     let requests = r["result"]["inputRequests"].as_object().unwrap().clone();
@@ -792,7 +696,7 @@ async fn v2_partial_input_keeps_input_required_with_read_your_writes() {
 
 #[tokio::test(start_paused = true)]
 async fn v2_cancel_while_input_required() {
-    let mut c = Client::stateless(&server(), None, tasks_caps());
+    let mut c = Client::stateless_as(&server(), None, tasks_caps());
     let id = task_id(&c.request("tools/call", json!({"name": "ask"})).await);
     c.poll_until(&id, &["input_required"]).await;
     c.request("tasks/cancel", json!({"taskId": id})).await;
@@ -803,7 +707,7 @@ async fn v2_cancel_while_input_required() {
 #[tokio::test(start_paused = true)]
 async fn v2_capability_gate_comes_before_the_unknown_id_check() {
     let server = server();
-    let mut plain = Client::stateless(&server, None, json!({}));
+    let mut plain = Client::stateless_as(&server, None, json!({}));
     for (method, params) in [
         ("tasks/get", json!({"taskId": "gate-test"})),
         (
@@ -831,7 +735,7 @@ async fn v2_capability_gate_comes_before_the_unknown_id_check() {
         r["result"]["resultType"], "complete",
         "optional tools run inline without the extension"
     );
-    let mut tasks = Client::stateless(&server, None, tasks_caps());
+    let mut tasks = Client::stateless_as(&server, None, tasks_caps());
     assert_eq!(code(&tasks.get("no-such").await), -32602);
     for method in ["tasks/result", "tasks/list"] {
         assert_eq!(
@@ -853,7 +757,7 @@ async fn v2_capability_gate_comes_before_the_unknown_id_check() {
 
 #[tokio::test(start_paused = true)]
 async fn v2_prelude_rounds_come_before_task_creation() {
-    let mut c = Client::stateless(&server(), None, tasks_caps());
+    let mut c = Client::stateless_as(&server(), None, tasks_caps());
     let r = c.request("tools/call", json!({"name": "prelude"})).await;
     assert_eq!(r["result"]["resultType"], "input_required");
     assert!(r["result"].get("taskId").is_none());
@@ -887,7 +791,7 @@ async fn v2_prelude_rounds_come_before_task_creation() {
 #[tokio::test(start_paused = true)]
 async fn v2_subscriptions_stream_detailed_tasks() {
     let server = server();
-    let mut c = Client::stateless(&server, None, tasks_caps());
+    let mut c = Client::stateless_as(&server, None, tasks_caps());
     let id = task_id(
         &c.request(
             "tools/call",
@@ -928,7 +832,7 @@ async fn v2_subscriptions_stream_detailed_tasks() {
         .handle_text(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"sub-1"}}"#)
         .await;
     assert_eq!(stream.await.unwrap(), None);
-    let mut plain = Client::stateless(&server, None, json!({}));
+    let mut plain = Client::stateless_as(&server, None, json!({}));
     let r = plain
         .request(
             "subscriptions/listen",
@@ -941,8 +845,8 @@ async fn v2_subscriptions_stream_detailed_tasks() {
 #[tokio::test(start_paused = true)]
 async fn v2_tasks_belong_to_their_principal() {
     let server = server();
-    let mut alice = Client::stateless(&server, Some("alice"), tasks_caps());
-    let mut eve = Client::stateless(&server, Some("eve"), tasks_caps());
+    let mut alice = Client::stateless_as(&server, Some("alice"), tasks_caps());
+    let mut eve = Client::stateless_as(&server, Some("eve"), tasks_caps());
     let id = task_id(&alice.request("tools/call", json!({"name": "ask"})).await);
     alice.poll_until(&id, &["input_required"]).await;
     for (method, params) in [
@@ -1083,7 +987,7 @@ async fn restart_reruns_idempotent_tools_and_fails_the_rest() {
         "only once"
     );
 
-    let mut c = Client::stateless(&server, None, tasks_caps());
+    let mut c = Client::stateless_as(&server, None, tasks_caps());
     let r = c.poll_until("again", &["completed"]).await;
     assert_eq!(r["result"]["result"]["content"][0]["text"], "redone 7");
     for id in ["lost", "orphan"] {
@@ -1104,13 +1008,7 @@ async fn restart_reruns_idempotent_tools_and_fails_the_rest() {
 #[tokio::test(start_paused = true)]
 async fn a_principal_reaches_its_tasks_from_either_era() {
     let server = server();
-    let (session, _out) = server.session_for(Some("alice".into()));
-    let mut legacy = Client {
-        session,
-        outbound: _out,
-        next: 0,
-        meta: None,
-    };
+    let mut legacy = Client::new_as(&server, "alice");
     legacy
         .request(
             "initialize",
@@ -1123,11 +1021,11 @@ async fn a_principal_reaches_its_tasks_from_either_era() {
         .as_str()
         .unwrap()
         .to_owned();
-    let mut modern = Client::stateless(&server, Some("alice"), tasks_caps());
+    let mut modern = Client::stateless_as(&server, Some("alice"), tasks_caps());
     assert_eq!(modern.get(&id).await["result"]["status"], "working");
-    let mut eve = Client::stateless(&server, Some("eve"), tasks_caps());
+    let mut eve = Client::stateless_as(&server, Some("eve"), tasks_caps());
     assert_eq!(code(&eve.get(&id).await), -32602);
-    let mut anonymous = Client::stateless(&server, None, tasks_caps());
+    let mut anonymous = Client::stateless_as(&server, None, tasks_caps());
     assert_eq!(code(&anonymous.get(&id).await), -32602);
     modern.request("tasks/cancel", json!({"taskId": id})).await;
     assert_eq!(legacy.get(&id).await["result"]["status"], "cancelled");
@@ -1138,7 +1036,7 @@ async fn a_principal_reaches_its_tasks_from_either_era() {
 /// open and a good answer still completes the task.
 #[tokio::test(start_paused = true)]
 async fn v2_an_answer_that_does_not_fit_its_question_is_refused_and_the_question_stays() {
-    let mut c = Client::stateless(&server(), None, tasks_caps());
+    let mut c = Client::stateless_as(&server(), None, tasks_caps());
     let id = task_id(&c.request("tools/call", json!({"name": "ask"})).await);
     let r = c.poll_until(&id, &["input_required"]).await;
     let requests = r["result"]["inputRequests"].as_object().unwrap().clone();
@@ -1187,7 +1085,7 @@ async fn v2_an_answer_that_does_not_fit_its_question_is_refused_and_the_question
 /// tool never sees it, it gets an error naming the field instead.
 #[tokio::test(start_paused = true)]
 async fn v1_an_answer_that_does_not_fit_its_question_never_reaches_the_tool() {
-    let mut c = Client::stateful(&server()).await;
+    let mut c = stateful(&server()).await;
     let id = c
         .request("tools/call", json!({"name": "ask", "task": {}}))
         .await["result"]["task"]["taskId"]

@@ -2,16 +2,15 @@
 //! created over MCP, on paused time.
 
 use mcp_tasks_runtime::CallOutcome;
-use mcp_tasks_runtime::model::{CallToolResult, Content, JsonObject, TaskSupport, ToolAnnotations};
+use mcp_tasks_runtime::model::{Content, JsonObject, TaskSupport, ToolAnnotations};
 use mcp_tasks_runtime::store::{MemoryTaskStore, TaskFilter};
 use mcp_tasks_runtime::task::TaskStatus;
-use mcp_tasks_runtime::{RestartPolicy, Server, Session, Tool, ToolError, Viewer};
+use mcp_tasks_runtime::{RestartPolicy, Server, Tool, Viewer};
 use serde_json::{Value, json};
 use std::time::Duration;
+use support::{Client, asking_tool, tasks_caps, text};
 
-fn text(s: impl Into<String>) -> Result<CallToolResult, ToolError> {
-    Ok(CallToolResult::success(vec![Content::text(s)]))
-}
+mod support;
 
 fn server() -> Server {
     Server::builder()
@@ -41,20 +40,8 @@ fn server() -> Server {
             .on_restart(RestartPolicy::Rerun),
         )
         .tool(
-            Tool::new("ask", |cx, _| async move {
-                let answer = cx
-                    .client()
-                    .elicit(
-                        "name?",
-                        json!({"type": "object", "properties": {"name": {"type": "string"}}}),
-                    )
-                    .await?;
-                text(format!(
-                    "hello {}",
-                    answer.content.unwrap_or_default()["name"]
-                ))
-            })
-            .task_support(TaskSupport::Required),
+            asking_tool("ask", "name?", "name", "string", "hello ")
+                .task_support(TaskSupport::Required),
         )
         .store(MemoryTaskStore::new())
         .build()
@@ -62,35 +49,16 @@ fn server() -> Server {
 }
 
 /// A 2026-07-28 caller authenticated as `principal`.
-struct Caller {
-    session: Session,
-    next: u64,
-}
+struct Caller(Client);
 
 impl Caller {
     fn new(server: &Server, principal: &str) -> Self {
-        let (session, _outbound) = server.session_for(Some(principal.to_owned()));
-        Self { session, next: 0 }
+        Self(Client::stateless_as(server, Some(principal), tasks_caps()))
     }
 
+    /// Calls `tool` as a task; its id.
     async fn call(&mut self, tool: &str, arguments: Value) -> String {
-        self.next += 1;
-        let msg = json!({"jsonrpc": "2.0", "id": self.next, "method": "tools/call", "params": {
-            "name": tool, "arguments": arguments,
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {
-                    "extensions": {"io.modelcontextprotocol/tasks": {}},
-                    "elicitation": {}
-                },
-            }
-        }});
-        let reply = self
-            .session
-            .handle_text(&msg.to_string())
-            .await
-            .expect("a reply");
-        let reply: Value = serde_json::from_str(&reply).unwrap();
+        let reply = self.0.call(tool, arguments).await;
         assert_eq!(reply["result"]["resultType"], "task", "{reply}");
         reply["result"]["taskId"].as_str().unwrap().to_owned()
     }
