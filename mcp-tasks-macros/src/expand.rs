@@ -91,6 +91,7 @@ pub(crate) fn expand(args: &TaskToolArgs, task: &TaskFn<'_>) -> TokenStream {
                 let p = rt.private(ty.span());
                 quote_spanned! {ty.span()=>
                     <#ty as #p::FromTaskContext>::from_task_context(&__mcp_tasks_cx)
+                        .map_err(#p::rejected)?
                 }
             }
             (ParamKind::WholeInput, _) => quote!(__mcp_tasks_input),
@@ -916,7 +917,7 @@ mod tests {
             .to_string();
         assert!(call.contains("< Args as :: mcp_tasks :: __private :: ToolInput > :: parse"));
         assert!(call.contains(
-            "tool (< TaskContext as :: mcp_tasks :: __private :: FromTaskContext > :: from_task_context (& __mcp_tasks_cx) , __mcp_tasks_input)"
+            "tool (< TaskContext as :: mcp_tasks :: __private :: FromTaskContext > :: from_task_context (& __mcp_tasks_cx) . map_err (:: mcp_tasks :: __private :: rejected) ? , __mcp_tasks_input)"
         ));
     }
 

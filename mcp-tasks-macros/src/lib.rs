@@ -378,23 +378,38 @@ use proc_macro::TokenStream;
 /// use mcp_tasks::prelude::*;
 /// use mcp_tasks::FromTaskContext;
 ///
-/// /// Who is calling.
-/// struct Caller(Option<String>);
+/// /// Who is calling: an authenticated principal.
+/// struct Caller(String);
 ///
 /// impl FromTaskContext for Caller {
-///     fn from_task_context(cx: &TaskContext) -> Self {
-///         Caller(cx.principal().map(str::to_owned))
+///     /// A call with no principal is refused with this error; the tool does not run.
+///     type Rejection = ToolError;
+///
+///     fn from_task_context(cx: &TaskContext) -> Result<Self, ToolError> {
+///         cx.principal()
+///             .map(|p| Caller(p.to_owned()))
+///             .ok_or_else(|| ToolError::new("sign in to use this tool"))
 ///     }
 /// }
 ///
-/// /// Greet the caller.
+/// /// Greet the caller, who must be signed in.
 /// #[task_tool]
 /// async fn greet(#[inject] caller: Caller, cx: TaskContext, greeting: String) -> String {
 ///     cx.info("greeting");
-///     format!("{greeting}, {}", caller.0.unwrap_or_else(|| "stranger".into()))
+///     format!("{greeting}, {}", caller.0)
+/// }
+///
+/// /// Greet anyone: `Option<T>` is `None` where `T` is rejected.
+/// #[task_tool]
+/// async fn greet_anyone(#[inject] caller: Option<Caller>, greeting: String) -> String {
+///     let name = caller.map_or_else(|| "stranger".to_owned(), |c| c.0);
+///     format!("{greeting}, {name}")
 /// }
 /// # fn main() {}
 /// ```
+///
+/// `Result<T, T::Rejection>` hands the rejection to the tool instead. Types that are always
+/// there say `type Rejection = std::convert::Infallible`.
 ///
 /// ## Application state
 ///
@@ -583,7 +598,8 @@ use proc_macro::TokenStream;
 ///     fn __mcp_tasks_call(cx: TaskContext, args: JsonObject) -> ToolFuture {
 ///         tool_future(async move {
 ///             let input = <__McpTasksInput as ToolInput>::parse(args)?;
-///             let output = render(input.pages, Progress::from_task_context(&cx)).await;
+///             let progress = Progress::from_task_context(&cx).map_err(rejected)?;
+///             let output = render(input.pages, progress).await;
 ///             output.into_tool_result()
 ///         })
 ///     }

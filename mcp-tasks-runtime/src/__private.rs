@@ -13,6 +13,11 @@ pub use crate::schema::{input_schema, output_schema};
 pub use crate::state::StateRequirement;
 pub use crate::tool::{InputField, IntoToolResult, ToolFuture, ToolInput, ToolRegistration};
 
+/// The tool error an injected parameter's rejection becomes.
+pub fn rejected<R: Into<crate::ToolError>>(rejection: R) -> crate::ToolError {
+    rejection.into()
+}
+
 /// The poll interval of a `#[task_tool]` that names none, in milliseconds
 /// ([`DEFAULT_POLL_INTERVAL`](crate::tool::DEFAULT_POLL_INTERVAL)).
 pub const DEFAULT_POLL_INTERVAL_MS: u64 = crate::tool::DEFAULT_POLL_INTERVAL.as_millis() as u64;

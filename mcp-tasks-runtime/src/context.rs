@@ -11,6 +11,7 @@ use crate::model::{ElicitResult, InputRequest, JsonObject, LogLevel};
 use crate::sync::LockExt;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -373,13 +374,24 @@ impl Client {
 
 /// A type a `#[task_tool]` function can take as a parameter without it becoming part of the
 /// tool's input.
+///
+/// Building the value may fail, as axum's `FromRequestParts` may: the [`Rejection`] is
+/// what the caller is told, as a tool error, and the tool does not run. A parameter that
+/// may be absent takes `Option<T>` (`None` instead of the rejection) or
+/// `Result<T, T::Rejection>` (the tool decides), with no `Option` inside `T` and no panic.
+///
+/// [`Rejection`]: FromTaskContext::Rejection
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be injected into a `#[task_tool]` function",
-    note = "injectable types: `Progress`, `TaskContext`, `Client`, `CancellationToken`, `State<T>`; other parameters become fields of the tool's input"
+    note = "injectable types: `Progress`, `TaskContext`, `Client`, `CancellationToken`, `State<T>`, and types of your own that implement `FromTaskContext` (marked `#[inject]`); other parameters become fields of the tool's input"
 )]
 pub trait FromTaskContext: Sized {
+    /// Why the value could not be built; the caller sees it as the call's tool error.
+    /// [`Infallible`](std::convert::Infallible) for a value that is always there.
+    type Rejection: Into<ToolError>;
+
     /// Builds the value from the call's context.
-    fn from_task_context(cx: &TaskContext) -> Self;
+    fn from_task_context(cx: &TaskContext) -> Result<Self, Self::Rejection>;
 
     /// The application state the value needs, checked when the server is built.
     fn required_state() -> Option<crate::state::StateRequirement> {
@@ -388,13 +400,16 @@ pub trait FromTaskContext: Sized {
 }
 
 impl<T: Send + Sync + 'static> FromTaskContext for crate::State<T> {
-    fn from_task_context(cx: &TaskContext) -> Self {
-        // `build()` refused the server if the state was missing.
-        cx.state::<T>().unwrap_or_else(|| {
-            panic!(
+    /// Only when the tool runs outside a server that checked its state (`build()` refuses
+    /// a server whose tools need state it was not given).
+    type Rejection = ToolError;
+
+    fn from_task_context(cx: &TaskContext) -> Result<Self, ToolError> {
+        cx.state::<T>().ok_or_else(|| {
+            ToolError::new(format!(
                 "no state of type {} is registered on this server",
                 std::any::type_name::<T>()
-            )
+            ))
         })
     }
 
@@ -404,26 +419,52 @@ impl<T: Send + Sync + 'static> FromTaskContext for crate::State<T> {
 }
 
 impl FromTaskContext for TaskContext {
-    fn from_task_context(cx: &TaskContext) -> Self {
-        cx.clone()
+    type Rejection = Infallible;
+
+    fn from_task_context(cx: &TaskContext) -> Result<Self, Infallible> {
+        Ok(cx.clone())
     }
 }
 
 impl FromTaskContext for Progress {
-    fn from_task_context(cx: &TaskContext) -> Self {
-        cx.progress()
+    type Rejection = Infallible;
+
+    fn from_task_context(cx: &TaskContext) -> Result<Self, Infallible> {
+        Ok(cx.progress())
     }
 }
 
 impl FromTaskContext for Client {
-    fn from_task_context(cx: &TaskContext) -> Self {
-        cx.client()
+    type Rejection = Infallible;
+
+    fn from_task_context(cx: &TaskContext) -> Result<Self, Infallible> {
+        Ok(cx.client())
     }
 }
 
 impl FromTaskContext for CancellationToken {
-    fn from_task_context(cx: &TaskContext) -> Self {
-        cx.cancellation().clone()
+    type Rejection = Infallible;
+
+    fn from_task_context(cx: &TaskContext) -> Result<Self, Infallible> {
+        Ok(cx.cancellation().clone())
+    }
+}
+
+/// `None` where `T` is rejected: for values a call may lack (a principal, say).
+impl<T: FromTaskContext> FromTaskContext for Option<T> {
+    type Rejection = Infallible;
+
+    fn from_task_context(cx: &TaskContext) -> Result<Self, Infallible> {
+        Ok(T::from_task_context(cx).ok())
+    }
+}
+
+/// `T`'s rejection handed to the tool, to decide for itself.
+impl<T: FromTaskContext> FromTaskContext for Result<T, T::Rejection> {
+    type Rejection = Infallible;
+
+    fn from_task_context(cx: &TaskContext) -> Result<Self, Infallible> {
+        Ok(T::from_task_context(cx))
     }
 }
 

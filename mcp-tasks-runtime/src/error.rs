@@ -295,6 +295,14 @@ impl std::error::Error for ToolError {
     }
 }
 
+/// What is never made: lets `?` and [`FromTaskContext`](crate::FromTaskContext) treat a value
+/// that cannot fail like one that can.
+impl From<std::convert::Infallible> for ToolError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
+    }
+}
+
 impl From<ProtocolError> for ToolError {
     fn from(error: ProtocolError) -> Self {
         Self {

@@ -1,5 +1,6 @@
 //! Every injectable type at once, in any order among the input fields, plus a type of the
-//! user's own that implements `FromTaskContext` and is marked `#[inject]`.
+//! user's own that implements `FromTaskContext` and is marked `#[inject]`; and one that can
+//! be rejected, taken as it is, as an `Option` and as a `Result`.
 
 // Every injection at once is the point of this case.
 #![allow(clippy::too_many_arguments)]
@@ -13,8 +14,44 @@ use serde_json::json;
 struct ToolName(String);
 
 impl FromTaskContext for ToolName {
-    fn from_task_context(cx: &TaskContext) -> Self {
-        ToolName(cx.tool_name().to_owned())
+    type Rejection = std::convert::Infallible;
+
+    fn from_task_context(cx: &TaskContext) -> Result<Self, Self::Rejection> {
+        Ok(ToolName(cx.tool_name().to_owned()))
+    }
+}
+
+/// The caller's principal; a call without one is refused.
+struct Principal(String);
+
+impl FromTaskContext for Principal {
+    type Rejection = ToolError;
+
+    fn from_task_context(cx: &TaskContext) -> Result<Self, ToolError> {
+        cx.principal()
+            .map(|p| Principal(p.to_owned()))
+            .ok_or_else(|| ToolError::new("sign in first"))
+    }
+}
+
+/// Only for callers with a principal.
+#[task_tool]
+async fn signed_in(#[inject] who: Principal) -> String {
+    who.0
+}
+
+/// For anyone.
+#[task_tool]
+async fn anyone(#[inject] who: Option<Principal>) -> String {
+    who.map_or_else(|| "anonymous".to_owned(), |p| p.0)
+}
+
+/// Says why not.
+#[task_tool]
+async fn why_not(#[inject] who: Result<Principal, ToolError>) -> String {
+    match who {
+        Ok(p) => p.0,
+        Err(e) => format!("refused: {e}"),
     }
 }
 
@@ -69,4 +106,19 @@ async fn main() {
             .await
             .is_err()
     );
+
+    // A rejected injection is the call's error, and the tool does not run.
+    let run = |name: &'static str| {
+        let tool = inventory::iter::<ToolRegistration>
+            .into_iter()
+            .find(|r| r.name == name)
+            .unwrap();
+        (tool.call)(TaskContext::detached(name), Default::default())
+    };
+    let refused = run("signed_in").await.unwrap_err();
+    assert_eq!(refused.to_string(), "sign in first");
+    let anyone = run("anyone").await.unwrap();
+    assert_eq!(anyone.content, vec![Content::text("anonymous")]);
+    let why = run("why_not").await.unwrap();
+    assert_eq!(why.content, vec![Content::text("refused: sign in first")]);
 }
