@@ -14,11 +14,10 @@ use mcp_tasks_runtime::model::JsonObject;
 use mcp_tasks_runtime::store::{
     MemoryTaskStore, ScanTasks, SqliteOptions, SqliteTaskStore, Synchronous, TaskFilter, TaskStore,
 };
-use mcp_tasks_runtime::task::{SettlePolicy, TaskRecord, TaskStatus};
+use mcp_tasks_runtime::task::{TaskRecord, TaskStatus};
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 const TOOLS: [&str; 4] = ["render", "mail", "charge", "index"];
 
@@ -31,28 +30,16 @@ fn record(n: u64) -> TaskRecord {
         2 => TaskStatus::Working,
         _ => TaskStatus::Completed,
     };
-    TaskRecord {
-        id: format!("task-{n:08}"),
-        owner: Some(format!("principal:user{}", n % 1000)),
-        tool: TOOLS[(n / 7 % 4) as usize].into(),
+    let mut record = TaskRecord::new(
+        format!("task-{n:08}"),
+        TOOLS[(n / 7 % 4) as usize],
         arguments,
-        settle: SettlePolicy::Complete,
-        status,
-        status_message: None,
-        created_at: now,
-        updated_at: now,
-        ttl: None,
-        poll_interval: Duration::from_secs(1),
-        outcome: None,
-        input_requests: BTreeMap::new(),
-        input_responses: BTreeMap::new(),
-        input_seq: 0,
-        client_capabilities: Arc::new(json!({})),
-        lease: None,
-        epoch: 0,
-        cancel_requested: None,
-        version: 0,
-    }
+        now,
+    );
+    record.owner = Some(format!("principal:user{}", n % 1000));
+    record.status = status;
+    record.ttl = None;
+    record
 }
 
 /// Fills `store` up to `total` tasks, 64 creates at a time.

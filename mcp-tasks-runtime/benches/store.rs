@@ -30,9 +30,8 @@ use mcp_tasks_runtime::model::JsonObject;
 use mcp_tasks_runtime::store::{
     MemoryTaskStore, SqliteOptions, SqliteTaskStore, Synchronous, TaskStore,
 };
-use mcp_tasks_runtime::task::{Lease, SettlePolicy, TaskRecord, TaskStatus, random_id};
+use mcp_tasks_runtime::task::{Lease, TaskRecord, TaskStatus, random_id};
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -84,31 +83,16 @@ fn record(id: String, owner: &str) -> TaskRecord {
     arguments.insert("query".into(), json!("what is the weather in Lisbon"));
     arguments.insert("limit".into(), json!(10));
     let now = SystemTime::now();
-    TaskRecord {
-        id,
-        owner: Some(owner.to_owned()),
-        tool: "deep_research".into(),
-        arguments,
-        settle: SettlePolicy::Complete,
-        status: TaskStatus::Working,
-        status_message: Some("starting".into()),
-        created_at: now,
-        updated_at: now,
-        ttl: Some(Duration::from_secs(3600)),
-        poll_interval: Duration::from_secs(1),
-        outcome: None,
-        input_requests: BTreeMap::new(),
-        input_responses: BTreeMap::new(),
-        input_seq: 0,
-        client_capabilities: std::sync::Arc::new(json!({})),
-        lease: Some(Lease {
-            worker: "bench".into(),
-            until: now + Duration::from_secs(30),
-        }),
-        epoch: 1,
-        cancel_requested: None,
-        version: 0,
-    }
+    let mut record = TaskRecord::new(id, "deep_research", arguments, now);
+    record.owner = Some(owner.to_owned());
+    record.status_message = Some("starting".into());
+    record.ttl = Some(Duration::from_secs(3600));
+    record.lease = Some(Lease {
+        worker: "bench".into(),
+        until: now + Duration::from_secs(30),
+    });
+    record.epoch = 1;
+    record
 }
 
 /// A fast, deterministic random number generator for picking ids.

@@ -409,6 +409,7 @@ fn chain_message(error: &(dyn std::error::Error + 'static)) -> String {
 
 /// How a finished tool call ends, independent of the protocol era.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum CallOutcome {
     /// The tool returned a result (possibly with `isError: true`).
     Result(CallToolResult),

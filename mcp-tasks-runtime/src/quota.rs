@@ -142,6 +142,7 @@ fn secs(d: Duration) -> String {
 
 /// Where a counted task is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Stage {
     /// Not finished yet (`working` or `input_required`).
     Live,

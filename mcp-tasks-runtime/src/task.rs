@@ -63,6 +63,7 @@ pub fn rfc3339(time: SystemTime) -> String {
 /// Where a task is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum TaskStatus {
     /// Running.
     Working,
@@ -131,6 +132,7 @@ impl std::str::FromStr for TaskStatus {
 /// task chooses it; the engine only applies it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SettlePolicy {
     /// The task ends `failed`, with the result kept as its outcome.
     Fail,
@@ -184,7 +186,11 @@ pub struct CancelRequest {
 
 /// A stored task. Everything a `tasks/get` in either era needs, and what a restart needs
 /// to settle or rerun it.
+///
+/// Stores keep it whole; code outside this crate makes one with [`TaskRecord::new`] and sets
+/// the public fields it needs (more may come).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct TaskRecord {
     /// The id (≥122 random bits).
     pub id: String,
@@ -234,6 +240,39 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// A task of `tool` called with `arguments`, created at `created_at`: `working`, queued
+    /// (no lease, epoch 0), owned by no one, kept for a day, polled every second, nothing
+    /// asked or answered, never written (version 0).
+    pub fn new(
+        id: impl Into<String>,
+        tool: impl Into<String>,
+        arguments: JsonObject,
+        created_at: SystemTime,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            owner: None,
+            tool: tool.into(),
+            arguments,
+            settle: SettlePolicy::default(),
+            status: TaskStatus::Working,
+            status_message: None,
+            created_at,
+            updated_at: created_at,
+            ttl: Some(Duration::from_secs(24 * 60 * 60)),
+            poll_interval: Duration::from_secs(1),
+            outcome: None,
+            input_requests: BTreeMap::new(),
+            input_responses: BTreeMap::new(),
+            input_seq: 0,
+            client_capabilities: Arc::new(Value::Object(JsonObject::new())),
+            lease: None,
+            epoch: 0,
+            cancel_requested: None,
+            version: 0,
+        }
+    }
+
     /// When the task may be deleted: `created_at + ttl`, and never while it is still running.
     ///
     /// A TTL never aborts work: a task that outlives its TTL is deleted once it is terminal

@@ -20,6 +20,7 @@ pub type ToolHandler = Arc<dyn Fn(TaskContext, JsonObject) -> ToolFuture + Send 
 
 /// What happens to a task of this tool that was still running when the server stopped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RestartPolicy {
     /// The task ends `failed` with `-32603` ("interrupted by a server restart").
     #[default]
@@ -35,6 +36,7 @@ pub enum RestartPolicy {
 /// While the suspended call is still there the answer always resumes it; this policy only
 /// decides what a retry does once it is gone.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ResumePolicy {
     /// The retry is answered with a `-32602` error that says the interaction expired and must
     /// start over (without `requestState`). Nothing the tool did runs twice.

@@ -919,32 +919,17 @@ async fn ten_thousand_concurrent_short_tasks_all_finish_with_their_own_results()
 
 fn interrupted(id: &str, tool: &str) -> mcp_tasks_runtime::task::TaskRecord {
     let now = std::time::SystemTime::now();
-    mcp_tasks_runtime::task::TaskRecord {
-        id: id.into(),
-        owner: None,
-        tool: tool.into(),
-        arguments: json!({"n": 7}).as_object().unwrap().clone(),
-        settle: mcp_tasks_runtime::task::SettlePolicy::Complete,
-        status: mcp_tasks_runtime::task::TaskStatus::Working,
-        status_message: None,
-        created_at: now,
-        updated_at: now,
-        ttl: Some(Duration::from_secs(3600)),
-        poll_interval: Duration::from_secs(1),
-        outcome: None,
-        input_requests: Default::default(),
-        input_responses: Default::default(),
-        input_seq: 0,
-        client_capabilities: std::sync::Arc::new(json!({})),
-        // Left by a process that died: its lease has run out.
-        lease: Some(mcp_tasks_runtime::task::Lease {
-            worker: "gone".into(),
-            until: now,
-        }),
-        epoch: 1,
-        cancel_requested: None,
-        version: 3,
-    }
+    let arguments = json!({"n": 7}).as_object().unwrap().clone();
+    let mut record = mcp_tasks_runtime::task::TaskRecord::new(id, tool, arguments, now);
+    record.ttl = Some(Duration::from_secs(3600));
+    // Left by a process that died: its lease has run out.
+    record.lease = Some(mcp_tasks_runtime::task::Lease {
+        worker: "gone".into(),
+        until: now,
+    });
+    record.epoch = 1;
+    record.version = 3;
+    record
 }
 
 #[tokio::test(start_paused = true)]

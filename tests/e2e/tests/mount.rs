@@ -11,7 +11,7 @@ use mcp_tasks::axum::response::{IntoResponse, Response};
 use mcp_tasks::axum::{Router, routing::get};
 use mcp_tasks::prelude::*;
 use mcp_tasks::store::{MemoryTaskStore, TaskStore};
-use mcp_tasks::task::{Lease, SettlePolicy, TaskRecord, TaskStatus};
+use mcp_tasks::task::{Lease, TaskRecord};
 use mcp_tasks::transport::http::{AuthError, HttpConfig, Principal};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -35,32 +35,17 @@ async fn login(mut request: Request, next: Next) -> Response {
 /// A task that a process which died left `working`, its lease run out.
 fn left_over(id: &str, owner: &str) -> TaskRecord {
     let now = SystemTime::now();
-    TaskRecord {
-        id: id.into(),
-        // How the engine stores a principal's ownership.
-        owner: Some(format!("principal:{owner}")),
-        tool: "whoami".into(),
-        arguments: Default::default(),
-        settle: SettlePolicy::Complete,
-        status: TaskStatus::Working,
-        status_message: None,
-        created_at: now,
-        updated_at: now,
-        ttl: Some(Duration::from_secs(3600)),
-        poll_interval: Duration::from_secs(1),
-        outcome: None,
-        input_requests: Default::default(),
-        input_responses: Default::default(),
-        input_seq: 0,
-        client_capabilities: std::sync::Arc::new(json!({})),
-        lease: Some(Lease {
-            worker: "a process that died".into(),
-            until: now,
-        }),
-        epoch: 1,
-        cancel_requested: None,
-        version: 1,
-    }
+    let mut record = TaskRecord::new(id, "whoami", Default::default(), now);
+    // How the engine stores a principal's ownership.
+    record.owner = Some(format!("principal:{owner}"));
+    record.ttl = Some(Duration::from_secs(3600));
+    record.lease = Some(Lease {
+        worker: "a process that died".into(),
+        until: now,
+    });
+    record.epoch = 1;
+    record.version = 1;
+    record
 }
 
 /// The app: a route of its own and the MCP endpoint at `/mcp`, all behind `login`. The MCP
