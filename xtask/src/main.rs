@@ -2,6 +2,7 @@
 
 mod conformance;
 mod interop;
+mod layout;
 mod new;
 
 use anyhow::{Result, bail};
@@ -13,6 +14,7 @@ cargo xtask <command>
 commands:
   conformance   run the official MCP conformance suite against the fixture server (both eras, all tasks-*)
   interop       drive the fixture server with real SDK clients and the Inspector CLI (stdio and HTTP)
+  layout        check that no source file is over 1,000 lines and no modules import each other in a circle
   new           scaffold a task-tool server crate (`cargo xtask new --help`)
   help          print this help
 ";
@@ -26,6 +28,7 @@ fn main() -> Result<()> {
         }
         Some("conformance") => conformance::run(args.collect()),
         Some("interop") => interop::run(args.collect()),
+        Some("layout") => layout::run(args.collect()),
         Some("new") => new::run(args.collect()),
         Some(other) => {
             eprint!("{HELP}");
