@@ -387,7 +387,7 @@ impl Client {
 )]
 pub trait FromTaskContext: Sized {
     /// Why the value could not be built; the caller sees it as the call's tool error.
-    /// [`Infallible`](std::convert::Infallible) for a value that is always there.
+    /// `Infallible` for a value that is always there.
     type Rejection: Into<ToolError>;
 
     /// Builds the value from the call's context.

@@ -16,7 +16,10 @@ pub mod error;
 pub mod jsonrpc;
 pub mod model;
 pub mod mrtr;
+#[cfg(feature = "oauth")]
+pub mod oauth;
 mod ops;
+pub mod principal;
 pub mod prompt;
 pub mod quota;
 pub mod resource;
