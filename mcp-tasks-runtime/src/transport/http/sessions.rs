@@ -155,10 +155,8 @@ impl<T: Slot> Sessions<T> {
             let owned = self.by_owner.get(&owner).map_or(0, Vec::len);
             if owned >= self.limits.per_owner {
                 let owned = self.by_owner.get(&owner).into_iter().flatten();
-                let victim = least_recently_used(
-                    owned.filter_map(|id| self.entries.get_key_value(id)),
-                    now,
-                );
+                let victim =
+                    least_recently_used(owned.filter_map(|id| self.entries.get_key_value(id)), now);
                 self.evict(victim).ok_or(Full::Owner)?;
             }
         }
@@ -408,11 +406,16 @@ mod tests {
         sessions.get(&old_id, &None, true, now()).unwrap();
         tokio::time::advance(Duration::from_secs(1)).await;
         let fresh = fake();
-        sessions.insert(fresh.clone(), None, peer(1), now()).unwrap();
+        sessions
+            .insert(fresh.clone(), None, peer(1), now())
+            .unwrap();
         tokio::time::advance(Duration::from_millis(10)).await;
         sessions.insert(fake(), None, peer(1), now()).unwrap();
         assert!(old.ended.load(Ordering::Relaxed), "the used one made room");
-        assert!(!fresh.ended.load(Ordering::Relaxed), "the fresh one is kept");
+        assert!(
+            !fresh.ended.load(Ordering::Relaxed),
+            "the fresh one is kept"
+        );
     }
 
     #[tokio::test(start_paused = true)]
