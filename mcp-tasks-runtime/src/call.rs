@@ -6,7 +6,7 @@ use crate::context::{BoxFuture, CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
 use crate::model::{CallToolResult, InputRequest, JsonObject, LogLevel, ResourceContents};
 use crate::prompt::GetPromptResult;
-use crate::session::{Connection, RequestAborted, Sink, progress_key};
+use crate::session::{Connection, Sink, progress_key};
 use crate::sync::LockExt;
 use crate::tool::Tool;
 use serde_json::{Value, json};
@@ -90,53 +90,6 @@ impl Notifier {
             params["logger"] = logger.into();
         }
         self.sink.notify_droppable("notifications/message", params);
-    }
-}
-
-/// 2025-11-25 plain call: questions are server-to-client requests on the same connection.
-pub(crate) struct DirectBackend {
-    pub(crate) conn: Arc<Connection>,
-    pub(crate) notifier: Notifier,
-    pub(crate) cancel: CancellationToken,
-}
-
-impl CallBackend for DirectBackend {
-    fn input(&self, request: InputRequest) -> BoxFuture<'_, Result<Value, ToolError>> {
-        Box::pin(async move {
-            match self
-                .conn
-                .request(
-                    &self.notifier.sink,
-                    &request.method,
-                    request.params.clone(),
-                    &self.cancel,
-                )
-                .await
-            {
-                // The tool gets only an answer that fits its question.
-                Ok(Ok(answer)) => match crate::schema::check_answer(&request, &answer) {
-                    Ok(()) => Ok(answer),
-                    Err(problem) => Err(ToolError::new(format!(
-                        "the client's answer to {} does not fit: invalid params (-32602): {problem}",
-                        request.method
-                    ))),
-                },
-                Ok(Err(e)) => Err(ToolError::new(format!(
-                    "the client answered {} with an error: {}",
-                    request.method, e.message
-                ))),
-                Err(RequestAborted::Cancelled) => Err(ToolError::cancelled()),
-                Err(RequestAborted::Closed) => Err(ToolError::new("the client went away")),
-            }
-        })
-    }
-
-    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        self.notifier.progress(progress, total, message);
-    }
-
-    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
-        self.notifier.log(level, logger, data);
     }
 }
 

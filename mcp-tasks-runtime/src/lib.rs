@@ -15,7 +15,6 @@ pub mod engine;
 pub mod error;
 pub mod jsonrpc;
 pub mod model;
-pub mod mrtr;
 mod ops;
 pub mod prompt;
 pub mod quota;
@@ -56,4 +55,7 @@ pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     IntoToolResult, Json, Registry, RestartPolicy, ResumePolicy, Tool, ToolDefError, ToolInput,
 };
+/// Multi round-trip requests of 2026-07-28 and their signed `requestState` (see
+/// [`wire::v2026_07_28::mrtr`]).
+pub use wire::v2026_07_28::mrtr;
 pub use worker::Worker;
