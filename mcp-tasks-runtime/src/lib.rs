@@ -7,7 +7,6 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod call;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod context;
@@ -15,16 +14,19 @@ pub mod engine;
 pub mod error;
 pub mod jsonrpc;
 pub mod model;
+mod notify;
 mod ops;
 pub mod prompt;
 pub mod quota;
 pub mod resource;
 mod router;
+mod run;
 pub mod schema;
 pub mod server;
 mod session;
 mod state;
 pub mod store;
+mod suspended;
 mod sync;
 pub mod task;
 pub mod tasks;

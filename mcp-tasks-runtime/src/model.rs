@@ -319,3 +319,14 @@ pub enum ElicitAction {
     /// The user dismissed the request.
     Cancel,
 }
+
+/// The key of the `n`th question a call asks, when the tool names none: `elicit-1`,
+/// `sample-2`, `roots-3`.
+pub(crate) fn input_key(method: &str, n: usize) -> String {
+    let kind = match method {
+        "elicitation/create" => "elicit",
+        "sampling/createMessage" => "sample",
+        _ => "roots",
+    };
+    format!("{kind}-{n}")
+}

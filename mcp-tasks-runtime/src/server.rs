@@ -73,7 +73,7 @@ pub(crate) struct ServerInner {
     pub(crate) state_keys: Box<[[u8; 32]]>,
     pub(crate) request_state_ttl: Duration,
     pub(crate) list_ttl: Duration,
-    pub(crate) parking: Arc<crate::wire::v2026_07_28::mrtr::Parking>,
+    pub(crate) parking: Arc<crate::suspended::Parking>,
     pub(crate) engine: Arc<Engine>,
     pub(crate) state: crate::state::StateMap,
     pub(crate) quotas: crate::quota::Quotas,
@@ -490,7 +490,7 @@ impl ServerBuilder {
                 state_keys: state_keys.into(),
                 request_state_ttl: self.request_state_ttl,
                 list_ttl: self.list_ttl,
-                parking: crate::wire::v2026_07_28::mrtr::Parking::new(
+                parking: crate::suspended::Parking::new(
                     self.max_parked_calls,
                     self.parked_call_timeout,
                     self.request_state_ttl,

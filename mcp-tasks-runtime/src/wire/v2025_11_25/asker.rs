@@ -2,9 +2,9 @@
 //! this era.
 
 use super::{RELATED_TASK, task_json};
-use crate::call::{LogGate, Notifier};
 use crate::engine::{Delivery, Engine};
 use crate::model::LogLevel;
+use crate::notify::{LogGate, Notifier, send_progress};
 use crate::ops;
 use crate::session::{Connection, Gate, RequestAborted, Sink};
 use crate::sync::LockExt;
@@ -144,7 +144,7 @@ impl Asker {
         if let (Some(token), Some((progress, total, message))) =
             (&self.progress_token, held.progress)
         {
-            crate::call::send_progress(&self.conn.sink, token, progress, total, message.as_deref());
+            send_progress(&self.conn.sink, token, progress, total, message.as_deref());
         }
         if let Some(status) = held.status
             && !self.conn.is_closed()
@@ -318,7 +318,7 @@ impl Delivery for Asker {
                 held.progress = Some((progress, total, message.map(str::to_owned)));
                 return;
             }
-            crate::call::send_progress(&self.conn.sink, token, progress, total, message);
+            send_progress(&self.conn.sink, token, progress, total, message);
         }
     }
 

@@ -4,12 +4,13 @@
 use super::shapes::{CallToolParams, TaskMetadata};
 use super::tasks::start_task;
 use super::{LATEST, wire_error};
-use crate::call::{LogGate, Notifier, outcome_of, run_tool};
 use crate::context::{BoxFuture, CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
 use crate::jsonrpc::{ErrorObject, Request, RequestId};
 use crate::model::{InputRequest, LogLevel, TaskSupport};
+use crate::notify::{LogGate, Notifier};
 use crate::ops;
+use crate::run::{outcome_of, run_tool};
 use crate::server::Server;
 use crate::session::{Connection, RequestAborted, Sink, StatefulState};
 use crate::wire::params::{self, GetPromptParams, UriParams, decode};

@@ -2,24 +2,26 @@
 //! resource read) and their MRTR rounds: a question suspends the call, and the client's retry
 //! with `requestState` and `inputResponses` resumes it.
 
-use super::mrtr::{self, Resuming, Taken};
+use super::mrtr::{self, StateError};
 use super::shapes::{
     CallToolParams, GetPromptParams, ReadResourceParams, Rounds, create_task_result,
 };
 use super::{
     RequestMeta, cacheable, complete, complete_typed, declares_tasks, missing_tasks_capability,
 };
-use crate::call::{
-    Caller, Ended, LogGate, Notifier, Produced, Step, Suspended, WorkFuture, drive, outcome_of,
-};
 use crate::context::TaskContext;
 use crate::engine::NewTask;
 use crate::error::{CallOutcome, Error};
 use crate::jsonrpc::{ErrorObject, Payload, Request};
 use crate::model::{InputRequest, JsonObject, TaskSupport};
+use crate::notify::{LogGate, Notifier};
 use crate::ops;
+use crate::run::outcome_of;
 use crate::server::Server;
 use crate::session::{Connection, Sink};
+use crate::suspended::{
+    Caller, Ended, Produced, Resuming, Step, Suspended, Taken, WorkFuture, drive,
+};
 use crate::task::SettlePolicy;
 use crate::tool::{ResumePolicy, Tool};
 use crate::wire::params::from_object;
@@ -422,11 +424,14 @@ fn begin<'a>(
             Taken::Resumed(suspended) => {
                 Start::Resume(suspended, server.inner.parking.resuming(id))
             }
-            Taken::Refused(e) => return Err(Error::InvalidParams(e.to_string())),
+            Taken::AlreadyUsed => {
+                return Err(Error::InvalidParams(StateError::AlreadyUsed.to_string()));
+            }
+            Taken::InUse => return Err(Error::InvalidParams(StateError::InUse.to_string())),
             Taken::Gone => match call.policy {
                 ResumePolicy::Rerun => Start::Fresh(answers),
                 ResumePolicy::Fail => {
-                    return Err(Error::InvalidParams(mrtr::StateError::CallGone.to_string()));
+                    return Err(Error::InvalidParams(StateError::CallGone.to_string()));
                 }
             },
         },
