@@ -96,7 +96,7 @@ impl Engine {
         }
         let delivery = live.delivery.locked().clone();
         if let Some(delivery) = delivery {
-            delivery.changed(&self.arc(), rec, status_changed);
+            delivery.changed(rec, status_changed);
             if rec.status.is_terminal() {
                 *live.delivery.locked() = None;
             }
@@ -325,7 +325,7 @@ impl Engine {
             }
         };
         if let Some(rec) = self.store.get(id).await? {
-            attached.changed(&self.arc(), &rec, false);
+            attached.changed(&rec, false);
             if rec.status.is_terminal() {
                 *live.delivery.locked() = None;
             }

@@ -3,6 +3,7 @@
 
 use super::{RELATED_TASK, task_json};
 use crate::engine::{Delivery, Engine};
+use crate::jsonrpc::RequestId;
 use crate::model::LogLevel;
 use crate::notify::{LogGate, Notifier, send_progress};
 use crate::ops;
@@ -11,7 +12,7 @@ use crate::sync::LockExt;
 use crate::task::TaskRecord;
 use serde_json::{Value, json};
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -28,9 +29,12 @@ const ACKNOWLEDGE_WAIT: Duration = Duration::from_secs(1);
 /// process runs it.
 pub(crate) struct Asker {
     me: std::sync::Weak<Asker>,
+    /// The engine that stores the client's answers (not kept alive by the asker, which
+    /// the engine holds).
+    engine: Weak<Engine>,
     owner: Option<String>,
     /// The session that created or resumed the task.
-    pub(super) conn: Arc<Connection>,
+    conn: Arc<Connection>,
     /// The progress token of the original request, for progress notifications.
     progress_token: Option<Value>,
     /// Opens once the response that created the task was written.
@@ -69,29 +73,14 @@ struct Held {
 struct Offered {
     conn: Arc<Connection>,
     sink: Sink,
-    request: crate::jsonrpc::RequestId,
-}
-
-/// A `tasks/result` stream offered to an [`Asker`]; withdrawn when the request ends.
-pub(crate) struct OfferedStream {
-    asker: Arc<Asker>,
-    request: crate::jsonrpc::RequestId,
-    conn: Arc<Connection>,
-}
-
-impl OfferedStream {
-    pub(crate) fn withdraw(self) {
-        let mut state = self.asker.lock();
-        state
-            .streams
-            .retain(|o| !(o.request == self.request && Arc::ptr_eq(&o.conn, &self.conn)));
-    }
+    request: RequestId,
 }
 
 impl Asker {
     /// An asker for a task resumed by `conn` (a `tasks/result` from a session that did not
     /// create it, after a reconnect or a restart).
     pub(super) fn new(
+        engine: &Arc<Engine>,
         owner: Option<String>,
         conn: &Arc<Connection>,
         progress_token: Option<Value>,
@@ -105,6 +94,7 @@ impl Asker {
         };
         let asker = Arc::new_cyclic(|me| Self {
             me: me.clone(),
+            engine: Arc::downgrade(engine),
             owner,
             conn: Arc::clone(conn),
             progress_token,
@@ -132,7 +122,7 @@ impl Asker {
     }
 
     /// The client knows the task: its questions may go.
-    pub(super) fn acknowledge(&self) {
+    fn acknowledge(&self) {
         drop(self.acknowledge.locked().take());
     }
 
@@ -158,30 +148,6 @@ impl Asker {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, AskState> {
         self.state.locked()
-    }
-
-    /// Offers the stream of a waiting `tasks/result` for the task's questions.
-    pub(crate) fn offer_stream(
-        self: Arc<Self>,
-        conn: &Arc<Connection>,
-        sink: &Sink,
-        request: &crate::jsonrpc::RequestId,
-    ) -> OfferedStream {
-        let notify = {
-            let mut state = self.lock();
-            state.streams.push(Offered {
-                conn: Arc::clone(conn),
-                sink: sink.clone(),
-                request: request.clone(),
-            });
-            Arc::clone(&state.offered)
-        };
-        notify.notify_waiters();
-        OfferedStream {
-            asker: Arc::clone(&self),
-            request: request.clone(),
-            conn: Arc::clone(conn),
-        }
     }
 
     /// The stream a question goes on now. The session that created the task comes first:
@@ -281,7 +247,7 @@ impl Asker {
 }
 
 impl Delivery for Asker {
-    fn changed(&self, engine: &Arc<Engine>, record: &TaskRecord, status_changed: bool) {
+    fn changed(&self, record: &TaskRecord, status_changed: bool) {
         if record.status.is_terminal()
             && let Some(token) = &self.progress_token
         {
@@ -300,7 +266,7 @@ impl Delivery for Asker {
                 })
             };
             if held.is_some() {
-                return self.ask_new(engine, record);
+                return self.ask_new(record);
             }
             // A client behind on its stream needs only each task's latest status.
             self.conn.sink.notify_latest(
@@ -309,7 +275,7 @@ impl Delivery for Asker {
                 task_json(record),
             );
         }
-        self.ask_new(engine, record);
+        self.ask_new(record);
     }
 
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
@@ -335,14 +301,38 @@ impl Delivery for Asker {
         self.conn.is_closed()
     }
 
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
+    fn named_by(&self, conn: &Arc<Connection>) {
+        // Only the session the task was announced to can show that it read the
+        // announcement.
+        if Arc::ptr_eq(&self.conn, conn) {
+            self.acknowledge();
+        }
+    }
+
+    /// Offers the stream of a waiting `tasks/result` for the task's questions.
+    fn offer_stream(&self, conn: &Arc<Connection>, sink: &Sink, request: &RequestId) {
+        let notify = {
+            let mut state = self.lock();
+            state.streams.push(Offered {
+                conn: Arc::clone(conn),
+                sink: sink.clone(),
+                request: request.clone(),
+            });
+            Arc::clone(&state.offered)
+        };
+        notify.notify_waiters();
+    }
+
+    fn withdraw_stream(&self, conn: &Arc<Connection>, request: &RequestId) {
+        self.lock()
+            .streams
+            .retain(|o| !(&o.request == request && Arc::ptr_eq(&o.conn, conn)));
     }
 }
 
 impl Asker {
     /// Starts asking the questions of `record` not asked yet.
-    fn ask_new(&self, engine: &Arc<Engine>, record: &TaskRecord) {
+    fn ask_new(&self, record: &TaskRecord) {
         if record.status.is_terminal() {
             return;
         }
@@ -358,11 +348,11 @@ impl Asker {
         if new.is_empty() {
             return;
         }
-        let Some(this) = self.me.upgrade() else {
+        let (Some(this), Some(engine)) = (self.me.upgrade(), self.engine.upgrade()) else {
             return;
         };
         for (key, request) in new {
-            let engine = Arc::clone(engine);
+            let engine = Arc::clone(&engine);
             let (this, id) = (Arc::clone(&this), record.id.clone());
             tokio::spawn(async move {
                 let question = ops::OpenQuestion::new(engine, id, key, this.owner.clone());

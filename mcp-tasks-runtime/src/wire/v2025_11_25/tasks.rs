@@ -34,12 +34,10 @@ pub(super) async fn tasks(
         .as_ref()
         .and_then(|p| p.get("taskId"))
         .and_then(Value::as_str)
-        && let Some(asker) =
-            ops::delivery(server, id).and_then(|d| d.as_any().downcast::<Asker>().ok())
-        && Arc::ptr_eq(&asker.conn, conn)
+        && let Some(delivery) = ops::delivery(server, id)
     {
         // The session names the task: it knows it now, and can be asked about it.
-        asker.acknowledge();
+        delivery.named_by(conn);
     }
     if request.method != "tasks/result" {
         let method = std::mem::take(&mut request.method);
@@ -78,18 +76,25 @@ pub(super) async fn tasks(
     let cancel = conn.track(&request.id);
     // While this request waits, the task's questions come on its stream.
     let attached = ops::attach_delivery(server, &id, owner, |rec| {
-        Asker::new(rec.owner.clone(), conn, None, Gate::open())
+        Asker::new(
+            &server.inner.engine,
+            rec.owner.clone(),
+            conn,
+            None,
+            Gate::open(),
+        )
     })
     .await;
-    let asker = match attached {
-        Ok(attached) => attached
-            .and_then(|a| a.as_any().downcast::<Asker>().ok())
-            .map(|a| a.offer_stream(conn, &sink, &request.id)),
+    let delivery = match attached {
+        Ok(attached) => attached,
         Err(e) => return Some(Err(e.into())),
     };
+    if let Some(delivery) = &delivery {
+        delivery.offer_stream(conn, &sink, &request.id);
+    }
     let waited = ops::wait_task(server, &id, owner, &cancel).await;
-    if let Some(stream) = asker {
-        stream.withdraw();
+    if let Some(delivery) = delivery {
+        delivery.withdraw_stream(conn, &request.id);
     }
     if cancel.is_cancelled() {
         return None;
@@ -133,7 +138,13 @@ pub(super) async fn start_task(
     // before the response that names it: a client cannot tell what it belongs to before.
     let (announced, opener) = Gate::closed();
     conn.after_reply(request, opener);
-    let asker = Asker::new(Some(owner.clone()), conn, progress_token, announced);
+    let asker = Asker::new(
+        &server.inner.engine,
+        Some(owner.clone()),
+        conn,
+        progress_token,
+        announced,
+    );
     let rec = ops::start_task(
         server,
         NewTask {
