@@ -330,3 +330,12 @@ pub(crate) fn input_key(method: &str, n: usize) -> String {
     };
     format!("{kind}-{n}")
 }
+
+/// The stored form of a client's error answer to a question, which the waiting tool turns
+/// back into an error.
+pub(crate) const ANSWER_ERROR: &str = "io.mcp-tasks/answerError";
+
+/// A client's error answer to a question, in the form a task stores.
+pub(crate) fn error_answer(message: &str) -> Value {
+    serde_json::json!({ ANSWER_ERROR: message })
+}

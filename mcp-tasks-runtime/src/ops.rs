@@ -4,8 +4,9 @@
 //! task, wait for it to end, and carry one of its questions to the client until answered
 //! (the 2025-11-25 delivery of questions as server-to-client requests).
 //!
-//! A wire adapter decodes a request (see [`crate::wire::params`]), calls one of these and
-//! encodes what it returns in its era's shape; the errors are [`Error`]s, which each era maps
+//! A wire adapter decodes a request (with `wire::params`; the params an operation takes as
+//! they are, such as [`ListParams`] and [`CompleteParams`], are defined here), calls one of
+//! these and encodes what it returns in its era's shape; the errors are [`Error`]s, which each era maps
 //! to its codes. Nothing here knows a wire name of one era only.
 
 use crate::engine::{Delivery, Engine, NewTask, TaskWatch};
@@ -17,12 +18,58 @@ use crate::server::Server;
 use crate::store::TaskPage;
 use crate::task::TaskRecord;
 use crate::tool::Tool;
-use crate::wire::params::{CompleteParams, CompleteReference, ListParams};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// The params of every paginated list (`tools/list`, `prompts/list`, `resources/list`,
+/// `resources/templates/list`, `tasks/list`).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ListParams {
+    /// Where the page starts: a cursor from an earlier page.
+    pub(crate) cursor: Option<String>,
+}
+
+/// The params of `completion/complete`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CompleteParams {
+    /// What is being completed.
+    #[serde(rename = "ref")]
+    pub(crate) reference: CompleteReference,
+    /// The argument being typed.
+    pub(crate) argument: CompleteArgument,
+}
+
+/// The `ref` of `completion/complete`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type")]
+pub(crate) enum CompleteReference {
+    /// A prompt's argument.
+    #[serde(rename = "ref/prompt")]
+    Prompt {
+        /// The prompt.
+        name: String,
+    },
+    /// A resource template's variable.
+    #[serde(rename = "ref/resource")]
+    Resource {
+        /// The template.
+        #[allow(dead_code)]
+        uri: String,
+    },
+}
+
+/// The `argument` of `completion/complete`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CompleteArgument {
+    /// The argument's name.
+    pub(crate) name: String,
+    /// What the user typed so far.
+    pub(crate) value: String,
+}
 
 /// What the server has beyond tools, which decides the capabilities it declares.
 #[derive(Clone, Copy, Debug)]
@@ -399,7 +446,7 @@ impl OpenQuestion {
                 tracing::debug!(task = %self.task, %problem, "the client's answer does not fit its question");
                 let mut responses = JsonObject::new();
                 let message = format!("invalid params (-32602): {problem}");
-                responses.insert(self.key.clone(), crate::engine::error_answer(&message));
+                responses.insert(self.key.clone(), crate::model::error_answer(&message));
                 if let Err(e) = self
                     .engine
                     .answer(&self.task, self.owner.as_deref(), &responses)
@@ -417,7 +464,7 @@ impl OpenQuestion {
 
     /// Stores that the client answered with an error: the tool gets it as a failed answer.
     pub(crate) async fn answer_error(&self, message: &str) {
-        self.answer(crate::engine::error_answer(message)).await;
+        self.answer(crate::model::error_answer(message)).await;
     }
 }
 

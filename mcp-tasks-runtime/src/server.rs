@@ -148,7 +148,7 @@ impl Server {
 
     /// Settles tasks that an earlier run of the server left unfinished in the store (see
     /// `on_restart`). Runs once per server: [`serve_stdio`](Self::serve_stdio),
-    /// [`serve_io`](crate::transport::serve_io), `serve_http` and `http_router` start it
+    /// `transport::serve_io`, `serve_http` and `http_router` start it
     /// themselves, and the HTTP router answers its first requests after it. Call it yourself
     /// to see what it did, or when you drive sessions directly. Later calls (and calls while
     /// it runs, which wait for it) return an empty [`Recovery`].

@@ -1,5 +1,5 @@
 //! Synchronous calls that may be suspended on their questions (the multi round-trip requests
-//! of 2026-07-28, see [`mrtr`](crate::wire::v2026_07_28::mrtr)): the call's future, where its
+//! of 2026-07-28, see [`mrtr`](crate::mrtr)): the call's future, where its
 //! questions go, driving it round by round, and the server's parked calls waiting for the
 //! client's retry.
 //!

@@ -7,8 +7,8 @@ use crate::jsonrpc::RequestId;
 use crate::model::LogLevel;
 use crate::notify::{LogGate, Notifier, send_progress};
 use crate::ops;
-use crate::session::{Connection, Gate, RequestAborted, Sink};
-use crate::sync::LockExt;
+use crate::session::{Connection, RequestAborted, Sink};
+use crate::sync::{Gate, LockExt, Opener};
 use crate::task::TaskRecord;
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -43,7 +43,7 @@ pub(crate) struct Asker {
     /// moment ([`ACKNOWLEDGE_WAIT`]) after the announcement: questions wait for it.
     acknowledged: Gate,
     /// What opens `acknowledged`.
-    acknowledge: Mutex<Option<crate::session::Opener>>,
+    acknowledge: Mutex<Option<Opener>>,
     state: Mutex<AskState>,
 }
 
