@@ -9,7 +9,7 @@
 //! these and encodes what it returns in its era's shape; the errors are [`Error`]s, which each era maps
 //! to its codes. Nothing here knows a wire name of one era only.
 
-use crate::engine::{Delivery, Engine, NewTask, TaskWatch};
+use crate::engine::{Access, Delivery, Engine, NewTask, TaskWatch};
 use crate::error::Error;
 use crate::model::JsonObject;
 use crate::prompt::Prompt;
@@ -200,9 +200,8 @@ pub(crate) async fn get_task(
     owner: Option<&str>,
 ) -> Result<TaskRecord, Error> {
     server
-        .inner
-        .engine
-        .get(id, owner)
+        .tasks()
+        .get_by(Access::Owner(owner), id)
         .await?
         .ok_or(Error::TaskNotFound)
 }
@@ -215,9 +214,8 @@ pub(crate) async fn cancel_task(
     owner: Option<&str>,
 ) -> Result<(TaskRecord, bool), Error> {
     server
-        .inner
-        .engine
-        .cancel(id, owner)
+        .tasks()
+        .cancel_by(Access::Owner(owner), id)
         .await?
         .ok_or(Error::TaskNotFound)
 }
@@ -230,9 +228,8 @@ pub(crate) async fn answer_task(
     responses: &JsonObject,
 ) -> Result<TaskRecord, Error> {
     server
-        .inner
-        .engine
-        .answer(id, owner, responses)
+        .tasks()
+        .answer_by(Access::Owner(owner), id, responses)
         .await?
         .ok_or(Error::TaskNotFound)
 }
@@ -245,9 +242,8 @@ pub(crate) async fn list_tasks(
     limit: usize,
 ) -> Result<TaskPage, Error> {
     server
-        .inner
-        .engine
-        .list(owner, params.cursor.as_deref(), limit)
+        .tasks()
+        .list_owned(owner, params.cursor.as_deref(), limit)
         .await
 }
 
@@ -274,9 +270,10 @@ pub(crate) async fn visible_tasks(
     owner: Option<&str>,
     ids: Vec<String>,
 ) -> Result<Vec<String>, Error> {
+    let tasks = server.tasks();
     let mut visible = Vec::new();
     for id in ids {
-        if server.inner.engine.get(&id, owner).await?.is_some() {
+        if tasks.get_by(Access::Owner(owner), &id).await?.is_some() {
             visible.push(id);
         }
     }
@@ -294,7 +291,7 @@ pub(crate) async fn follow_tasks(server: &Server, owner: Option<&str>, ids: &[St
     for id in ids {
         // Watched before it is read, so that no change after the read is missed.
         let mut changed = engine.watch(id);
-        let Ok(Some(rec)) = engine.get(id, owner).await else {
+        let Ok(Some(rec)) = engine.get_as(id, Access::Owner(owner)).await else {
             continue;
         };
         let mut poll = rec.poll_interval;
@@ -310,7 +307,8 @@ pub(crate) async fn follow_tasks(server: &Server, owner: Option<&str>, ids: &[St
         tokio::spawn(async move {
             loop {
                 changed.changed(poll).await;
-                let Ok(Some(rec)) = engine.get(&id, owner.as_deref()).await else {
+                let access = Access::Owner(owner.as_deref());
+                let Ok(Some(rec)) = engine.get_as(&id, access).await else {
                     break;
                 };
                 poll = rec.poll_interval;
@@ -354,7 +352,7 @@ pub(crate) async fn attach_delivery(
     make: impl FnOnce(&TaskRecord) -> Arc<dyn Delivery>,
 ) -> Result<Option<Arc<dyn Delivery>>, Error> {
     let engine = &server.inner.engine;
-    match engine.get(id, owner).await {
+    match engine.get_as(id, Access::Owner(owner)).await {
         Ok(Some(rec)) if !rec.status.is_terminal() => {
             Ok(Some(engine.attach(id, make(&rec)).await?))
         }
@@ -404,6 +402,11 @@ impl OpenQuestion {
         }
     }
 
+    /// Who reads the task and stores the answer: the task's owner.
+    fn access(&self) -> Access<'_> {
+        Access::Owner(self.owner.as_deref())
+    }
+
     /// The task that asks.
     pub(crate) fn task(&self) -> &str {
         &self.task
@@ -418,7 +421,7 @@ impl OpenQuestion {
     pub(crate) async fn is_open(&self) -> bool {
         let rec = self
             .engine
-            .get(&self.task, self.owner.as_deref())
+            .get_as(&self.task, self.access())
             .await
             .ok()
             .flatten();
@@ -439,7 +442,7 @@ impl OpenQuestion {
         responses.insert(self.key.clone(), value);
         match self
             .engine
-            .answer(&self.task, self.owner.as_deref(), &responses)
+            .answer_as(&self.task, self.access(), &responses)
             .await
         {
             Err(Error::InvalidParams(problem)) => {
@@ -449,7 +452,7 @@ impl OpenQuestion {
                 responses.insert(self.key.clone(), crate::model::error_answer(&message));
                 if let Err(e) = self
                     .engine
-                    .answer(&self.task, self.owner.as_deref(), &responses)
+                    .answer_as(&self.task, self.access(), &responses)
                     .await
                 {
                     tracing::warn!(task = %crate::task::ShortId(&self.task), error = %e, "cannot store the client's answer");

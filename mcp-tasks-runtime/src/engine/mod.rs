@@ -48,7 +48,7 @@ pub use background::Recovery;
 pub use config::EngineConfig;
 pub(crate) use delivery::{Delivery, TaskWatch};
 pub(crate) use dyn_store::DynStore;
-pub(crate) use tasks::Access;
+pub(crate) use tasks::{Access, is_expired, listing_error, unexpired};
 
 /// A run of a task's tool in this process.
 struct Run {
