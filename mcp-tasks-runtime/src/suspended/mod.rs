@@ -1,10 +1,10 @@
 //! Synchronous calls that may be suspended on their questions (the multi round-trip requests
-//! of 2026-07-28, see [`mrtr`](crate::mrtr)): the call's future, where its
-//! questions go, driving it round by round, and the server's parked calls waiting for the
-//! client's retry.
+//! of 2026-07-28, see [`mrtr`](crate::mrtr)): the call's future, where its questions go,
+//! driving it round by round, and the server's parked calls waiting for the client's retry.
 //!
 //! Nothing here knows a wire name: the era's adapter decodes the retry, checks its signed
-//! `requestState` and encodes the questions.
+//! `requestState` and encodes the questions. It sits below `server`, which owns the parked
+//! calls, so that the server does not depend on the wire.
 
 mod backend;
 mod parking;
