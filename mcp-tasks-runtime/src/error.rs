@@ -104,8 +104,20 @@ pub enum Error {
 /// The retry hint of an answer refused because the task store failed.
 const STORE_RETRY_AFTER_MS: u64 = 1000;
 
-impl From<crate::task::RandomError> for Error {
-    fn from(error: crate::task::RandomError) -> Self {
+/// The operating system's random number generator failed, so no id could be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the operating system's random number generator failed: {0}")]
+pub struct RandomError(String);
+
+impl RandomError {
+    /// The failure, as the operating system described it.
+    pub(crate) fn new(message: String) -> Self {
+        Self(message)
+    }
+}
+
+impl From<RandomError> for Error {
+    fn from(error: RandomError) -> Self {
         Self::Internal(error.to_string())
     }
 }

@@ -384,7 +384,7 @@ pub(crate) struct Reply {
     pub(crate) outcome: Result<Payload, ErrorObject>,
     /// Gates that open when the reply is dropped, once the transport wrote it: what the
     /// reply announces (a new task) goes nowhere before it.
-    pub(crate) then: Vec<crate::session::Opener>,
+    pub(crate) then: Vec<crate::sync::Opener>,
 }
 
 impl Reply {

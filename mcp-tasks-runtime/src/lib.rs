@@ -7,7 +7,6 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod call;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod context;
@@ -15,7 +14,7 @@ pub mod engine;
 pub mod error;
 pub mod jsonrpc;
 pub mod model;
-pub mod mrtr;
+mod notify;
 #[cfg(feature = "oauth")]
 pub mod oauth;
 mod ops;
@@ -24,11 +23,13 @@ pub mod prompt;
 pub mod quota;
 pub mod resource;
 mod router;
+mod run;
 pub mod schema;
 pub mod server;
 mod session;
 mod state;
 pub mod store;
+mod suspended;
 mod sync;
 pub mod task;
 pub mod tasks;
@@ -59,4 +60,7 @@ pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     IntoToolResult, Json, Registry, RestartPolicy, ResumePolicy, Tool, ToolDefError, ToolInput,
 };
+/// Multi round-trip requests of 2026-07-28 and their signed `requestState` (see
+/// [`wire::v2026_07_28::mrtr`]).
+pub use wire::v2026_07_28::mrtr;
 pub use worker::Worker;

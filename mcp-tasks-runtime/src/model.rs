@@ -319,3 +319,23 @@ pub enum ElicitAction {
     /// The user dismissed the request.
     Cancel,
 }
+
+/// The key of the `n`th question a call asks, when the tool names none: `elicit-1`,
+/// `sample-2`, `roots-3`.
+pub(crate) fn input_key(method: &str, n: usize) -> String {
+    let kind = match method {
+        "elicitation/create" => "elicit",
+        "sampling/createMessage" => "sample",
+        _ => "roots",
+    };
+    format!("{kind}-{n}")
+}
+
+/// The stored form of a client's error answer to a question, which the waiting tool turns
+/// back into an error.
+pub(crate) const ANSWER_ERROR: &str = "io.mcp-tasks/answerError";
+
+/// A client's error answer to a question, in the form a task stores.
+pub(crate) fn error_answer(message: &str) -> Value {
+    serde_json::json!({ ANSWER_ERROR: message })
+}

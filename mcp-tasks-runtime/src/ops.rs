@@ -4,11 +4,12 @@
 //! task, wait for it to end, and carry one of its questions to the client until answered
 //! (the 2025-11-25 delivery of questions as server-to-client requests).
 //!
-//! A wire adapter decodes a request (see [`crate::wire::params`]), calls one of these and
-//! encodes what it returns in its era's shape; the errors are [`Error`]s, which each era maps
+//! A wire adapter decodes a request (with `wire::params`; the params an operation takes as
+//! they are, such as [`ListParams`] and [`CompleteParams`], are defined here), calls one of
+//! these and encodes what it returns in its era's shape; the errors are [`Error`]s, which each era maps
 //! to its codes. Nothing here knows a wire name of one era only.
 
-use crate::engine::{Delivery, Engine, NewTask, TaskWatch};
+use crate::engine::{Access, Delivery, Engine, NewTask, TaskWatch};
 use crate::error::Error;
 use crate::model::JsonObject;
 use crate::prompt::Prompt;
@@ -17,12 +18,58 @@ use crate::server::Server;
 use crate::store::TaskPage;
 use crate::task::TaskRecord;
 use crate::tool::Tool;
-use crate::wire::params::{CompleteParams, CompleteReference, ListParams};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// The params of every paginated list (`tools/list`, `prompts/list`, `resources/list`,
+/// `resources/templates/list`, `tasks/list`).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ListParams {
+    /// Where the page starts: a cursor from an earlier page.
+    pub(crate) cursor: Option<String>,
+}
+
+/// The params of `completion/complete`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CompleteParams {
+    /// What is being completed.
+    #[serde(rename = "ref")]
+    pub(crate) reference: CompleteReference,
+    /// The argument being typed.
+    pub(crate) argument: CompleteArgument,
+}
+
+/// The `ref` of `completion/complete`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type")]
+pub(crate) enum CompleteReference {
+    /// A prompt's argument.
+    #[serde(rename = "ref/prompt")]
+    Prompt {
+        /// The prompt.
+        name: String,
+    },
+    /// A resource template's variable.
+    #[serde(rename = "ref/resource")]
+    Resource {
+        /// The template.
+        #[allow(dead_code)]
+        uri: String,
+    },
+}
+
+/// The `argument` of `completion/complete`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CompleteArgument {
+    /// The argument's name.
+    pub(crate) name: String,
+    /// What the user typed so far.
+    pub(crate) value: String,
+}
 
 /// What the server has beyond tools, which decides the capabilities it declares.
 #[derive(Clone, Copy, Debug)]
@@ -153,9 +200,8 @@ pub(crate) async fn get_task(
     owner: Option<&str>,
 ) -> Result<TaskRecord, Error> {
     server
-        .inner
-        .engine
-        .get(id, owner)
+        .tasks()
+        .get_by(Access::Owner(owner), id)
         .await?
         .ok_or(Error::TaskNotFound)
 }
@@ -168,9 +214,8 @@ pub(crate) async fn cancel_task(
     owner: Option<&str>,
 ) -> Result<(TaskRecord, bool), Error> {
     server
-        .inner
-        .engine
-        .cancel(id, owner)
+        .tasks()
+        .cancel_by(Access::Owner(owner), id)
         .await?
         .ok_or(Error::TaskNotFound)
 }
@@ -183,9 +228,8 @@ pub(crate) async fn answer_task(
     responses: &JsonObject,
 ) -> Result<TaskRecord, Error> {
     server
-        .inner
-        .engine
-        .answer(id, owner, responses)
+        .tasks()
+        .answer_by(Access::Owner(owner), id, responses)
         .await?
         .ok_or(Error::TaskNotFound)
 }
@@ -198,9 +242,8 @@ pub(crate) async fn list_tasks(
     limit: usize,
 ) -> Result<TaskPage, Error> {
     server
-        .inner
-        .engine
-        .list(owner, params.cursor.as_deref(), limit)
+        .tasks()
+        .list_owned(owner, params.cursor.as_deref(), limit)
         .await
 }
 
@@ -227,9 +270,10 @@ pub(crate) async fn visible_tasks(
     owner: Option<&str>,
     ids: Vec<String>,
 ) -> Result<Vec<String>, Error> {
+    let tasks = server.tasks();
     let mut visible = Vec::new();
     for id in ids {
-        if server.inner.engine.get(&id, owner).await?.is_some() {
+        if tasks.get_by(Access::Owner(owner), &id).await?.is_some() {
             visible.push(id);
         }
     }
@@ -247,7 +291,7 @@ pub(crate) async fn follow_tasks(server: &Server, owner: Option<&str>, ids: &[St
     for id in ids {
         // Watched before it is read, so that no change after the read is missed.
         let mut changed = engine.watch(id);
-        let Ok(Some(rec)) = engine.get(id, owner).await else {
+        let Ok(Some(rec)) = engine.get_as(id, Access::Owner(owner)).await else {
             continue;
         };
         let mut poll = rec.poll_interval;
@@ -263,7 +307,8 @@ pub(crate) async fn follow_tasks(server: &Server, owner: Option<&str>, ids: &[St
         tokio::spawn(async move {
             loop {
                 changed.changed(poll).await;
-                let Ok(Some(rec)) = engine.get(&id, owner.as_deref()).await else {
+                let access = Access::Owner(owner.as_deref());
+                let Ok(Some(rec)) = engine.get_as(&id, access).await else {
                     break;
                 };
                 poll = rec.poll_interval;
@@ -307,7 +352,7 @@ pub(crate) async fn attach_delivery(
     make: impl FnOnce(&TaskRecord) -> Arc<dyn Delivery>,
 ) -> Result<Option<Arc<dyn Delivery>>, Error> {
     let engine = &server.inner.engine;
-    match engine.get(id, owner).await {
+    match engine.get_as(id, Access::Owner(owner)).await {
         Ok(Some(rec)) if !rec.status.is_terminal() => {
             Ok(Some(engine.attach(id, make(&rec)).await?))
         }
@@ -357,6 +402,11 @@ impl OpenQuestion {
         }
     }
 
+    /// Who reads the task and stores the answer: the task's owner.
+    fn access(&self) -> Access<'_> {
+        Access::Owner(self.owner.as_deref())
+    }
+
     /// The task that asks.
     pub(crate) fn task(&self) -> &str {
         &self.task
@@ -371,7 +421,7 @@ impl OpenQuestion {
     pub(crate) async fn is_open(&self) -> bool {
         let rec = self
             .engine
-            .get(&self.task, self.owner.as_deref())
+            .get_as(&self.task, self.access())
             .await
             .ok()
             .flatten();
@@ -392,17 +442,17 @@ impl OpenQuestion {
         responses.insert(self.key.clone(), value);
         match self
             .engine
-            .answer(&self.task, self.owner.as_deref(), &responses)
+            .answer_as(&self.task, self.access(), &responses)
             .await
         {
             Err(Error::InvalidParams(problem)) => {
                 tracing::debug!(task = %self.task, %problem, "the client's answer does not fit its question");
                 let mut responses = JsonObject::new();
                 let message = format!("invalid params (-32602): {problem}");
-                responses.insert(self.key.clone(), crate::engine::error_answer(&message));
+                responses.insert(self.key.clone(), crate::model::error_answer(&message));
                 if let Err(e) = self
                     .engine
-                    .answer(&self.task, self.owner.as_deref(), &responses)
+                    .answer_as(&self.task, self.access(), &responses)
                     .await
                 {
                     tracing::warn!(task = %crate::task::ShortId(&self.task), error = %e, "cannot store the client's answer");
@@ -417,7 +467,7 @@ impl OpenQuestion {
 
     /// Stores that the client answered with an error: the tool gets it as a failed answer.
     pub(crate) async fn answer_error(&self, message: &str) {
-        self.answer(crate::engine::error_answer(message)).await;
+        self.answer(crate::model::error_answer(message)).await;
     }
 }
 

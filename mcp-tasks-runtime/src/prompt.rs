@@ -303,7 +303,7 @@ pub(crate) async fn run(
     cx: TaskContext,
     args: JsonObject,
 ) -> Result<Result<GetPromptResult, ToolError>, ErrorObject> {
-    crate::call::CatchUnwind::new((prompt.handler)(cx, args))
+    crate::run::CatchUnwind::new((prompt.handler)(cx, args))
         .await
         .map_err(|panic| {
             tracing::error!(prompt = %prompt.name, %panic, "prompt panicked");

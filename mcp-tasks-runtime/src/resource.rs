@@ -412,7 +412,7 @@ pub(crate) async fn run(
     cx: TaskContext,
     uri: &str,
 ) -> Result<Result<Vec<ResourceContents>, ToolError>, ErrorObject> {
-    crate::call::CatchUnwind::new((target.handler)(cx, uri.to_owned(), target.vars.clone()))
+    crate::run::CatchUnwind::new((target.handler)(cx, uri.to_owned(), target.vars.clone()))
         .await
         .map_err(|panic| {
             tracing::error!(%uri, %panic, "resource handler panicked");

@@ -6,7 +6,7 @@
 //! (used by the MCP Inspector and many clients) warn about on every call; here such a format
 //! is replaced by the integer bounds it stands for (`minimum: 0`, `maximum: 4294967295`).
 
-use crate::engine::ANSWER_ERROR;
+use crate::model::ANSWER_ERROR;
 use crate::model::{InputRequest, JsonObject};
 use crate::sync::LockExt;
 use schemars::generate::SchemaSettings;

@@ -73,7 +73,7 @@ pub(crate) struct ServerInner {
     pub(crate) state_keys: Box<[[u8; 32]]>,
     pub(crate) request_state_ttl: Duration,
     pub(crate) list_ttl: Duration,
-    pub(crate) parking: Arc<crate::mrtr::Parking>,
+    pub(crate) parking: Arc<crate::suspended::Parking>,
     pub(crate) engine: Arc<Engine>,
     pub(crate) state: crate::state::StateMap,
     pub(crate) quotas: crate::quota::Quotas,
@@ -148,7 +148,7 @@ impl Server {
 
     /// Settles tasks that an earlier run of the server left unfinished in the store (see
     /// `on_restart`). Runs once per server: [`serve_stdio`](Self::serve_stdio),
-    /// [`serve_io`](crate::transport::serve_io), `serve_http` and `http_router` start it
+    /// `transport::serve_io`, `serve_http` and `http_router` start it
     /// themselves, and the HTTP router answers its first requests after it. Call it yourself
     /// to see what it did, or when you drive sessions directly. Later calls (and calls while
     /// it runs, which wait for it) return an empty [`Recovery`].
@@ -490,7 +490,7 @@ impl ServerBuilder {
                 state_keys: state_keys.into(),
                 request_state_ttl: self.request_state_ttl,
                 list_ttl: self.list_ttl,
-                parking: crate::mrtr::Parking::new(
+                parking: crate::suspended::Parking::new(
                     self.max_parked_calls,
                     self.parked_call_timeout,
                     self.request_state_ttl,

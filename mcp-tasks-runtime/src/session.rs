@@ -3,7 +3,7 @@
 
 use crate::jsonrpc::{ErrorObject, Notification, Request, RequestId, Response};
 use crate::model::LogLevel;
-use crate::sync::LockExt;
+use crate::sync::{LockExt, Opener};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -337,46 +337,6 @@ pub(crate) struct Connection {
     listeners: std::sync::atomic::AtomicUsize,
     /// Gates that open once the reply to a request is written (see [`Connection::after_reply`]).
     after_reply: Mutex<HashMap<RequestId, Vec<Opener>>>,
-}
-
-/// Opens once something was announced to the client (the response that names a task was
-/// written), so that nothing about it goes out before that response.
-#[derive(Clone, Debug)]
-pub(crate) struct Gate(tokio::sync::watch::Receiver<bool>);
-
-/// Opens its [`Gate`] when dropped: when the reply it rides with was written.
-#[derive(Debug)]
-pub(crate) struct Opener(tokio::sync::watch::Sender<bool>);
-
-impl Gate {
-    /// A closed gate and what opens it.
-    pub(crate) fn closed() -> (Self, Opener) {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        (Self(rx), Opener(tx))
-    }
-
-    /// A gate that is open already.
-    pub(crate) fn open() -> Self {
-        Self(tokio::sync::watch::channel(true).1)
-    }
-
-    /// `true` once the gate opened.
-    pub(crate) fn is_open(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    /// Waits until the gate is open.
-    pub(crate) async fn opened(&self) {
-        // An opener dropped without opening cannot happen (dropping opens); either way the
-        // wait ends.
-        let _ = self.0.clone().wait_for(|open| *open).await;
-    }
-}
-
-impl Drop for Opener {
-    fn drop(&mut self) {
-        self.0.send_replace(true);
-    }
 }
 
 const LOG_OFF: u8 = u8::MAX;

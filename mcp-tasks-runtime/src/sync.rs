@@ -1,4 +1,4 @@
-//! The one policy for poisoned locks.
+//! Synchronisation helpers: the one policy for poisoned locks, and a gate that opens once.
 //!
 //! A lock is poisoned when a thread panicked while holding it. Every critical section in this
 //! crate leaves its data consistent at each step (an insert, a remove, a swap), so a panic
@@ -44,5 +44,45 @@ mod tests {
         assert!(lock.is_poisoned());
         *lock.locked() += 1;
         assert_eq!(*lock.locked(), 2);
+    }
+}
+
+/// Opens once something was announced to the client (the response that names a task was
+/// written), so that nothing about it goes out before that response.
+#[derive(Clone, Debug)]
+pub(crate) struct Gate(tokio::sync::watch::Receiver<bool>);
+
+/// Opens its [`Gate`] when dropped: when the reply it rides with was written.
+#[derive(Debug)]
+pub(crate) struct Opener(tokio::sync::watch::Sender<bool>);
+
+impl Gate {
+    /// A closed gate and what opens it.
+    pub(crate) fn closed() -> (Self, Opener) {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        (Self(rx), Opener(tx))
+    }
+
+    /// A gate that is open already.
+    pub(crate) fn open() -> Self {
+        Self(tokio::sync::watch::channel(true).1)
+    }
+
+    /// `true` once the gate opened.
+    pub(crate) fn is_open(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Waits until the gate is open.
+    pub(crate) async fn opened(&self) {
+        // An opener dropped without opening cannot happen (dropping opens); either way the
+        // wait ends.
+        let _ = self.0.clone().wait_for(|open| *open).await;
+    }
+}
+
+impl Drop for Opener {
+    fn drop(&mut self) {
+        self.0.send_replace(true);
     }
 }

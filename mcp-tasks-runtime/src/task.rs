@@ -12,10 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// The operating system's random number generator failed, so no id could be made.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the operating system's random number generator failed: {0}")]
-pub struct RandomError(String);
+pub use crate::error::RandomError;
 
 /// The first characters of a task id, as logs show it at `info` and `warn`.
 ///
@@ -41,7 +38,7 @@ impl std::fmt::Display for ShortId<'_> {
 /// bytes; the request that needed the id then gets an internal error.
 pub fn random_id() -> Result<String, RandomError> {
     let mut b = [0u8; 16];
-    getrandom::fill(&mut b).map_err(|e| RandomError(e.to_string()))?;
+    getrandom::fill(&mut b).map_err(|e| RandomError::new(e.to_string()))?;
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();

@@ -31,14 +31,13 @@
 //! # Ok(()) }
 //! ```
 
-use crate::engine::{Access, DynStore, Engine, TaskWatch};
+use crate::engine::{Access, DynStore, Engine, TaskWatch, is_expired, listing_error, unexpired};
 use crate::error::Error;
 use crate::model::JsonObject;
-use crate::store::{ClaimStore, StoreError, TaskCounts, TaskFilter, TaskPage};
+use crate::store::{ClaimStore, TaskCounts, TaskFilter, TaskPage};
 use crate::task::TaskRecord;
 use std::fmt;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 /// Who looks at tasks through [`Tasks`], which decides what is visible.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,19 +101,6 @@ fn read_only() -> Error {
     Error::InvalidRequest("this task face is read-only: it has a store but no engine".into())
 }
 
-fn expired(record: &TaskRecord) -> bool {
-    record
-        .expires_at()
-        .is_some_and(|at| at <= SystemTime::now())
-}
-
-fn store_error(e: StoreError) -> Error {
-    match e {
-        StoreError::InvalidCursor(c) => Error::InvalidParams(format!("invalid cursor {c:?}")),
-        other => other.into(),
-    }
-}
-
 impl Tasks {
     pub(crate) fn new(engine: Arc<Engine>) -> Self {
         Self {
@@ -133,9 +119,18 @@ impl Tasks {
 
     /// The task, if it exists, has not expired and `viewer` may see it.
     pub async fn get(&self, viewer: &Viewer, id: &str) -> Result<Option<TaskRecord>, Error> {
+        self.get_by(viewer.access(), id).await
+    }
+
+    /// [`Tasks::get`] as `access` (the MCP methods' caller, who may be anonymous).
+    pub(crate) async fn get_by(
+        &self,
+        access: Access<'_>,
+        id: &str,
+    ) -> Result<Option<TaskRecord>, Error> {
         match &self.inner {
-            Inner::Engine(engine) => engine.get_as(id, viewer.access()).await,
-            Inner::Store(store) => Ok(store.get(id).await?.filter(|r| !expired(r))),
+            Inner::Engine(engine) => engine.get_as(id, access).await,
+            Inner::Store(store) => Ok(store.get(id).await?.filter(|r| !is_expired(r))),
         }
     }
 
@@ -152,14 +147,12 @@ impl Tasks {
     ) -> Result<TaskPage, Error> {
         match &self.inner {
             Inner::Engine(engine) => engine.scan(viewer.access(), filter, cursor, limit).await,
-            Inner::Store(store) => {
-                let mut page = store
+            Inner::Store(store) => unexpired(
+                store
                     .scan(filter, cursor, limit)
                     .await
-                    .map_err(store_error)?;
-                page.tasks.retain(|t| !expired(t));
-                Ok(page)
-            }
+                    .map_err(listing_error)?,
+            ),
         }
     }
 
@@ -179,8 +172,17 @@ impl Tasks {
         viewer: &Viewer,
         id: &str,
     ) -> Result<Option<(TaskRecord, bool)>, Error> {
+        self.cancel_by(viewer.access(), id).await
+    }
+
+    /// [`Tasks::cancel`] as `access`.
+    pub(crate) async fn cancel_by(
+        &self,
+        access: Access<'_>,
+        id: &str,
+    ) -> Result<Option<(TaskRecord, bool)>, Error> {
         match &self.inner {
-            Inner::Engine(engine) => engine.cancel_as(id, viewer.access()).await,
+            Inner::Engine(engine) => engine.cancel_as(id, access).await,
             Inner::Store(_) => Err(read_only()),
         }
     }
@@ -194,9 +196,38 @@ impl Tasks {
         id: &str,
         responses: &JsonObject,
     ) -> Result<Option<TaskRecord>, Error> {
+        self.answer_by(viewer.access(), id, responses).await
+    }
+
+    /// [`Tasks::answer`] as `access`.
+    pub(crate) async fn answer_by(
+        &self,
+        access: Access<'_>,
+        id: &str,
+        responses: &JsonObject,
+    ) -> Result<Option<TaskRecord>, Error> {
         match &self.inner {
-            Inner::Engine(engine) => engine.answer_as(id, viewer.access(), responses).await,
+            Inner::Engine(engine) => engine.answer_as(id, access, responses).await,
             Inner::Store(_) => Err(read_only()),
+        }
+    }
+
+    /// One page of the tasks whose owner is `owner` (`None`: the tasks without one), oldest
+    /// first, at most `limit`, after `cursor`: the listing of the MCP `tasks/list`.
+    pub(crate) async fn list_owned(
+        &self,
+        owner: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, Error> {
+        match &self.inner {
+            Inner::Engine(engine) => engine.list(owner, cursor, limit).await,
+            Inner::Store(store) => unexpired(
+                store
+                    .list(owner, cursor, limit)
+                    .await
+                    .map_err(listing_error)?,
+            ),
         }
     }
 

@@ -3,7 +3,9 @@
 use super::{Engine, Run};
 use crate::context::{BoxFuture, CallBackend};
 use crate::error::ToolError;
+use crate::jsonrpc::RequestId;
 use crate::model::{InputRequest, LogLevel};
+use crate::session::{Connection, Sink};
 use crate::sync::LockExt;
 use crate::task::TaskRecord;
 use serde_json::Value;
@@ -16,15 +18,21 @@ use tokio::sync::watch;
 pub(crate) trait Delivery: Send + Sync + 'static {
     /// The task changed (as stored now). Called for every version this process sees, in
     /// order, at most once each; `status_changed` says whether the status moved.
-    fn changed(&self, engine: &Arc<Engine>, record: &TaskRecord, status_changed: bool);
+    fn changed(&self, record: &TaskRecord, status_changed: bool);
     /// Progress of the tool, when it runs in this process.
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>);
     /// A log line of the tool, when it runs in this process.
     fn log(&self, level: LogLevel, logger: Option<&str>, data: Value);
     /// `true` once the client it serves is gone, so another may take its place.
     fn is_closed(&self) -> bool;
-    /// For the adapter to find its own type again.
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
+    /// A request of `conn` named the task (it read it, or waits for its result): the client
+    /// knows the task now.
+    fn named_by(&self, conn: &Arc<Connection>);
+    /// A request of `conn` that waits on the task offers its stream (`sink`) to carry the
+    /// task's messages to the client, until [`Delivery::withdraw_stream`].
+    fn offer_stream(&self, conn: &Arc<Connection>, sink: &Sink, request: &RequestId);
+    /// The request `request` of `conn` no longer waits: its stream carries nothing more.
+    fn withdraw_stream(&self, conn: &Arc<Connection>, request: &RequestId);
 }
 
 /// A receiver of a task's changes; the engine forgets the task when the last one is gone.

@@ -1,9 +1,10 @@
 //! Questions a running tool asks its client, and its status line.
 
-use super::{ANSWER_ERROR, Engine, Run};
-use crate::call::input_key;
+use super::{Engine, Run};
 use crate::error::{Error, ToolError};
+use crate::model::ANSWER_ERROR;
 use crate::model::InputRequest;
+use crate::model::input_key;
 use crate::task::TaskStatus;
 use serde_json::Value;
 

@@ -28,7 +28,7 @@ use crate::store::ClaimStore;
 use crate::sync::LockExt;
 use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus, random_id};
 use crate::tool::{Registry, Tool};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, Weak};
@@ -48,7 +48,7 @@ pub use background::Recovery;
 pub use config::EngineConfig;
 pub(crate) use delivery::{Delivery, TaskWatch};
 pub(crate) use dyn_store::DynStore;
-pub(crate) use tasks::Access;
+pub(crate) use tasks::{Access, is_expired, listing_error, unexpired};
 
 /// A run of a task's tool in this process.
 struct Run {
@@ -157,15 +157,6 @@ fn shard_of(id: &str) -> usize {
 /// The principal of an owner key, for the tool's context.
 fn principal_of(owner: Option<&str>) -> Option<Arc<str>> {
     owner?.strip_prefix("principal:").map(Into::into)
-}
-
-/// The stored form of a client's error answer to a question, which the waiting tool turns
-/// back into an error.
-pub(crate) const ANSWER_ERROR: &str = "io.mcp-tasks/answerError";
-
-/// A client's error answer to a question, in the form [`Engine::answer`] stores.
-pub(crate) fn error_answer(message: &str) -> Value {
-    json!({ ANSWER_ERROR: message })
 }
 
 impl Engine {

@@ -2,9 +2,9 @@
 
 use super::delivery::TaskBackend;
 use super::{Delivery, Engine, NewTask, Run, principal_of, shard_of};
-use crate::call::{CatchUnwind, RunEnd, outcome_of};
 use crate::context::{CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
+use crate::run::{CatchUnwind, RunEnd, outcome_of};
 use crate::store::StoreError;
 use crate::sync::LockExt;
 use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus};

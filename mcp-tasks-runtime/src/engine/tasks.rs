@@ -96,7 +96,7 @@ impl Engine {
         }
         let delivery = live.delivery.locked().clone();
         if let Some(delivery) = delivery {
-            delivery.changed(&self.arc(), rec, status_changed);
+            delivery.changed(rec, status_changed);
             if rec.status.is_terminal() {
                 *live.delivery.locked() = None;
             }
@@ -146,19 +146,7 @@ impl Engine {
         if !bearer && rec.owner.as_deref() != owner {
             return None;
         }
-        if rec.expires_at().is_some_and(|at| at <= SystemTime::now()) {
-            return None;
-        }
-        Some(rec)
-    }
-
-    /// The task, if it exists, has not expired and `owner` may see it.
-    pub(crate) async fn get(
-        &self,
-        id: &str,
-        owner: Option<&str>,
-    ) -> Result<Option<TaskRecord>, Error> {
-        self.get_as(id, Access::Owner(owner)).await
+        (!is_expired(&rec)).then_some(rec)
     }
 
     /// The task, if it exists, has not expired and `access` may see it.
@@ -178,18 +166,10 @@ impl Engine {
         })
     }
 
-    /// Cancels a task. Returns the task as it is afterwards and whether this call cancelled
-    /// it (`false`: it was already terminal). `None` for an unknown task. The process that
-    /// runs the tool learns of it from the store and stops the tool.
-    pub(crate) async fn cancel(
-        &self,
-        id: &str,
-        owner: Option<&str>,
-    ) -> Result<Option<(TaskRecord, bool)>, Error> {
-        self.cancel_as(id, Access::Owner(owner)).await
-    }
-
-    /// [`Engine::cancel`] by whoever `access` names (kept in the task as who cancelled it).
+    /// Cancels a task by whoever `access` names (kept in the task as who cancelled it).
+    /// Returns the task as it is afterwards and whether this call cancelled it (`false`: it
+    /// was already terminal). `None` for an unknown task. The process that runs the tool
+    /// learns of it from the store and stops the tool.
     pub(crate) async fn cancel_as(
         &self,
         id: &str,
@@ -223,21 +203,11 @@ impl Engine {
         Ok(result)
     }
 
-    /// Hands the client's answers to a task waiting for input. Answers for keys that are
-    /// not outstanding are ignored. `None` for an unknown task. An answer that does not fit
-    /// its question (a form's content against its `requestedSchema`) is
-    /// [`Error::InvalidParams`] naming the key and the field, and nothing is stored: every
-    /// question stays open.
-    pub(crate) async fn answer(
-        &self,
-        id: &str,
-        owner: Option<&str>,
-        responses: &JsonObject,
-    ) -> Result<Option<TaskRecord>, Error> {
-        self.answer_as(id, Access::Owner(owner), responses).await
-    }
-
-    /// [`Engine::answer`] on behalf of whoever `access` names.
+    /// Hands the client's answers to a task waiting for input, on behalf of whoever `access`
+    /// names. Answers for keys that are not outstanding are ignored. `None` for an unknown
+    /// task. An answer that does not fit its question (a form's content against its
+    /// `requestedSchema`) is [`Error::InvalidParams`] naming the key and the field, and
+    /// nothing is stored: every question stays open.
     pub(crate) async fn answer_as(
         &self,
         id: &str,
@@ -325,7 +295,7 @@ impl Engine {
             }
         };
         if let Some(rec) = self.store.get(id).await? {
-            attached.changed(&self.arc(), &rec, false);
+            attached.changed(&rec, false);
             if rec.status.is_terminal() {
                 *live.delivery.locked() = None;
             }
@@ -344,7 +314,7 @@ impl Engine {
     ) -> Result<Option<TaskRecord>, Error> {
         let mut watch = self.watch(id);
         loop {
-            let Some(rec) = self.get(id, owner).await? else {
+            let Some(rec) = self.get_as(id, Access::Owner(owner)).await? else {
                 return Ok(None);
             };
             if rec.status.is_terminal() {
@@ -377,16 +347,8 @@ impl Engine {
                 std::borrow::Cow::Owned(filter.clone().owner(owner))
             }
         };
-        match self.store.scan(&filter, cursor, limit).await {
-            Ok(mut page) => {
-                page.tasks.retain(|t| !is_expired(t));
-                Ok(page)
-            }
-            Err(StoreError::InvalidCursor(c)) => {
-                Err(Error::InvalidParams(format!("invalid cursor {c:?}")))
-            }
-            Err(e) => Err(e.into()),
-        }
+        let page = self.store.scan(&filter, cursor, limit).await;
+        unexpired(page.map_err(listing_error)?)
     }
 
     /// The tasks `access` may list, by status and tool.
@@ -457,7 +419,7 @@ impl Engine {
         Ok(Some(record))
     }
 
-    /// One page of the owner's tasks (`tasks/list`).
+    /// One page of the owner's tasks, oldest first (`tasks/list`).
     pub(crate) async fn list(
         &self,
         owner: Option<&str>,
@@ -465,18 +427,8 @@ impl Engine {
         limit: usize,
     ) -> Result<TaskPage, Error> {
         self.ensure_background();
-        match self.store.list(owner, cursor, limit).await {
-            Ok(mut page) => {
-                let now = SystemTime::now();
-                page.tasks
-                    .retain(|t| t.expires_at().is_none_or(|at| at > now));
-                Ok(page)
-            }
-            Err(StoreError::InvalidCursor(c)) => {
-                Err(Error::InvalidParams(format!("invalid cursor {c:?}")))
-            }
-            Err(e) => Err(e.into()),
-        }
+        let page = self.store.list(owner, cursor, limit).await;
+        unexpired(page.map_err(listing_error)?)
     }
 }
 
@@ -499,6 +451,22 @@ impl Access<'_> {
     }
 }
 
-fn is_expired(rec: &TaskRecord) -> bool {
+/// `true` once a task's time to be kept is over: it is never returned any more.
+pub(crate) fn is_expired(rec: &TaskRecord) -> bool {
     rec.expires_at().is_some_and(|at| at <= SystemTime::now())
+}
+
+/// A page of a listing without the tasks that expired.
+pub(crate) fn unexpired(mut page: TaskPage) -> Result<TaskPage, Error> {
+    page.tasks.retain(|t| !is_expired(t));
+    Ok(page)
+}
+
+/// The error of a listing whose store failed: a cursor the store did not make is the
+/// caller's mistake.
+pub(crate) fn listing_error(e: StoreError) -> Error {
+    match e {
+        StoreError::InvalidCursor(c) => Error::InvalidParams(format!("invalid cursor {c:?}")),
+        other => other.into(),
+    }
 }

@@ -1,4 +1,6 @@
-//! Typed request parameters, shared by both eras, and the one place they are decoded.
+//! Typed request parameters shared by both eras, and the one place params are decoded. The
+//! params an operation takes as they are ([`ListParams`](crate::ops::ListParams),
+//! [`CompleteParams`](crate::ops::CompleteParams)) are the operations' own, in `ops`.
 //!
 //! Each method's params are a `Deserialize` type. [`decode`] reads them from a request, and
 //! every way they can be malformed becomes the same [`Error::InvalidParams`] (`-32602`) that
@@ -120,14 +122,6 @@ pub(crate) fn progress_token(meta: Option<&Value>) -> Option<Value> {
         .cloned()
 }
 
-/// The params of every paginated list (`tools/list`, `prompts/list`, `resources/list`,
-/// `resources/templates/list`, `tasks/list`).
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct ListParams {
-    /// Where the page starts: a cursor from an earlier page.
-    pub(crate) cursor: Option<String>,
-}
-
 /// The params of `prompts/get`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct GetPromptParams {
@@ -159,47 +153,10 @@ pub(crate) struct SetLevelParams {
     pub(crate) level: LogLevel,
 }
 
-/// The params of `completion/complete`.
-#[derive(Debug, Deserialize)]
-pub(crate) struct CompleteParams {
-    /// What is being completed.
-    #[serde(rename = "ref")]
-    pub(crate) reference: CompleteReference,
-    /// The argument being typed.
-    pub(crate) argument: CompleteArgument,
-}
-
-/// The `ref` of `completion/complete`.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type")]
-pub(crate) enum CompleteReference {
-    /// A prompt's argument.
-    #[serde(rename = "ref/prompt")]
-    Prompt {
-        /// The prompt.
-        name: String,
-    },
-    /// A resource template's variable.
-    #[serde(rename = "ref/resource")]
-    Resource {
-        /// The template.
-        #[allow(dead_code)]
-        uri: String,
-    },
-}
-
-/// The `argument` of `completion/complete`.
-#[derive(Debug, Deserialize)]
-pub(crate) struct CompleteArgument {
-    /// The argument's name.
-    pub(crate) name: String,
-    /// What the user typed so far.
-    pub(crate) value: String,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::ListParams;
     use serde_json::json;
 
     fn request(params: Value) -> Request {

@@ -1,0 +1,224 @@
+//! The params and result shapes of this era: flat task shapes (`ttlMs`) and the
+//! `DetailedTask` of the tasks extension.
+
+use super::{complete_typed, to_value};
+use crate::error::CallOutcome;
+use crate::jsonrpc::{self, ErrorObject, Payload};
+use crate::model::{InputRequest, JsonObject};
+use crate::server::Server;
+use crate::task::{TaskRecord, TaskStatus, rfc3339};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// `requestState` and `inputResponses`: what a retry of an `InputRequiredResult` brings.
+#[derive(Debug, Default)]
+pub(super) struct Rounds {
+    /// The signed state of the round being answered.
+    pub(super) request_state: Option<String>,
+    /// The answers, by question key.
+    pub(super) input_responses: Option<JsonObject>,
+}
+
+/// The params of `tools/call` in this era.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct CallToolParams {
+    pub(super) name: String,
+    pub(super) arguments: Option<JsonObject>,
+    pub(super) request_state: Option<String>,
+    pub(super) input_responses: Option<JsonObject>,
+}
+
+/// The params of `prompts/get` in this era.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct GetPromptParams {
+    pub(super) name: String,
+    pub(super) arguments: Option<JsonObject>,
+    pub(super) request_state: Option<String>,
+    pub(super) input_responses: Option<JsonObject>,
+}
+
+/// The params of `resources/read` in this era.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ReadResourceParams {
+    pub(super) uri: String,
+    pub(super) request_state: Option<String>,
+    pub(super) input_responses: Option<JsonObject>,
+}
+
+/// The params of `tasks/update`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct UpdateTaskParams {
+    pub(super) task_id: String,
+    pub(super) input_responses: JsonObject,
+}
+
+/// The params of `subscriptions/listen`; task ids that are not strings are skipped.
+#[derive(Debug, Deserialize)]
+pub(super) struct ListenParams {
+    pub(super) notifications: Option<Value>,
+}
+
+/// The fields every task of this era shows.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Task<'a> {
+    pub(super) task_id: &'a str,
+    pub(super) status: &'static str,
+    pub(super) created_at: String,
+    pub(super) last_updated_at: String,
+    /// Always present: `null` for a task kept until it is deleted.
+    pub(super) ttl_ms: Option<u64>,
+    pub(super) poll_interval_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) status_message: Option<&'a str>,
+}
+
+impl<'a> Task<'a> {
+    pub(super) fn of(rec: &'a TaskRecord) -> Self {
+        Self {
+            task_id: &rec.id,
+            status: rec.status.as_str(),
+            created_at: rfc3339(rec.created_at),
+            last_updated_at: rfc3339(rec.updated_at),
+            ttl_ms: rec.ttl.map(|t| t.as_millis() as u64),
+            poll_interval_ms: (rec.poll_interval.as_millis() as u64).max(1),
+            status_message: rec.status_message.as_deref(),
+        }
+    }
+}
+
+/// The `DetailedTask` of the extension: the task with its questions, result or error.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct DetailedTask<'a> {
+    #[serde(flatten)]
+    pub(super) task: Task<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) input_requests: Option<&'a BTreeMap<String, InputRequest>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) result: Option<&'a crate::model::CallToolResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) error: Option<std::borrow::Cow<'a, ErrorObject>>,
+}
+
+/// A task as this era shows it: the `DetailedTask` of the extension.
+pub(crate) fn detailed_task(rec: &TaskRecord) -> Value {
+    to_value(DetailedTask::of(rec))
+}
+
+impl<'a> DetailedTask<'a> {
+    pub(super) fn of(rec: &'a TaskRecord) -> Self {
+        use std::borrow::Cow;
+        let mut detailed = DetailedTask {
+            task: Task::of(rec),
+            input_requests: None,
+            result: None,
+            error: None,
+        };
+        match (rec.status, &rec.outcome) {
+            (TaskStatus::InputRequired, _) => detailed.input_requests = Some(&rec.input_requests),
+            (TaskStatus::Completed, Some(CallOutcome::Result(r))) => detailed.result = Some(r),
+            (TaskStatus::Failed, Some(CallOutcome::Error(e))) => {
+                detailed.error = Some(Cow::Borrowed(e))
+            }
+            (TaskStatus::Failed, _) => {
+                let message = rec.status_message.as_deref().unwrap_or("the task failed");
+                let error = ErrorObject::new(jsonrpc::INTERNAL_ERROR, message);
+                detailed.error = Some(Cow::Owned(error));
+            }
+            _ => {}
+        }
+        detailed
+    }
+}
+
+/// The `CreateTaskResult` of the extension: flat, without result, error or input requests.
+pub(super) fn create_task_result(server: &Server, rec: &TaskRecord) -> Payload {
+    complete_typed(server, &Task::of(rec), "task")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::complete;
+    use super::*;
+    use crate::model::{CallToolResult, Content};
+    use serde_json::json;
+    use std::time::{Duration, SystemTime};
+
+    fn record(status: TaskStatus, outcome: Option<CallOutcome>) -> TaskRecord {
+        let mut input_requests = BTreeMap::new();
+        if status == TaskStatus::InputRequired {
+            input_requests.insert(
+                "elicit-1".to_owned(),
+                InputRequest {
+                    method: "elicitation/create".into(),
+                    params: json!({"message": "name?", "requestedSchema": {"type": "object"}}),
+                    key: None,
+                },
+            );
+        }
+        let created = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        TaskRecord {
+            arguments: JsonObject::new(),
+            status,
+            status_message: Some("halfway \"there\"".into()),
+            updated_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_800_000_000_123),
+            ttl: Some(Duration::from_secs(60)),
+            poll_interval: Duration::from_millis(250),
+            outcome,
+            input_requests,
+            version: 3,
+            ..crate::store::testing::sample_record("t-1", None, created)
+        }
+    }
+
+    #[test]
+    fn typed_results_write_what_their_values_write() {
+        let server = Server::builder()
+            .name("typed")
+            .version("1.2.3")
+            .build()
+            .unwrap();
+        let same = |typed: Payload, value: Value| {
+            assert_eq!(typed.into_value(), value);
+        };
+        let result = CallToolResult {
+            content: vec![Content::text("ok ✓")],
+            structured_content: Some(json!({"n": 1.5, "list": [null, true]})),
+            is_error: false,
+        };
+        same(
+            complete_typed(&server, &result, "complete"),
+            complete(&server, to_value(&result), "complete"),
+        );
+        let records = [
+            record(TaskStatus::Working, None),
+            record(TaskStatus::InputRequired, None),
+            record(
+                TaskStatus::Completed,
+                Some(CallOutcome::Result(result.clone())),
+            ),
+            record(
+                TaskStatus::Failed,
+                Some(CallOutcome::Error(ErrorObject::new(-32603, "boom"))),
+            ),
+            record(TaskStatus::Failed, None),
+            record(TaskStatus::Cancelled, None),
+        ];
+        for rec in &records {
+            same(
+                complete_typed(&server, &DetailedTask::of(rec), "complete"),
+                complete(&server, detailed_task(rec), "complete"),
+            );
+            same(
+                create_task_result(&server, rec),
+                complete(&server, to_value(Task::of(rec)), "task"),
+            );
+        }
+    }
+}
