@@ -296,7 +296,7 @@ async fn an_outcome_stored_after_an_outage_of_many_leases_keeps_its_result() {
 #[cfg(feature = "postgres")]
 mod postgres {
     use super::*;
-    use mcp_tasks_runtime::store::testing::TestDatabase;
+    use mcp_tasks_runtime::store::TestDatabase;
     use mcp_tasks_runtime::store::{PostgresOptions, PostgresTaskStore};
 
     async fn open(db: &TestDatabase, options: PostgresOptions) -> PostgresTaskStore {
@@ -381,7 +381,8 @@ mod postgres {
 #[cfg(feature = "redis")]
 mod redis {
     use super::*;
-    use mcp_tasks_runtime::store::testing::{RedisServer, sample_record};
+    use mcp_tasks_runtime::store::RedisServer;
+    use mcp_tasks_runtime::store::testing::sample_record;
     use mcp_tasks_runtime::store::{RedisOptions, RedisTaskStore};
 
     async fn open(server: &RedisServer, timeout: Duration) -> RedisTaskStore {

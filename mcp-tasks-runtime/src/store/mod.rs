@@ -25,9 +25,13 @@ mod sqlite;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+#[cfg(all(feature = "redis", any(test, feature = "testing")))]
+pub use self::redis::testing::{RedisServer, TestRedis};
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisDurability, RedisOptions, RedisTaskStore};
 pub use memory::MemoryTaskStore;
+#[cfg(all(feature = "postgres", any(test, feature = "testing")))]
+pub use postgres::testing::TestDatabase;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresTaskStore};
 pub use scan::{ALL_STATUSES, ScanTasks, TaskCounts, TaskFilter, TimeRange};
