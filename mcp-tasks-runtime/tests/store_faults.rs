@@ -255,8 +255,8 @@ async fn a_create_of_unknown_outcome_names_its_task_which_runs_once_it_is_stored
 #[tokio::test]
 async fn an_outcome_the_store_refuses_fails_the_task_with_the_cause() {
     let store = Faulty::default();
-    store.faults().refuse_results = Some(StoreError::Backend(
-        "the faulty store: the value is too large".into(),
+    store.faults().refuse_results = Some(StoreError::backend(
+        "the faulty store: the value is too large",
     ));
     let server = server_on(store.clone(), Duration::from_millis(300));
     let (session, _out) = server.session_for(None);

@@ -9,6 +9,7 @@
 
 use crate::task::TaskRecord;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
@@ -19,6 +20,8 @@ mod paging;
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(any(feature = "postgres", feature = "redis"))]
+mod remote;
 mod scan;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -39,7 +42,10 @@ pub use scan::{ALL_STATUSES, ScanTasks, TaskCounts, TaskFilter, TimeRange};
 pub use sqlite::{SqliteOptions, SqliteTaskStore, Synchronous};
 
 /// Why a store operation failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Two errors are equal when they are of the same kind and say the same thing, down to the
+/// message of a [`Backend`](Self::Backend) failure's source.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
     /// `create` was given an id that already exists.
@@ -50,8 +56,14 @@ pub enum StoreError {
     InvalidCursor(String),
     /// The backend answered with a failure, or the request cannot be stored (a constraint,
     /// a value the backend refuses): nothing was changed, and the same request fails again.
-    #[error("task store failed: {0}")]
-    Backend(String),
+    #[error("task store failed: {message}")]
+    Backend {
+        /// What failed, in words that name the problem (the source's words included).
+        message: String,
+        /// The backend's own error, when there is one.
+        #[source]
+        source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+    },
     /// The store could not be reached, or did not answer, and nothing was changed: the
     /// connection is down and being re-established, no connection could be had in time, or
     /// a read got no answer. Trying again later may succeed.
@@ -65,6 +77,25 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// A [`Backend`](Self::Backend) failure with no underlying error.
+    pub fn backend(message: impl Into<String>) -> Self {
+        Self::Backend {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A [`Backend`](Self::Backend) failure caused by the backend's error `source`.
+    pub fn backend_caused_by(
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::Backend {
+            message: message.into(),
+            source: Some(Arc::from(source.into())),
+        }
+    }
+
     /// `true` when trying again later may succeed: the store was out of reach
     /// ([`Unavailable`](Self::Unavailable)) or its answer was lost
     /// ([`Ambiguous`](Self::Ambiguous)).
@@ -72,6 +103,31 @@ impl StoreError {
         matches!(self, Self::Unavailable(_) | Self::Ambiguous(_))
     }
 }
+
+impl PartialEq for StoreError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Duplicate(a), Self::Duplicate(b))
+            | (Self::InvalidCursor(a), Self::InvalidCursor(b))
+            | (Self::Unavailable(a), Self::Unavailable(b))
+            | (Self::Ambiguous(a), Self::Ambiguous(b)) => a == b,
+            (
+                Self::Backend { message, source },
+                Self::Backend {
+                    message: other_message,
+                    source: other_source,
+                },
+            ) => {
+                message == other_message
+                    && source.as_ref().map(ToString::to_string)
+                        == other_source.as_ref().map(ToString::to_string)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for StoreError {}
 
 /// One page of an owner's tasks.
 #[derive(Debug, Clone, Default, PartialEq)]

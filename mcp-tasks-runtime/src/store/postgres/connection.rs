@@ -5,13 +5,12 @@ use super::listener::{ChangeLog, Notice};
 use super::options::PostgresOptions;
 use super::queries::Sql;
 use crate::store::StoreError;
+use crate::store::remote::{Closing, Late, Remote};
 use crate::sync::LockExt;
 use deadpool_postgres::{Pool, PoolError};
-use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_postgres::error::SqlState;
 
@@ -20,8 +19,8 @@ pub(super) struct Shared {
     pub(super) pool: Pool,
     /// The connection settings, for the listener.
     pub(super) config: tokio_postgres::Config,
-    /// `user@host:port/db (schema s)`, for messages; never the password.
-    pub(super) label: String,
+    /// The store as messages name it: `user@host:port/db (schema s)`, never the password.
+    pub(super) remote: Remote,
     pub(super) options: PostgresOptions,
     pub(super) sql: Sql,
     /// The channel the change notifications of the schema go to.
@@ -42,14 +41,12 @@ pub(super) struct Shared {
     pub(super) changed: Notify,
     pub(super) log: Mutex<ChangeLog>,
     /// Set when the store is dropped, so the background tasks end.
-    pub(super) closed: AtomicBool,
-    pub(super) closing: Notify,
+    pub(super) closing: Closing,
 }
 
 impl Shared {
     pub(super) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        self.closing.notify_waiters();
+        self.closing.close();
         self.pool.close();
     }
 
@@ -57,33 +54,12 @@ impl Shared {
         self.log.locked()
     }
 
-    pub(super) fn error(&self, problem: impl fmt::Display) -> StoreError {
-        StoreError::Backend(format!(
-            "the PostgreSQL task store {}: {problem}",
-            self.label
-        ))
-    }
-
-    pub(super) fn unavailable(&self, problem: impl fmt::Display) -> StoreError {
-        StoreError::Unavailable(format!(
-            "the PostgreSQL task store {}: {problem}",
-            self.label
-        ))
-    }
-
-    pub(super) fn ambiguous(&self, problem: impl fmt::Display) -> StoreError {
-        StoreError::Ambiguous(format!(
-            "the PostgreSQL task store {}: {problem}",
-            self.label
-        ))
-    }
-
     /// The error of a pool that gave no connection: nothing was sent.
-    pub(super) fn pool_error(&self, what: &str, error: &PoolError) -> StoreError {
-        let problem = format!("{what}: {}", pool_problem(error));
+    pub(super) fn pool_error(&self, what: &str, error: PoolError) -> StoreError {
+        let problem = format!("{what}: {}", pool_problem(&error));
         match error {
-            PoolError::Closed => self.error(problem),
-            _ => self.unavailable(problem),
+            PoolError::Closed => self.remote.error_from(problem, error),
+            _ => self.remote.unavailable(problem),
         }
     }
 
@@ -96,31 +72,33 @@ impl Shared {
         F: FnOnce(deadpool_postgres::Object) -> Fut,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
-        let timeout = self.options.timeout;
         let sent = AtomicBool::new(false);
         let attempt = async {
             let client = self
                 .pool
                 .get()
                 .await
-                .map_err(|e| self.pool_error(what, &e))?;
+                .map_err(|e| self.pool_error(what, e))?;
             sent.store(true, Ordering::Relaxed);
             op(client).await.map_err(|e| {
                 let problem = format!("{what}: {}", problem(&e));
                 if connection_ended(&e) {
-                    self.ambiguous(problem)
+                    self.remote.ambiguous(problem)
                 } else {
-                    self.error(problem)
+                    self.remote.error_from(problem, e)
                 }
             })
         };
-        match within(timeout, attempt).await {
-            Ok(result) => result,
-            Err(_) if sent.load(Ordering::Relaxed) => {
-                Err(self.ambiguous(format!("{what}: {}", timed_out(timeout))))
+        let late = || {
+            if sent.load(Ordering::Relaxed) {
+                Late::Ambiguous
+            } else {
+                Late::Unavailable
             }
-            Err(_) => Err(self.unavailable(format!("{what}: {}", timed_out(timeout)))),
-        }
+        };
+        self.remote
+            .bounded(what, self.options.timeout, attempt, late)
+            .await
     }
 
     /// Like [`run`](Self::run), for reads: a read that found its connection closed (the
@@ -130,7 +108,6 @@ impl Shared {
         F: Fn(deadpool_postgres::Object) -> Fut,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
-        let timeout = self.options.timeout;
         let attempt = async {
             let mut tries = 0;
             loop {
@@ -139,31 +116,25 @@ impl Shared {
                     .pool
                     .get()
                     .await
-                    .map_err(|e| self.pool_error(what, &e))?;
+                    .map_err(|e| self.pool_error(what, e))?;
                 match op(client).await {
                     Ok(value) => return Ok(value),
                     Err(e) if e.is_closed() && tries < 2 => continue,
                     Err(e) if !connection_ended(&e) => {
-                        return Err(self.error(format!("{what}: {}", problem(&e))));
+                        let problem = format!("{what}: {}", problem(&e));
+                        return Err(self.remote.error_from(problem, e));
                     }
-                    Err(e) => return Err(self.unavailable(format!("{what}: {}", problem(&e)))),
+                    Err(e) => {
+                        let problem = format!("{what}: {}", problem(&e));
+                        return Err(self.remote.unavailable(problem));
+                    }
                 }
             }
         };
-        match within(timeout, attempt).await {
-            Ok(result) => result,
-            Err(_) => Err(self.unavailable(format!("{what}: {}", timed_out(timeout)))),
-        }
+        self.remote
+            .bounded(what, self.options.timeout, attempt, || Late::Unavailable)
+            .await
     }
-}
-
-/// Runs `future` with a time limit.
-pub(super) async fn within<F: Future>(limit: Duration, future: F) -> Result<F::Output, ()> {
-    tokio::time::timeout(limit, future).await.map_err(|_| ())
-}
-
-pub(super) fn timed_out(limit: Duration) -> String {
-    format!("no answer from PostgreSQL within {limit:?} (is the server up and reachable?)")
 }
 
 /// Whether the error ended the connection rather than the statement (the server closed

@@ -2,8 +2,9 @@
 //! write, reconnects with backoff and catches up on what it missed; and the notifier that
 //! sends them.
 
-use super::connection::{Shared, problem, timed_out, within};
+use super::connection::{Shared, problem};
 use crate::store::StoreError;
+use crate::store::remote::{Backoff, Ready, read_feed, within};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -88,7 +89,9 @@ impl Shared {
     /// Makes sure the listener has heard every write that returned before this call.
     pub(super) async fn sync(&self) -> Result<(), StoreError> {
         if !self.listening.load(Ordering::Acquire) {
-            return Err(self.unavailable("the change listener is reconnecting"));
+            return Err(self
+                .remote
+                .unavailable("the change listener is reconnecting"));
         }
         let token = self.sync_sent.fetch_add(1, Ordering::AcqRel) + 1;
         let payload = token.to_string();
@@ -106,7 +109,7 @@ impl Shared {
                 // A listener that stops hearing its own notifications has lost its
                 // connection without noticing: make it connect again.
                 self.reconnect.notify_one();
-                Err(self.unavailable(format!(
+                Err(self.remote.unavailable(format!(
                     "the change listener did not hear back within {timeout:?}"
                 )))
             }
@@ -119,30 +122,25 @@ impl Shared {
 
 /// The listener task: keeps one connection listening on the store's channels, reconnects
 /// with backoff, and scans for what it missed after each reconnect.
-pub(super) async fn listen(shared: Arc<Shared>, ready: oneshot::Sender<Result<(), String>>) {
-    let mut ready = Some(ready);
-    let mut backoff = Duration::from_millis(50);
+pub(super) async fn listen(shared: Arc<Shared>, mut ready: Ready) {
+    let mut backoff = Backoff::new();
     // When the listener last knew it had heard everything, for the catch-up scan.
     let mut down_since: Option<Instant> = None;
     let settle = shared.options.timeout * 2 + Duration::from_secs(1);
-    while !shared.closed.load(Ordering::Acquire) {
+    while !shared.closing.is_closed() {
         match listen_once(&shared, &mut ready, &mut down_since, settle).await {
-            Ok(()) => backoff = Duration::from_millis(50),
+            Ok(()) => backoff.reset(),
             Err(problem) => {
-                if let Some(ready) = ready.take() {
-                    let _ = ready.send(Err(problem));
+                if ready.is_pending() {
+                    ready.fail(problem);
                     return;
                 }
-                tracing::warn!(store = %shared.label, %problem, "the task store's change listener lost its connection; reconnecting");
+                tracing::warn!(store = %shared.remote.label(), %problem, "the task store's change listener lost its connection; reconnecting");
             }
         }
         shared.listening.store(false, Ordering::Release);
         down_since.get_or_insert_with(Instant::now);
-        tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
-            () = shared.closing.notified() => {}
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(2));
+        backoff.wait(&shared.closing).await;
     }
 }
 
@@ -150,15 +148,14 @@ pub(super) async fn listen(shared: Arc<Shared>, ready: oneshot::Sender<Result<()
 /// warrants no backoff (the store closing, a forced reconnect).
 pub(super) async fn listen_once(
     shared: &Shared,
-    ready: &mut Option<oneshot::Sender<Result<(), String>>>,
+    ready: &mut Ready,
     down_since: &mut Option<Instant>,
     settle: Duration,
 ) -> Result<(), String> {
-    let timeout = shared.options.timeout;
-    let (client, mut connection) = within(timeout, shared.config.connect(NoTls))
-        .await
-        .map_err(|()| timed_out(timeout))?
-        .map_err(|e| problem(&e))?;
+    let (remote, timeout) = (&shared.remote, shared.options.timeout);
+    let (client, mut connection) = remote
+        .answer(timeout, shared.config.connect(NoTls), problem)
+        .await?;
     let (messages, mut inbox) = mpsc::unbounded_channel();
     let driver = tokio::spawn(async move {
         loop {
@@ -176,16 +173,13 @@ pub(super) async fn listen_once(
     });
     let _abort = AbortOnDrop(driver.abort_handle());
     let data_channel = shared.data_channel.as_str();
-    within(
-        timeout,
-        client.batch_execute(&format!(
-            "LISTEN \"{data_channel}\"; LISTEN \"{}\"",
-            shared.sync_channel
-        )),
-    )
-    .await
-    .map_err(|()| timed_out(timeout))?
-    .map_err(|e| problem(&e))?;
+    let listen = format!(
+        "LISTEN \"{data_channel}\"; LISTEN \"{}\"",
+        shared.sync_channel
+    );
+    remote
+        .answer(timeout, client.batch_execute(&listen), problem)
+        .await?;
 
     // Everything committed from here on is heard. What was committed while the listener
     // was down is found by its change sequence number.
@@ -194,14 +188,12 @@ pub(super) async fn listen_once(
         catch_up(shared, &client, floor).await?;
     }
     shared.listening.store(true, Ordering::Release);
-    if let Some(ready) = ready.take() {
-        let _ = ready.send(Ok(()));
-    }
+    ready.up();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         // Checked at least once a second (the tick), so a store closed while this
         // connection was being made is noticed too.
-        if shared.closed.load(Ordering::Acquire) {
+        if shared.closing.is_closed() {
             return Ok(());
         }
         tokio::select! {
@@ -238,7 +230,7 @@ pub(super) fn heard_change(shared: &Shared, payload: &str) {
     let seq = parts.next().and_then(|s| s.parse::<i64>().ok());
     let id = parts.nth(2);
     let (Some(seq), Some(id)) = (seq, id) else {
-        tracing::warn!(store = %shared.label, payload, "an unreadable change notification");
+        tracing::warn!(store = %shared.remote.label(), payload, "an unreadable change notification");
         return;
     };
     let mut log = shared.log();
@@ -255,33 +247,35 @@ pub(super) async fn catch_up(
     floor: i64,
 ) -> Result<(), String> {
     const PAGE: i64 = 10_000;
-    let timeout = shared.options.timeout;
-    let statement = within(timeout, client.prepare(&shared.sql.catch_up))
-        .await
-        .map_err(|()| timed_out(timeout))?
-        .map_err(|e| problem(&e))?;
-    let mut after = floor;
-    let mut found = 0usize;
-    loop {
-        let rows = within(timeout, client.query(&statement, &[&after, &PAGE]))
-            .await
-            .map_err(|()| timed_out(timeout))?
-            .map_err(|e| problem(&e))?;
-        let mut log = shared.log();
+    let (remote, timeout) = (&shared.remote, shared.options.timeout);
+    let statement = &remote
+        .answer(timeout, client.prepare(&shared.sql.catch_up), problem)
+        .await?;
+    let read = |after: i64| async move {
+        let rows = remote
+            .answer(timeout, client.query(statement, &[&after, &PAGE]), problem)
+            .await?;
+        let mut page = Vec::with_capacity(rows.len());
+        let mut next = after;
         for row in &rows {
             let id: String = row.try_get(0).map_err(|e| problem(&e))?;
             let seq: i64 = row.try_get(1).map_err(|e| problem(&e))?;
-            after = after.max(seq);
+            next = next.max(seq);
+            page.push((id, seq));
+        }
+        Ok::<_, String>(Some((page, next)))
+    };
+    let keep = |page: Vec<(String, i64)>| {
+        let mut log = shared.log();
+        for (id, seq) in page {
             log.max_seq = log.max_seq.max(seq);
             log.push(id);
         }
-        drop(log);
-        found += rows.len();
-        if rows.len() < PAGE as usize {
-            break;
-        }
-    }
-    tracing::info!(store = %shared.label, after = floor, found, "the task store's change listener reconnected and caught up");
+    };
+    let found = read_feed(floor, PAGE as usize, usize::MAX, read, keep)
+        .await?
+        .unwrap_or_default();
+    tracing::info!(store = %remote.label(), after = floor, found, "the task store's change listener reconnected and caught up");
     if found > 0 {
         shared.changed.notify_one();
     }

@@ -16,13 +16,14 @@ mod tests;
 pub use options::PostgresOptions;
 
 use super::codec::millis;
+use super::remote::{Closing, Remote, start_listener, within};
 use super::scan::{SqlValue, no_page, scan_query, scan_start};
 use super::{
     Changes, ClaimStore, ScanTasks, StoreError, TaskCounts, TaskFilter, TaskPage, TaskStore, paging,
 };
 use crate::task::{TaskRecord, random_id};
 use batch::{CreateOp, GET_SLOTS, GetOp, MAX_GET_BATCH, batches, insert_batch, read_batch};
-use connection::{Shared, pool_problem, timed_out, within};
+use connection::{Shared, pool_problem};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use listener::{ChangeLog, listen, send_notices};
 use options::{check_schema_name, describe, quote_ident};
@@ -108,7 +109,7 @@ pub struct PostgresTaskStore {
 impl fmt::Debug for PostgresTaskStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PostgresTaskStore")
-            .field("database", &self.shared.label)
+            .field("database", &self.shared.remote.label())
             .field("options", &self.shared.options)
             .finish_non_exhaustive()
     }
@@ -132,20 +133,14 @@ impl PostgresTaskStore {
     /// Connects to the database at `url` with `options`.
     pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
         let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
-            StoreError::Backend(format!(
+            let problem = format!(
                 "invalid PostgreSQL URL for the task store: {e} (expected \
                  postgres://USER@HOST:PORT/DATABASE)"
-            ))
+            );
+            StoreError::backend_caused_by(problem, e)
         })?;
-        let label = describe(&config, &options.schema);
-        let fail = {
-            let label = label.clone();
-            move |problem: String| {
-                StoreError::Backend(format!(
-                    "cannot open the PostgreSQL task store {label}: {problem}"
-                ))
-            }
-        };
+        let remote = Remote::new("PostgreSQL", describe(&config, &options.schema));
+        let fail = |problem: String| remote.cannot_open(problem);
         check_schema_name(&options.schema).map_err(&fail)?;
         if options.timeout.is_zero() {
             return Err(fail("the timeout must be more than zero".into()));
@@ -181,22 +176,30 @@ impl PostgresTaskStore {
             .create_timeout(Some(options.timeout))
             .recycle_timeout(Some(options.timeout))
             .build()
-            .map_err(|e| fail(format!("cannot make a connection pool: {e}")))?;
+            .map_err(|e| {
+                remote.cannot_open_from(format!("cannot make a connection pool: {e}"), e)
+            })?;
 
         let schema = quote_ident(&options.schema);
         let mut client = within(options.timeout, pool.get())
             .await
-            .map_err(|_| fail(timed_out(options.timeout)))?
-            .map_err(|e| fail(pool_problem(&e)))?;
-        migrate(&mut client, &options.schema, &schema, options.timeout)
+            .map_err(|()| fail(remote.timed_out(options.timeout)))?
+            .map_err(|e| remote.cannot_open_from(pool_problem(&e), e))?;
+        migrate(
+            &mut client,
+            &options.schema,
+            &schema,
+            &remote,
+            options.timeout,
+        )
+        .await
+        .map_err(fail)?;
+        probe(&client, &schema, &remote, options.timeout)
             .await
-            .map_err(&fail)?;
-        probe(&client, &schema, options.timeout)
+            .map_err(fail)?;
+        let initial_seq = current_change_seq(&client, &schema, &remote, options.timeout)
             .await
-            .map_err(&fail)?;
-        let initial_seq = current_change_seq(&client, &schema, options.timeout)
-            .await
-            .map_err(&fail)?;
+            .map_err(fail)?;
         drop(client);
 
         let (sync_heard, _) = watch::channel(0);
@@ -206,11 +209,11 @@ impl PostgresTaskStore {
             notices,
             pool,
             config,
-            label,
+            remote: remote.clone(),
             sql: Sql::new(&schema),
             sync_channel: format!(
                 "mcp_tasks.sync.{}",
-                random_id().map_err(|e| StoreError::Backend(e.to_string()))?
+                random_id().map_err(|e| StoreError::backend_caused_by(e.to_string(), e))?
             ),
             sync_sent: AtomicU64::new(0),
             sync_heard,
@@ -221,27 +224,15 @@ impl PostgresTaskStore {
                 max_seq: initial_seq,
                 ..ChangeLog::default()
             }),
-            closed: AtomicBool::new(false),
-            closing: Notify::new(),
+            closing: Closing::default(),
             options,
         });
         // The listener must be up before the store is handed out, so the first
         // `changes(None)` already covers every later write.
-        let (ready_tx, ready_rx) = oneshot::channel();
-        tokio::spawn(listen(Arc::clone(&shared), ready_tx));
-        match within(shared.options.timeout, ready_rx).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(problem))) => {
-                shared.close();
-                return Err(fail(format!("cannot start the change listener: {problem}")));
-            }
-            _ => {
-                shared.close();
-                return Err(fail(format!(
-                    "cannot start the change listener: {}",
-                    timed_out(shared.options.timeout)
-                )));
-            }
+        let listener = |ready| listen(Arc::clone(&shared), ready);
+        if let Err(problem) = start_listener(&remote, shared.options.timeout, listener).await {
+            shared.close();
+            return Err(fail(format!("cannot start the change listener: {problem}")));
         }
         tokio::spawn(send_notices(Arc::downgrade(&shared), notice_queue));
         let (creates, queue) = mpsc::unbounded_channel();
@@ -284,7 +275,7 @@ impl PostgresTaskStore {
 
     /// `user@host:port/db (schema s)`: the store as messages name it.
     pub fn database(&self) -> &str {
-        &self.shared.label
+        self.shared.remote.label()
     }
 }
 
@@ -302,13 +293,14 @@ impl TaskStore for PostgresTaskStore {
         let row = encode(record, self.shared.options.max_outcome_bytes)?;
         let (reply, answer) = oneshot::channel();
         if self.creates.send(CreateOp { row, reply }).is_err() {
-            return Err(self.shared.error("the store is closed"));
+            return Err(self.shared.remote.error("the store is closed"));
         }
         // The batch is bounded by the store's timeout; this only guards a lost answer.
         match within(self.shared.options.timeout * 2, answer).await {
             Ok(Ok(result)) => result,
             _ => Err(self
                 .shared
+                .remote
                 .ambiguous("cannot create the task: no answer in time")),
         }
     }
@@ -320,13 +312,14 @@ impl TaskStore for PostgresTaskStore {
             reply,
         };
         if self.gets.send(op).is_err() {
-            return Err(self.shared.error("the store is closed"));
+            return Err(self.shared.remote.error("the store is closed"));
         }
         // The read is bounded by the store's timeout; this only guards a lost answer.
         match within(self.shared.options.timeout * 2, answer).await {
             Ok(Ok(result)) => result,
             _ => Err(self
                 .shared
+                .remote
                 .unavailable("cannot read a task: no answer in time")),
         }
     }
@@ -589,7 +582,7 @@ impl ClaimStore for PostgresTaskStore {
             });
         }
         if after < log.base {
-            tracing::warn!(store = %self.shared.label, lost = log.base - after, "the change feed was read too late; some changes were dropped");
+            tracing::warn!(store = %self.shared.remote.label(), lost = log.base - after, "the change feed was read too late; some changes were dropped");
         }
         let start = after.max(log.base);
         let skip = usize::try_from(start - log.base).unwrap_or(usize::MAX);

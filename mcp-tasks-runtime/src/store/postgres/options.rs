@@ -7,6 +7,9 @@ pub(super) const MAX_SCHEMA_LEN: usize = 40;
 
 /// Knobs for [`PostgresTaskStore::connect_with`]. `PostgresOptions::default()` is what
 /// [`PostgresTaskStore::connect`] uses.
+///
+/// [`PostgresTaskStore::connect_with`]: super::PostgresTaskStore::connect_with
+/// [`PostgresTaskStore::connect`]: super::PostgresTaskStore::connect
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PostgresOptions {
@@ -23,9 +26,14 @@ pub struct PostgresOptions {
     /// [`StoreError::Ambiguous`] (a read: `Unavailable`); a lost connection to PostgreSQL
     /// is an error within this time, never a hang.
     /// Default 5 s.
+    ///
+    /// [`StoreError::Unavailable`]: crate::store::StoreError::Unavailable
+    /// [`StoreError::Ambiguous`]: crate::store::StoreError::Ambiguous
     pub timeout: Duration,
     /// The largest outcome (result or error, as JSON) the store accepts; a write of a
     /// bigger one fails with [`StoreError::Backend`] and changes nothing. Default 16 MiB.
+    ///
+    /// [`StoreError::Backend`]: crate::store::StoreError::Backend
     pub max_outcome_bytes: usize,
     /// The most creates inserted by one statement. Creates that arrive while every
     /// connection is busy are inserted together; each is still committed before it is

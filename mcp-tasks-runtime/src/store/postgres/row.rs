@@ -113,7 +113,7 @@ pub(super) fn check_storable(row: &Row) -> Result<(), StoreError> {
     let nul = texts.into_iter().flatten().any(|t| t.contains('\0'))
         || jsons.into_iter().flatten().any(json_has_nul);
     if nul {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::backend(format!(
             "task {}: the PostgreSQL task store cannot store the NUL character (U+0000) in \
              text; it was not stored",
             row.id

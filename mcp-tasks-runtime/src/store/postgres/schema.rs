@@ -2,8 +2,9 @@
 //! write and read its tables.
 
 use super::PostgresTaskStore;
-use super::connection::{problem, timed_out, within};
+use super::connection::problem;
 use crate::store::codec::millis;
+use crate::store::remote::{Remote, within};
 use std::time::{Duration, SystemTime};
 use tokio_postgres::error::SqlState;
 
@@ -60,6 +61,7 @@ pub(super) async fn migrate(
     client: &mut deadpool_postgres::Object,
     name: &str,
     schema: &str,
+    remote: &Remote,
     timeout: Duration,
 ) -> Result<(), String> {
     let work = async {
@@ -169,13 +171,14 @@ pub(super) async fn migrate(
     };
     within(timeout * 4, work)
         .await
-        .map_err(|()| timed_out(timeout * 4))?
+        .map_err(|()| remote.timed_out(timeout * 4))?
 }
 
 /// Commits a real write and reads the tasks table, so missing privileges fail at connect.
 pub(super) async fn probe(
     client: &deadpool_postgres::Object,
     schema: &str,
+    remote: &Remote,
     timeout: Duration,
 ) -> Result<(), String> {
     let work = async {
@@ -197,12 +200,13 @@ pub(super) async fn probe(
     };
     within(timeout, work)
         .await
-        .map_err(|()| timed_out(timeout))?
+        .map_err(|()| remote.timed_out(timeout))?
 }
 
 pub(super) async fn current_change_seq(
     client: &deadpool_postgres::Object,
     schema: &str,
+    remote: &Remote,
     timeout: Duration,
 ) -> Result<i64, String> {
     let work = async {
@@ -217,5 +221,5 @@ pub(super) async fn current_change_seq(
     };
     within(timeout, work)
         .await
-        .map_err(|()| timed_out(timeout))?
+        .map_err(|()| remote.timed_out(timeout))?
 }

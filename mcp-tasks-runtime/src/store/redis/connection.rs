@@ -4,21 +4,21 @@
 use super::options::{RedisDurability, RedisOptions};
 use super::scripts::Scripts;
 use crate::store::StoreError;
+use crate::store::remote::{Closing, Late, Remote};
 use crate::sync::LockExt;
 use ::redis::aio::ConnectionManager;
 use ::redis::{ErrorKind, RedisError};
-use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicU64;
 use tokio::sync::Notify;
 
 /// What the store's subscriber task shares with it.
 pub(super) struct Shared {
     pub(super) conn: ConnectionManager,
     pub(super) client: ::redis::Client,
-    /// `redis://host:port/db (prefix p)`, for messages; never the password.
-    pub(super) label: String,
+    /// The store as messages name it: `redis://host:port/db (prefix p)`, never the
+    /// password.
+    pub(super) remote: Remote,
     /// The key prefix with its trailing `:`.
     pub(super) prefix: String,
     pub(super) options: RedisOptions,
@@ -35,33 +35,15 @@ pub(super) struct Shared {
     /// How many times the subscriber has subscribed.
     pub(super) subscriptions: AtomicU64,
     /// Set when the store is dropped, so the subscriber ends.
-    pub(super) closed: AtomicBool,
-    pub(super) closing: Notify,
+    pub(super) closing: Closing,
 }
 
 impl Shared {
-    pub(super) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        self.closing.notify_waiters();
-    }
-
-    pub(super) fn error(&self, problem: impl fmt::Display) -> StoreError {
-        StoreError::Backend(format!("the Redis task store {}: {problem}", self.label))
-    }
-
-    pub(super) fn unavailable(&self, problem: impl fmt::Display) -> StoreError {
-        StoreError::Unavailable(format!("the Redis task store {}: {problem}", self.label))
-    }
-
-    pub(super) fn ambiguous(&self, problem: impl fmt::Display) -> StoreError {
-        StoreError::Ambiguous(format!("the Redis task store {}: {problem}", self.label))
-    }
-
     /// Fails at once while Redis is known to be out of reach.
     pub(super) fn check_up(&self, what: &str) -> Result<(), StoreError> {
         match &*self.down.locked() {
             None => Ok(()),
-            Some(problem) => Err(self.unavailable(format!(
+            Some(problem) => Err(self.remote.unavailable(format!(
                 "{what}: Redis is out of reach ({problem}); reconnecting in the background"
             ))),
         }
@@ -71,7 +53,7 @@ impl Shared {
     pub(super) fn mark_down(&self, problem: &str) {
         let mut down = self.down.locked();
         if down.is_none() {
-            tracing::warn!(store = %self.label, %problem, "the Redis task store lost its connection; requests fail at once until it is back");
+            tracing::warn!(store = %self.remote.label(), %problem, "the Redis task store lost its connection; requests fail at once until it is back");
         }
         *down = Some(problem.to_owned());
     }
@@ -79,7 +61,7 @@ impl Shared {
     /// Records that Redis answers again.
     pub(super) fn mark_up(&self) {
         if self.down.locked().take().is_some() {
-            tracing::info!(store = %self.label, "the Redis task store is reachable again");
+            tracing::info!(store = %self.remote.label(), "the Redis task store is reachable again");
         }
     }
 
@@ -100,24 +82,28 @@ impl Shared {
     ) -> Result<T, StoreError> {
         self.check_up(what)?;
         let mut conn = self.conn.clone();
-        let timeout = self.options.timeout;
-        match within(timeout, invocation.invoke_async(&mut conn)).await {
-            Ok(Ok(value)) => Ok(value),
-            // Refused: the manager could not connect, so nothing was sent.
-            Ok(Err(e)) if e.is_connection_refusal() => {
-                self.suspect(Some(&e));
-                Err(self.unavailable(format!("{what}: {}", problem(&e))))
-            }
-            Ok(Err(e)) if lost(&e) => {
-                self.suspect(Some(&e));
-                Err(self.ambiguous(format!("{what}: {}", problem(&e))))
-            }
-            Ok(Err(e)) => Err(self.error(format!("{what}: {}", problem(&e)))),
-            Err(()) => {
-                self.suspect(None);
-                Err(self.ambiguous(format!("{what}: {}", timed_out(timeout))))
-            }
-        }
+        let attempt = async {
+            invocation.invoke_async(&mut conn).await.map_err(|e| {
+                let problem = format!("{what}: {}", problem(&e));
+                // Refused: the manager could not connect, so nothing was sent.
+                if e.is_connection_refusal() {
+                    self.suspect(Some(&e));
+                    self.remote.unavailable(problem)
+                } else if lost(&e) {
+                    self.suspect(Some(&e));
+                    self.remote.ambiguous(problem)
+                } else {
+                    self.remote.error_from(problem, e)
+                }
+            })
+        };
+        let late = || {
+            self.suspect(None);
+            Late::Ambiguous
+        };
+        self.remote
+            .bounded(what, self.options.timeout, attempt, late)
+            .await
     }
 
     /// Like [`run`](Self::run), for scripts that only read (or only drop stale index
@@ -142,7 +128,6 @@ impl Shared {
         Fut: Future<Output = ::redis::RedisResult<T>>,
     {
         self.check_up(what)?;
-        let timeout = self.options.timeout;
         let attempt = async {
             let mut tries = 0;
             loop {
@@ -152,19 +137,23 @@ impl Shared {
                     Err(e) if lost(&e) && tries < 2 => continue,
                     Err(e) if lost(&e) || e.is_connection_refusal() => {
                         self.suspect(Some(&e));
-                        return Err(self.unavailable(format!("{what}: {}", problem(&e))));
+                        let problem = format!("{what}: {}", problem(&e));
+                        return Err(self.remote.unavailable(problem));
                     }
-                    Err(e) => return Err(self.error(format!("{what}: {}", problem(&e)))),
+                    Err(e) => {
+                        let problem = format!("{what}: {}", problem(&e));
+                        return Err(self.remote.error_from(problem, e));
+                    }
                 }
             }
         };
-        match within(timeout, attempt).await {
-            Ok(result) => result,
-            Err(()) => {
-                self.suspect(None);
-                Err(self.unavailable(format!("{what}: {}", timed_out(timeout))))
-            }
-        }
+        let late = || {
+            self.suspect(None);
+            Late::Unavailable
+        };
+        self.remote
+            .bounded(what, self.options.timeout, attempt, late)
+            .await
     }
 
     pub(super) fn task_key(&self, id: &str) -> String {
@@ -174,15 +163,6 @@ impl Shared {
     pub(super) fn grace_ms(&self) -> i64 {
         i64::try_from(self.options.expiry_grace.as_millis()).unwrap_or(i64::MAX / 4)
     }
-}
-
-/// Runs `future` with a time limit.
-pub(super) async fn within<F: Future>(limit: Duration, future: F) -> Result<F::Output, ()> {
-    tokio::time::timeout(limit, future).await.map_err(|_| ())
-}
-
-pub(super) fn timed_out(limit: Duration) -> String {
-    format!("no answer from Redis within {limit:?} (is the server up and reachable?)")
 }
 
 /// Whether the error is the connection's, not the request's.

@@ -16,14 +16,16 @@ mod tests;
 pub use options::{RedisDurability, RedisOptions};
 
 use super::codec::millis;
+use super::remote::{Closing, Remote, start_listener, within};
 use super::scan::{no_page, scan_start, scan_take};
 use super::{
     Changes, ClaimStore, ScanTasks, StoreError, TaskCounts, TaskFilter, TaskPage, TaskStore, paging,
 };
 use crate::task::TaskRecord;
 use ::redis::AsyncCommands;
+use ::redis::RedisError;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use connection::{Shared, problem, timed_out, within};
+use connection::{Shared, problem};
 use options::{check_prefix, describe, split_prefix};
 use row::{decode, encode, set_version};
 use scripts::Scripts;
@@ -31,10 +33,10 @@ use setup::{check_eviction, read_durability, report_durability};
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime};
 use subscriber::subscribe;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 
 /// A task store in Redis or Valkey (cargo feature `redis`), for many servers and workers
 /// sharing one set of tasks.
@@ -114,7 +116,7 @@ pub struct RedisTaskStore {
 impl fmt::Debug for RedisTaskStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisTaskStore")
-            .field("redis", &self.shared.label)
+            .field("redis", &self.shared.remote.label())
             .field("options", &self.shared.options)
             .field("durability", &self.shared.durability)
             .finish_non_exhaustive()
@@ -140,23 +142,16 @@ impl RedisTaskStore {
         if let Some(prefix) = prefix {
             options.key_prefix = prefix;
         }
-        let label = describe(&url, &options.key_prefix);
-        let fail = {
-            let label = label.clone();
-            move |problem: String| {
-                StoreError::Backend(format!(
-                    "cannot open the Redis task store {label}: {problem}"
-                ))
-            }
-        };
-        check_prefix(&options.key_prefix).map_err(&fail)?;
+        let remote = Remote::new("Redis", describe(&url, &options.key_prefix));
+        let fail = |problem: String| remote.cannot_open(problem);
+        check_prefix(&options.key_prefix).map_err(fail)?;
         if options.timeout.is_zero() {
             return Err(fail("the timeout must be more than zero".into()));
         }
         let client = ::redis::Client::open(url.as_str()).map_err(|e| {
-            fail(format!(
-                "invalid Redis URL: {e} (expected redis://[USER:PASSWORD@]HOST:PORT/DB)"
-            ))
+            let problem =
+                format!("invalid Redis URL: {e} (expected redis://[USER:PASSWORD@]HOST:PORT/DB)");
+            remote.cannot_open_from(problem, e)
         })?;
         let timeout = options.timeout;
         let config = ConnectionManagerConfig::new()
@@ -166,38 +161,34 @@ impl RedisTaskStore {
             .set_max_delay(Duration::from_secs(2));
         // One plain connection first: the manager would retry a refused connection until
         // the timeout, hiding why it failed.
-        let first = within(timeout, client.get_multiplexed_async_connection())
+        let first = remote
+            .answer(timeout, client.get_multiplexed_async_connection(), problem)
             .await
-            .map_err(|()| fail(timed_out(timeout)))?
-            .map_err(|e| fail(problem(&e)))?;
+            .map_err(fail)?;
         drop(first);
-        let mut conn = within(
-            timeout,
-            ConnectionManager::new_with_config(client.clone(), config),
-        )
-        .await
-        .map_err(|()| fail(timed_out(timeout)))?
-        .map_err(|e| fail(problem(&e)))?;
+        let manager = ConnectionManager::new_with_config(client.clone(), config);
+        let mut conn = remote
+            .answer(timeout, manager, problem)
+            .await
+            .map_err(fail)?;
         // A write, so a read-only replica, missing permissions or a full server fail here.
         let probe = conn.set::<_, _, ()>(
             format!("{}:opened_at", options.key_prefix),
             millis(SystemTime::now()),
         );
-        within(timeout, probe)
-            .await
-            .map_err(|()| fail(timed_out(timeout)))?
-            .map_err(|e| fail(format!("the server failed a write test: {}", problem(&e))))?;
+        let failed = |e: &RedisError| format!("the server failed a write test: {}", problem(e));
+        remote.answer(timeout, probe, failed).await.map_err(fail)?;
         let durability = within(timeout, read_durability(&mut conn))
             .await
             .unwrap_or(RedisDurability::Unknown);
-        report_durability(&label, &durability);
-        let _ = within(timeout, check_eviction(&mut conn, &label)).await;
+        report_durability(remote.label(), &durability);
+        let _ = within(timeout, check_eviction(&mut conn, remote.label())).await;
 
         let shared = Arc::new(Shared {
             conn,
             client,
             prefix: format!("{}:", options.key_prefix),
-            label,
+            remote: remote.clone(),
             options,
             durability,
             scripts: Scripts::new(),
@@ -205,30 +196,18 @@ impl RedisTaskStore {
             down: std::sync::Mutex::new(None),
             probe: Notify::new(),
             subscriptions: AtomicU64::new(0),
-            closed: AtomicBool::new(false),
-            closing: Notify::new(),
+            closing: Closing::default(),
         });
         // The subscriber must be up before the store is handed out, so a signal of any
         // later write wakes `changed`.
-        let (ready_tx, ready_rx) = oneshot::channel();
-        tokio::spawn(subscribe(Arc::clone(&shared), ready_tx));
-        match within(timeout, ready_rx).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(problem))) => {
-                shared.close();
-                return Err(fail(format!("cannot subscribe to signals: {problem}")));
-            }
-            _ => {
-                shared.close();
-                return Err(fail(format!(
-                    "cannot subscribe to signals: {}",
-                    timed_out(timeout)
-                )));
-            }
+        let subscriber = |ready| subscribe(Arc::clone(&shared), ready);
+        if let Err(problem) = start_listener(&remote, timeout, subscriber).await {
+            shared.closing.close();
+            return Err(fail(format!("cannot subscribe to signals: {problem}")));
         }
         if let Err(problem) = shared.backfill().await {
-            shared.close();
-            return Err(fail(problem.to_string()));
+            shared.closing.close();
+            return Err(remote.cannot_open_from(problem.to_string(), problem));
         }
         Ok(Self { shared })
     }
@@ -240,7 +219,7 @@ impl RedisTaskStore {
 
     /// `redis://host:port/db (prefix p)`: the store as messages name it.
     pub fn redis(&self) -> &str {
-        &self.shared.label
+        self.shared.remote.label()
     }
 
     /// What the server's persistence settings promise, as read at connect.
@@ -251,7 +230,7 @@ impl RedisTaskStore {
 
 impl Drop for RedisTaskStore {
     fn drop(&mut self) {
-        self.shared.close();
+        self.shared.closing.close();
     }
 }
 
@@ -339,7 +318,9 @@ impl TaskStore for RedisTaskStore {
             .arg(limit.min(1 << 20));
         let mut got: Vec<Vec<String>> = shared.read("cannot list tasks", call).await?;
         if got.is_empty() {
-            return Err(shared.error("cannot list tasks: an empty answer from the list script"));
+            return Err(shared
+                .remote
+                .error("cannot list tasks: an empty answer from the list script"));
         }
         let more = got.remove(0).first().is_some_and(|m| m == "1");
         let mut last = after;
@@ -383,7 +364,7 @@ impl TaskStore for RedisTaskStore {
         match shared.written_since(start).await? {
             Some(written) => ids.extend(written),
             None => {
-                tracing::debug!(store = %shared.label, "the change feed moved on during the unfinished scan; taking a snapshot instead");
+                tracing::debug!(store = %shared.remote.label(), "the change feed moved on during the unfinished scan; taking a snapshot instead");
                 let mut call = shared.scripts.unfinished.prepare_invoke();
                 call.arg(&shared.prefix);
                 ids = shared.read("cannot scan unfinished tasks", call).await?;
@@ -428,9 +409,11 @@ impl ScanTasks for RedisTaskStore {
         let mut got = got.into_iter();
         let floor: String = match got.next() {
             Some(value) => ::redis::from_redis_value(value)
-                .map_err(|e| shared.error(format!("cannot list tasks: {e}")))?,
+                .map_err(|e| shared.remote.error(format!("cannot list tasks: {e}")))?,
             None => {
-                return Err(shared.error("cannot list tasks: an empty answer from the scan script"));
+                return Err(shared
+                    .remote
+                    .error("cannot list tasks: an empty answer from the scan script"));
             }
         };
         let mut tasks = Vec::new();
@@ -442,7 +425,7 @@ impl ScanTasks for RedisTaskStore {
                 break;
             }
             let flat: Vec<String> = ::redis::from_redis_value(value)
-                .map_err(|e| shared.error(format!("cannot list tasks: {e}")))?;
+                .map_err(|e| shared.remote.error(format!("cannot list tasks: {e}")))?;
             let (record, seq) = decode(flat);
             last = seq;
             tasks.push(record);
@@ -522,7 +505,7 @@ impl ClaimStore for RedisTaskStore {
             });
         };
         if after < page.floor {
-            tracing::warn!(store = %shared.label, lost = page.floor - after, "the change feed was read too late; some changes were trimmed");
+            tracing::warn!(store = %shared.remote.label(), lost = page.floor - after, "the change feed was read too late; some changes were trimmed");
         }
         Ok(Changes {
             ids: page.ids,

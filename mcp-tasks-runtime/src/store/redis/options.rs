@@ -8,6 +8,9 @@ pub(super) const MAX_PREFIX_LEN: usize = 100;
 
 /// Knobs for [`RedisTaskStore::connect_with`]. `RedisOptions::default()` is what
 /// [`RedisTaskStore::connect`] uses.
+///
+/// [`RedisTaskStore::connect_with`]: super::RedisTaskStore::connect_with
+/// [`RedisTaskStore::connect`]: super::RedisTaskStore::connect
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RedisOptions {
@@ -15,11 +18,16 @@ pub struct RedisOptions {
     /// servers can share one Redis database. Letters, digits and `_ - . :`, at most 100
     /// characters. Default `mcp-tasks`. A URL given to [`RedisTaskStore::connect`] may set it
     /// too, as `?prefix=NAME`.
+    ///
+    /// [`RedisTaskStore::connect`]: super::RedisTaskStore::connect
     pub key_prefix: String,
     /// The bound on every store operation, connecting included. A read that takes longer
     /// fails with [`StoreError::Unavailable`], a write with [`StoreError::Ambiguous`] (it
     /// may have been applied); a lost connection to Redis is an error within this time,
     /// never a hang, and while it is down requests fail at once. Default 5 s.
+    ///
+    /// [`StoreError::Unavailable`]: crate::store::StoreError::Unavailable
+    /// [`StoreError::Ambiguous`]: crate::store::StoreError::Ambiguous
     pub timeout: Duration,
     /// How long after a terminal task's expiry Redis removes its record by itself (with
     /// `PEXPIREAT`), when no server's sweeper did so first. Covers clock skew between the
@@ -27,6 +35,8 @@ pub struct RedisOptions {
     pub expiry_grace: Duration,
     /// The largest outcome (result or error, as JSON) the store accepts; a write of a
     /// bigger one fails with [`StoreError::Backend`] and changes nothing. Default 16 MiB.
+    ///
+    /// [`StoreError::Backend`]: crate::store::StoreError::Backend
     pub max_outcome_bytes: usize,
     /// The most entries the change feed keeps: each write trims the oldest past this. A
     /// process that reads the feed less often than this many writes happen misses some

@@ -4,6 +4,7 @@
 use super::connection::Shared;
 use super::row::decode;
 use crate::store::StoreError;
+use crate::store::remote::read_feed;
 use crate::task::TaskRecord;
 
 /// One page of the change feed, as [`Shared::feed_page`] reads it.
@@ -58,20 +59,14 @@ impl Shared {
         &self,
         after: u64,
     ) -> Result<Option<Vec<String>>, StoreError> {
-        let mut ids = Vec::new();
-        let mut cursor = after;
-        loop {
+        let read = |cursor| async move {
             let page = self.feed_page(Some(cursor), UNFINISHED_BATCH).await?;
-            if page.floor > after || ids.len() > self.options.feed_len {
-                return Ok(None);
-            }
-            let full = page.ids.len() == UNFINISHED_BATCH;
-            ids.extend(page.ids);
-            cursor = page.next;
-            if !full {
-                return Ok(Some(ids));
-            }
-        }
+            Ok::<_, StoreError>((page.floor <= after).then_some((page.ids, page.next)))
+        };
+        let mut ids = Vec::new();
+        let keep = |page: Vec<String>| ids.extend(page);
+        let read = read_feed(after, UNFINISHED_BATCH, self.options.feed_len, read, keep).await?;
+        Ok(read.map(|_| ids))
     }
 
     /// Every member of the sorted set `P:set`, a page per `ZSCAN`; a member may come twice.

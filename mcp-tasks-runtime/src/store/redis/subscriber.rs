@@ -1,13 +1,12 @@
 //! The signal subscriber: one connection subscribed to the store's signal channel, which
 //! reconnects with backoff and keeps the store's connection state.
 
-use super::connection::{Shared, problem, timed_out, within};
-use ::redis::RedisError;
+use super::connection::{Shared, problem};
+use crate::store::remote::{Backoff, Ready, within};
 use futures_util::StreamExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio::sync::oneshot;
 
 /// How one connection of the subscriber ended.
 pub(super) enum Ended {
@@ -24,32 +23,27 @@ pub(super) enum Ended {
 /// the feed for whatever it missed. It also keeps the store's connection state: a lost
 /// connection that cannot be made again at once marks Redis out of reach (requests then
 /// fail at once), and a reconnect whose request connection answers marks it back.
-pub(super) async fn subscribe(shared: Arc<Shared>, ready: oneshot::Sender<Result<(), String>>) {
-    let mut ready = Some(ready);
-    let mut backoff = Duration::from_millis(50);
-    while !shared.closed.load(Ordering::Acquire) {
+pub(super) async fn subscribe(shared: Arc<Shared>, mut ready: Ready) {
+    let mut backoff = Backoff::new();
+    while !shared.closing.is_closed() {
         match subscribe_once(&shared, &mut ready).await {
             Ended::Closed => return,
             Ended::Lost(problem) => {
                 // Try again at once: a killed connection (a restart, a proxy, `CLIENT
                 // KILL`) usually comes back on the first try, and requests carry on.
-                tracing::debug!(store = %shared.label, %problem, "the Redis task store's signal subscriber lost its connection; reconnecting");
-                backoff = Duration::from_millis(50);
+                tracing::debug!(store = %shared.remote.label(), %problem, "the Redis task store's signal subscriber lost its connection; reconnecting");
+                backoff.reset();
                 continue;
             }
             Ended::Unreachable(problem) => {
-                if let Some(ready) = ready.take() {
-                    let _ = ready.send(Err(problem));
+                if ready.is_pending() {
+                    ready.fail(problem);
                     return;
                 }
                 shared.mark_down(&problem);
             }
         }
-        tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
-            () = shared.closing.notified() => {}
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(2));
+        backoff.wait(&shared.closing).await;
     }
 }
 
@@ -71,26 +65,21 @@ pub(super) async fn answers(shared: &Shared) -> Result<(), String> {
     };
     within(timeout, attempt)
         .await
-        .map_err(|()| timed_out(timeout))?
+        .map_err(|()| shared.remote.timed_out(timeout))?
 }
 
 /// One connection of the subscriber, until it is lost.
-pub(super) async fn subscribe_once(
-    shared: &Shared,
-    ready: &mut Option<oneshot::Sender<Result<(), String>>>,
-) -> Ended {
-    let timeout = shared.options.timeout;
+pub(super) async fn subscribe_once(shared: &Shared, ready: &mut Ready) -> Ended {
+    let (remote, timeout) = (&shared.remote, shared.options.timeout);
     let connect = async {
-        let mut pubsub = within(timeout, shared.client.get_async_pubsub())
-            .await
-            .map_err(|()| timed_out(timeout))?
-            .map_err(|e| problem(&e))?;
+        let mut pubsub = remote
+            .answer(timeout, shared.client.get_async_pubsub(), problem)
+            .await?;
         let channel = format!("{}signal", shared.prefix);
-        within(timeout, pubsub.subscribe(&channel))
-            .await
-            .map_err(|()| timed_out(timeout))?
-            .map_err(|e| problem(&e))?;
-        if ready.is_none() {
+        remote
+            .answer(timeout, pubsub.subscribe(&channel), problem)
+            .await?;
+        if !ready.is_pending() {
             // Requests go to the other connection: it must answer too.
             answers(shared).await?;
         }
@@ -102,22 +91,17 @@ pub(super) async fn subscribe_once(
     };
     let (mut sink, mut messages) = pubsub.split();
     shared.subscriptions.fetch_add(1, Ordering::Relaxed);
-    match ready.take() {
-        Some(ready) => {
-            let _ = ready.send(Ok(()));
-        }
-        None => {
-            tracing::debug!(store = %shared.label, "the Redis task store's signal subscriber reconnected");
-            shared.mark_up();
-            // Whatever was published while the subscriber was down is in the feed.
-            shared.changed.notify_one();
-        }
+    if !ready.up() {
+        tracing::debug!(store = %remote.label(), "the Redis task store's signal subscriber reconnected");
+        shared.mark_up();
+        // Whatever was published while the subscriber was down is in the feed.
+        shared.changed.notify_one();
     }
     // A ping now and then, so a connection that died silently is noticed.
     let mut tick = tokio::time::interval(Duration::from_secs(2));
     tick.tick().await;
     loop {
-        if shared.closed.load(Ordering::Acquire) {
+        if shared.closing.is_closed() {
             return Ended::Closed;
         }
         tokio::select! {
@@ -133,12 +117,9 @@ pub(super) async fn subscribe_once(
             () = shared.closing.notified() => return Ended::Closed,
         }
         // A subscribed connection answers a ping with `["pong", ""]`.
-        let pong: Result<Result<::redis::Value, RedisError>, ()> =
-            within(timeout, sink.ping()).await;
-        match pong {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Ended::Lost(problem(&e)),
-            Err(()) => return Ended::Lost(timed_out(timeout)),
+        let pong = remote.answer(timeout, sink.ping::<::redis::Value>(), problem);
+        if let Err(problem) = pong.await {
+            return Ended::Lost(problem);
         }
     }
 }
