@@ -36,7 +36,7 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A plain task for tests: `working` and queued (no lease), tool `sample` with arguments
 /// `{"n": 1}`, settled `completed` by an error result, no TTL, a one-second poll interval,
@@ -95,6 +95,26 @@ pub async fn check_shared_stores<S: TaskStore + ClaimStore>(a: &S, b: &S) {
             .is_empty()
     );
     assert!(a.get("x").await.unwrap().unwrap().is_held_by("wb", 1));
+}
+
+/// Checks that `store` comes back after its server went away: reads the stored task `id`
+/// until it is found, each read answering (with the task or an error) within `bound`, and
+/// panics when it is not found by `deadline`. For stores on a server, in tests that cut
+/// their connections.
+pub async fn check_recovers<S: TaskStore>(store: &S, id: &str, bound: Duration, deadline: Instant) {
+    loop {
+        let started = Instant::now();
+        let got = store.get(id).await;
+        assert!(started.elapsed() < bound, "a get hung");
+        if let Ok(Some(_)) = got {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the store did not recover: {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Runs every check of the suite, each against a fresh store from `make`, and panics naming
