@@ -77,10 +77,7 @@ impl Remote {
 
     /// `problem`, the reason the store cannot be opened.
     pub(super) fn cannot_open(&self, problem: impl fmt::Display) -> StoreError {
-        StoreError::backend(format!(
-            "cannot open the {} task store {}: {problem}",
-            self.server, self.label
-        ))
+        StoreError::backend(format!("cannot open {}", self.name(problem)))
     }
 
     /// [`cannot_open`](Self::cannot_open), caused by the server's error `source`.
@@ -89,13 +86,7 @@ impl Remote {
         problem: impl fmt::Display,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> StoreError {
-        StoreError::backend_caused_by(
-            format!(
-                "cannot open the {} task store {}: {problem}",
-                self.server, self.label
-            ),
-            source,
-        )
+        StoreError::backend_caused_by(format!("cannot open {}", self.name(problem)), source)
     }
 
     /// Runs the call `what` (`attempt`) within `limit`, so that a server that does not
@@ -134,6 +125,7 @@ impl Remote {
             .map_err(|e| describe(&e))
     }
 
+    /// `the Redis task store LABEL: PROBLEM`.
     fn name(&self, problem: impl fmt::Display) -> String {
         format!("the {} task store {}: {problem}", self.server, self.label)
     }

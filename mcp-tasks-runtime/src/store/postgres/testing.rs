@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-/// A PostgreSQL database made for one test and dropped when this is dropped.
+/// A PostgreSQL database made for one test and dropped when this is dropped (cargo features
+/// `postgres` and `testing`).
 ///
 /// The server is the one `MCP_TASKS_TEST_POSTGRES` names (a URL of a database the user may
 /// create databases from; default `postgres://postgres@127.0.0.1:5432/postgres`). Set it

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// A key prefix on a Redis server, made for one test; every key under it is deleted when
-/// this is dropped.
+/// this is dropped (cargo features `redis` and `testing`).
 ///
 /// The server is the one `MCP_TASKS_TEST_REDIS` names (a `redis://HOST:PORT` URL, or
 /// `redis://HOST:PORT/DB` to keep every test in database `DB`; default
@@ -277,7 +277,7 @@ impl Drop for TestRedis {
 
 /// A `redis-server` process of a test's own, on a free port of 127.0.0.1, for tests that
 /// stop, pause or kill Redis (never the shared server of [`TestRedis`]). Killed when
-/// dropped.
+/// dropped (cargo features `redis` and `testing`).
 ///
 /// The binary is `redis-server` on the `PATH`. With `MCP_TASKS_TEST_REDIS=skip`,
 /// [`RedisServer::start`] returns `None` and says so loudly; a missing binary fails the

@@ -10,6 +10,10 @@
 //! }
 //! ```
 //!
+//! The suite needs nothing but the store traits. What the tests of a store on a server
+//! open comes with that store's feature: `store::TestDatabase` (PostgreSQL),
+//! `store::TestRedis` and `store::RedisServer` (Redis).
+//!
 //! What the suite holds a backend to, beyond the [`TaskStore`] docs:
 //!
 //! - Every field of a [`TaskRecord`] survives a write and a read, including `None` versus
