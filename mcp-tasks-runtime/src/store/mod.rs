@@ -62,7 +62,7 @@ pub enum StoreError {
         message: String,
         /// The backend's own error, when there is one.
         #[source]
-        source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+        source: Option<BackendSource>,
     },
     /// The store could not be reached, or did not answer, and nothing was changed: the
     /// connection is down and being re-established, no connection could be had in time, or
@@ -92,7 +92,7 @@ impl StoreError {
     ) -> Self {
         Self::Backend {
             message: message.into(),
-            source: Some(Arc::from(source.into())),
+            source: Some(BackendSource(Arc::from(source.into()))),
         }
     }
 
@@ -119,8 +119,8 @@ impl PartialEq for StoreError {
                 },
             ) => {
                 message == other_message
-                    && source.as_ref().map(ToString::to_string)
-                        == other_source.as_ref().map(ToString::to_string)
+                    && source.as_deref().map(ToString::to_string)
+                        == other_source.as_deref().map(ToString::to_string)
             }
             _ => false,
         }
@@ -128,6 +128,26 @@ impl PartialEq for StoreError {
 }
 
 impl Eq for StoreError {}
+
+/// The backend's own error behind a [`StoreError::Backend`], shared by the error's clones.
+/// It derefs to the error itself, and the chain of [`std::error::Error::source`] leads
+/// from the [`StoreError`] straight to it, so it can be downcast to the backend's type.
+#[derive(Clone)]
+pub struct BackendSource(Arc<dyn std::error::Error + Send + Sync>);
+
+impl std::ops::Deref for BackendSource {
+    type Target = dyn std::error::Error + Send + Sync;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl std::fmt::Debug for BackendSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
 
 /// One page of an owner's tasks.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -245,4 +265,35 @@ pub trait ClaimStore: TaskStore + ScanTasks {
     /// `true` when other processes may share this store, so the engine must watch
     /// [`changes`](Self::changes) to learn what they did.
     fn is_shared(&self) -> bool;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreError;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_backend_failure_keeps_its_source_and_its_words() {
+        let io = std::io::Error::other("disk on fire");
+        let error = StoreError::backend_caused_by("cannot write: disk on fire", io);
+        assert_eq!(
+            error.to_string(),
+            "task store failed: cannot write: disk on fire"
+        );
+        let source = error.source().expect("a source");
+        assert!(
+            source.downcast_ref::<std::io::Error>().is_some(),
+            "{source:?}"
+        );
+        let copy = error.clone();
+        assert!(copy.source().is_some());
+        assert_eq!(copy, error);
+        assert_ne!(error, StoreError::backend("cannot write: disk on fire"));
+        assert_eq!(StoreError::backend("x"), StoreError::backend("x"));
+        assert!(StoreError::backend("x").source().is_none());
+        assert_ne!(
+            StoreError::backend("x"),
+            StoreError::Unavailable("x".into())
+        );
+    }
 }

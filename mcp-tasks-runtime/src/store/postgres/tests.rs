@@ -337,3 +337,25 @@ async fn requests_fail_in_bounded_time_while_connections_are_killed_then_recover
     let got = store.changes(Some(cursor), 10).await.unwrap();
     assert!(got.ids.contains(&"later".to_owned()), "{got:?}");
 }
+
+#[tokio::test]
+async fn a_statement_the_database_refuses_keeps_its_error_as_the_source() {
+    let Some(db) = TestDatabase::create("source") else {
+        return;
+    };
+    let store = open(&db, "source").await;
+    db.execute("ALTER TABLE source.tasks ADD CONSTRAINT no_refused CHECK (tool <> 'refused')")
+        .await;
+    let mut record = sample_record("r", None, SystemTime::now());
+    record.tool = "refused".into();
+    let error = store.create(record).await.unwrap_err();
+    let StoreError::Backend { message, source } = &error else {
+        panic!("unexpected error {error:?}");
+    };
+    assert!(message.contains("no_refused"), "{message}");
+    let source = source.as_deref().expect("the error keeps its source");
+    assert!(
+        source.downcast_ref::<tokio_postgres::Error>().is_some(),
+        "{source:?}"
+    );
+}

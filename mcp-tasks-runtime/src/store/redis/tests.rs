@@ -471,3 +471,28 @@ async fn a_dropped_store_leaves_nothing_running_and_its_keys_are_under_its_prefi
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn a_command_redis_refuses_keeps_its_error_as_the_source() {
+    let Some(redis) = TestRedis::create("source") else {
+        return;
+    };
+    let store = open(&redis, "source").await;
+    let client = ::redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    // A string where the task's hash belongs: Redis refuses to read it as a hash.
+    let _: () = conn
+        .set(format!("{}:source:task:x", redis.prefix()), "not a hash")
+        .await
+        .unwrap();
+    let error = store.get("x").await.unwrap_err();
+    let StoreError::Backend { message, source } = &error else {
+        panic!("unexpected error {error:?}");
+    };
+    assert!(message.contains("cannot read a task"), "{message}");
+    let source = source.as_deref().expect("the error keeps its source");
+    assert!(
+        source.downcast_ref::<::redis::RedisError>().is_some(),
+        "{source:?}"
+    );
+}

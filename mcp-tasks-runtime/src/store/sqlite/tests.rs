@@ -443,6 +443,12 @@ fn a_corrupt_file_is_refused_at_open() {
     std::fs::write(&garbage, "this is not a database\n".repeat(500)).unwrap();
     let message = open_error_message(&garbage);
     assert!(message.contains("corrupt"), "{message}");
+    let error = SqliteTaskStore::open(&garbage).unwrap_err();
+    let source = std::error::Error::source(&error).expect("the error keeps its source");
+    assert!(
+        source.downcast_ref::<rusqlite::Error>().is_some(),
+        "{source:?}"
+    );
     assert!(
         message.contains(&garbage.display().to_string()),
         "{message}"
