@@ -609,6 +609,11 @@ mod tests {
         check_store(|| async { MemoryTaskStore::new() }).await;
     }
 
+    #[tokio::test]
+    async fn the_suite_catches_broken_stores() {
+        crate::store::testing::flawed::check_catches_flaws(MemoryTaskStore::new).await;
+    }
+
     fn at(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
     }

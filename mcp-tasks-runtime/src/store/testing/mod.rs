@@ -216,11 +216,11 @@ macro_rules! ensure_eq {
 }
 
 mod claims;
+#[cfg(test)]
+pub(crate) mod flawed;
 mod listing;
 mod records;
 mod scan;
-#[cfg(test)]
-mod tests;
 
 use claims::{changes_feed, claims, concurrent_claims, fenced_writes, lapsed_leases};
 use listing::{

@@ -1,12 +1,12 @@
-//! The suite's own tests: a memory store with one deliberate flaw fails exactly the checks
+//! The suite's own test: a correct store given one deliberate flaw fails exactly the checks
 //! that should catch it.
 
 use super::*;
 use crate::error::CallOutcome;
-use crate::store::{Changes, MemoryTaskStore, TaskCounts, TaskFilter, TaskPage, TimeRange};
+use crate::store::{Changes, TaskCounts, TaskFilter, TaskPage, TimeRange};
 use crate::task::Lease;
 
-/// A memory store with one deliberate bug, to show the suite catches it.
+/// A deliberate bug, to show the suite catches it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Flaw {
     CasIgnoresVersion,
@@ -24,13 +24,13 @@ enum Flaw {
     CountIgnoresDeletes,
 }
 
-#[derive(Debug)]
-struct Flawed {
-    inner: MemoryTaskStore,
+/// A correct store with one [`Flaw`].
+struct Flawed<S> {
+    inner: S,
     flaw: Flaw,
 }
 
-impl Flawed {
+impl<S> Flawed<S> {
     fn damage(&self, mut record: TaskRecord) -> TaskRecord {
         if self.flaw == Flaw::LosesErrorData
             && let Some(CallOutcome::Error(error)) = &mut record.outcome
@@ -49,7 +49,7 @@ impl Flawed {
     }
 }
 
-impl TaskStore for Flawed {
+impl<S: TaskStore> TaskStore for Flawed<S> {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
         self.inner.create(record).await
     }
@@ -115,7 +115,7 @@ impl TaskStore for Flawed {
     }
 }
 
-impl ClaimStore for Flawed {
+impl<S: ClaimStore> ClaimStore for Flawed<S> {
     async fn claim(
         &self,
         worker: &str,
@@ -173,7 +173,7 @@ impl ClaimStore for Flawed {
     }
 }
 
-impl ScanTasks for Flawed {
+impl<S: ScanTasks> ScanTasks for Flawed<S> {
     async fn scan(
         &self,
         filter: &TaskFilter,
@@ -201,8 +201,13 @@ impl ScanTasks for Flawed {
     }
 }
 
-#[tokio::test]
-async fn the_suite_catches_broken_stores() {
+/// Checks that the suite fails the store `correct` makes once it is given each of a list
+/// of flaws, naming exactly the checks that should catch the flaw.
+pub(crate) async fn check_catches_flaws<S, F>(correct: F)
+where
+    F: Fn() -> S + Copy + Send + Sync + 'static,
+    S: TaskStore + ClaimStore + ScanTasks,
+{
     let cases = [
         (
             Flaw::CasIgnoresVersion,
@@ -231,7 +236,7 @@ async fn the_suite_catches_broken_stores() {
     for (flaw, failing) in cases {
         let run = tokio::spawn(check_store(move || async move {
             Flawed {
-                inner: MemoryTaskStore::new(),
+                inner: correct(),
                 flaw,
             }
         }));
