@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_postgres::{AsyncMessage, NoTls};
 
-/// The most change ids kept for [`ClaimStore::changes`]; older ones are dropped.
+/// The most change ids kept for [`ClaimStore::changes`](crate::store::ClaimStore::changes);
+/// older ones are dropped.
 pub(super) const MAX_LOG: usize = 1 << 17;
 
 /// The change ids the listener heard, numbered by this process.

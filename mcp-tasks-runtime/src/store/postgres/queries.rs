@@ -2,7 +2,7 @@
 
 use crate::store::scan::count_query;
 
-/// The columns a record is read from, in the order [`decode`] expects.
+/// The columns a record is read from, in the order [`decode`](super::row::decode) expects.
 pub(super) const COLUMNS: &str = "id, owner, tool, settle, status, status_message, created_at, \
     updated_at, ttl_ms, poll_interval_ms, version, input_seq, arguments::text, \
     input_requests::text, input_responses::text, outcome::text, seq, client::text, \

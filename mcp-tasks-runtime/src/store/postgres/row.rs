@@ -148,7 +148,8 @@ pub(super) fn encode(record: TaskRecord, max_outcome_bytes: usize) -> Result<Row
     Ok(row)
 }
 
-/// Reads a record (and its creation sequence number) from a row selected with [`COLUMNS`].
+/// Reads a record (and its creation sequence number) from a row selected with
+/// [`COLUMNS`](super::queries::COLUMNS).
 pub(super) fn decode(
     row: &tokio_postgres::Row,
 ) -> Result<(TaskRecord, i64), tokio_postgres::Error> {

@@ -19,8 +19,8 @@ pub(super) struct FeedPage {
     pub(super) next: u64,
 }
 
-/// How many records, index members and feed entries [`TaskStore::unfinished`] reads per
-/// round trip.
+/// How many records, index members and feed entries
+/// [`TaskStore::unfinished`](crate::store::TaskStore::unfinished) reads per round trip.
 pub(super) const UNFINISHED_BATCH: usize = 500;
 
 impl Shared {
