@@ -29,7 +29,7 @@ use listener::{ChangeLog, listen, send_notices};
 use options::{check_schema_name, describe, quote_ident};
 use paging::clamp_limit;
 use queries::{COLUMN_COUNT, COLUMNS, Sql};
-use row::{decode, decode_all, encode};
+use row::{decode, decode_all, decode_page, encode};
 use schema::{MIGRATIONS, current_change_seq, migrate, probe};
 use std::fmt;
 use std::future::Future;
@@ -408,15 +408,7 @@ impl TaskStore for PostgresTaskStore {
                         client.query(&statement, &[&after, &wanted]).await?
                     }
                 };
-                let more = rows.len() > limit;
-                let mut tasks = Vec::with_capacity(rows.len().min(limit));
-                let mut last = after;
-                for row in rows.iter().take(limit) {
-                    let (record, seq) = decode(row)?;
-                    tasks.push(record);
-                    last = seq;
-                }
-                Ok((tasks, last, more))
+                decode_page(&rows, limit, after)
             })
             .await?;
         tasks.shrink_to_fit();
@@ -480,15 +472,7 @@ impl ScanTasks for PostgresTaskStore {
                     .collect();
                 let statement = client.prepare_cached(&query.sql).await?;
                 let rows = client.query(&statement, &params).await?;
-                let more = rows.len() > limit;
-                let mut tasks = Vec::with_capacity(rows.len().min(limit));
-                let mut last = before;
-                for row in rows.iter().take(limit) {
-                    let (record, seq) = decode(row)?;
-                    tasks.push(record);
-                    last = seq;
-                }
-                Ok((tasks, last, more))
+                decode_page(&rows, limit, before)
             })
             .await?;
         let next_cursor = more.then(|| paging::cursor('g', last));

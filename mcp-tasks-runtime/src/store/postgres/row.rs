@@ -181,6 +181,24 @@ pub(super) fn decode(
     Ok((record, row.try_get(16)?))
 }
 
+/// The first `limit` of `rows` (selected with [`COLUMNS`](super::queries::COLUMNS), one
+/// more than a page) as a page: the records, the sequence number of the last one (`start`
+/// when there is none), and whether more follow.
+pub(super) fn decode_page(
+    rows: &[tokio_postgres::Row],
+    limit: usize,
+    start: i64,
+) -> Result<(Vec<TaskRecord>, i64, bool), tokio_postgres::Error> {
+    let mut tasks = Vec::with_capacity(rows.len().min(limit));
+    let mut last = start;
+    for row in rows.iter().take(limit) {
+        let (record, seq) = decode(row)?;
+        tasks.push(record);
+        last = seq;
+    }
+    Ok((tasks, last, rows.len() > limit))
+}
+
 pub(super) fn decode_all(
     rows: &[tokio_postgres::Row],
 ) -> Result<Vec<TaskRecord>, tokio_postgres::Error> {
