@@ -247,8 +247,8 @@ async fn a_create_of_unknown_outcome_names_its_task_which_runs_once_it_is_stored
 #[tokio::test]
 async fn an_outcome_the_store_refuses_fails_the_task_with_the_cause() {
     let store = Faulty::default();
-    store.faults().refuse_results = Some(StoreError::Backend(
-        "the faulty store: the value is too large".into(),
+    store.faults().refuse_results = Some(StoreError::backend(
+        "the faulty store: the value is too large",
     ));
     let server = server_on(store.clone(), Duration::from_millis(300));
     let (session, _out) = server.session_for(None);
@@ -288,7 +288,7 @@ async fn an_outcome_stored_after_an_outage_of_many_leases_keeps_its_result() {
 #[cfg(feature = "postgres")]
 mod postgres {
     use super::*;
-    use mcp_tasks_runtime::store::testing::TestDatabase;
+    use mcp_tasks_runtime::store::TestDatabase;
     use mcp_tasks_runtime::store::{PostgresOptions, PostgresTaskStore};
 
     async fn open(db: &TestDatabase, options: PostgresOptions) -> PostgresTaskStore {
@@ -373,7 +373,8 @@ mod postgres {
 #[cfg(feature = "redis")]
 mod redis {
     use super::*;
-    use mcp_tasks_runtime::store::testing::{RedisServer, sample_record};
+    use mcp_tasks_runtime::store::RedisServer;
+    use mcp_tasks_runtime::store::testing::sample_record;
     use mcp_tasks_runtime::store::{RedisOptions, RedisTaskStore};
 
     async fn open(server: &RedisServer, timeout: Duration) -> RedisTaskStore {

@@ -163,15 +163,17 @@ pub(super) fn encode_outcome(
         max,
     };
     match serde_json::to_writer(&mut out, &stored) {
-        Ok(()) => String::from_utf8(out.bytes)
-            .map_err(|e| StoreError::Backend(format!("task {id}: outcome is not UTF-8: {e}"))),
-        Err(error) if error.is_io() => Err(StoreError::Backend(format!(
+        Ok(()) => String::from_utf8(out.bytes).map_err(|e| {
+            StoreError::backend_caused_by(format!("task {id}: outcome is not UTF-8: {e}"), e)
+        }),
+        Err(error) if error.is_io() => Err(StoreError::backend(format!(
             "the outcome of task {id} is larger than this task store's limit of {max} bytes \
              of JSON (its `max_outcome_bytes` option); it was not stored"
         ))),
-        Err(error) => Err(StoreError::Backend(format!(
-            "task {id}: cannot encode the outcome: {error}"
-        ))),
+        Err(error) => Err(StoreError::backend_caused_by(
+            format!("task {id}: cannot encode the outcome: {error}"),
+            error,
+        )),
     }
 }
 
@@ -180,13 +182,14 @@ pub(super) fn to_json<T: Serialize + ?Sized>(
     what: &str,
     value: &T,
 ) -> Result<String, StoreError> {
-    serde_json::to_string(value)
-        .map_err(|e| StoreError::Backend(format!("task {id}: cannot encode {what}: {e}")))
+    serde_json::to_string(value).map_err(|e| {
+        StoreError::backend_caused_by(format!("task {id}: cannot encode {what}: {e}"), e)
+    })
 }
 
 pub(super) fn to_i64(id: &str, what: &str, n: u64) -> Result<i64, StoreError> {
     i64::try_from(n).map_err(|_| {
-        StoreError::Backend(format!(
+        StoreError::backend(format!(
             "task {id}: {what} {n} is too large for the task store"
         ))
     })
@@ -316,7 +319,7 @@ impl Stored<'_> {
     pub(super) fn decode(self, unreadable: Unreadable) -> Result<TaskRecord, StoreError> {
         let id = self.id;
         let field = |what: &str, error: &dyn std::fmt::Display| match unreadable {
-            Unreadable::Fail => Err(StoreError::Backend(format!(
+            Unreadable::Fail => Err(StoreError::backend(format!(
                 "task {id}: the stored {what} is unreadable: {error}"
             ))),
             Unreadable::Default => {

@@ -595,9 +595,24 @@ impl ScanTasks for MemoryTaskStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::testing::sample_record;
+    use crate::store::testing::{check_store, sample_record};
     use crate::task::TaskStatus;
     use std::time::{Duration, UNIX_EPOCH};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn memory_store_passes_the_suite() {
+        check_store(|| async { MemoryTaskStore::new() }).await;
+    }
+
+    #[tokio::test]
+    async fn memory_store_passes_the_suite_on_one_thread() {
+        check_store(|| async { MemoryTaskStore::new() }).await;
+    }
+
+    #[tokio::test]
+    async fn the_suite_catches_broken_stores() {
+        crate::store::testing::flawed::check_catches_flaws(MemoryTaskStore::new).await;
+    }
 
     fn at(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)

@@ -9,6 +9,7 @@
 
 use crate::task::TaskRecord;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
@@ -19,15 +20,21 @@ mod paging;
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(any(feature = "postgres", feature = "redis"))]
+mod remote;
 mod scan;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+#[cfg(all(feature = "redis", any(test, feature = "testing")))]
+pub use self::redis::testing::{RedisServer, TestRedis};
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisDurability, RedisOptions, RedisTaskStore};
 pub use memory::MemoryTaskStore;
+#[cfg(all(feature = "postgres", any(test, feature = "testing")))]
+pub use postgres::testing::TestDatabase;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresTaskStore};
 pub use scan::{ALL_STATUSES, ScanTasks, TaskCounts, TaskFilter, TimeRange};
@@ -35,7 +42,10 @@ pub use scan::{ALL_STATUSES, ScanTasks, TaskCounts, TaskFilter, TimeRange};
 pub use sqlite::{SqliteOptions, SqliteTaskStore, Synchronous};
 
 /// Why a store operation failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Two errors are equal when they are of the same kind and say the same thing, down to the
+/// message of a [`Backend`](Self::Backend) failure's source.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
     /// `create` was given an id that already exists.
@@ -46,8 +56,14 @@ pub enum StoreError {
     InvalidCursor(String),
     /// The backend answered with a failure, or the request cannot be stored (a constraint,
     /// a value the backend refuses): nothing was changed, and the same request fails again.
-    #[error("task store failed: {0}")]
-    Backend(String),
+    #[error("task store failed: {message}")]
+    Backend {
+        /// What failed, in words that name the problem (the source's words included).
+        message: String,
+        /// The backend's own error, when there is one.
+        #[source]
+        source: Option<BackendSource>,
+    },
     /// The store could not be reached, or did not answer, and nothing was changed: the
     /// connection is down and being re-established, no connection could be had in time, or
     /// a read got no answer. Trying again later may succeed.
@@ -61,11 +77,75 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// A [`Backend`](Self::Backend) failure with no underlying error.
+    pub fn backend(message: impl Into<String>) -> Self {
+        Self::Backend {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A [`Backend`](Self::Backend) failure caused by the backend's error `source`.
+    pub fn backend_caused_by(
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::Backend {
+            message: message.into(),
+            source: Some(BackendSource(Arc::from(source.into()))),
+        }
+    }
+
     /// `true` when trying again later may succeed: the store was out of reach
     /// ([`Unavailable`](Self::Unavailable)) or its answer was lost
     /// ([`Ambiguous`](Self::Ambiguous)).
     pub fn is_transient(&self) -> bool {
         matches!(self, Self::Unavailable(_) | Self::Ambiguous(_))
+    }
+}
+
+impl PartialEq for StoreError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Duplicate(a), Self::Duplicate(b))
+            | (Self::InvalidCursor(a), Self::InvalidCursor(b))
+            | (Self::Unavailable(a), Self::Unavailable(b))
+            | (Self::Ambiguous(a), Self::Ambiguous(b)) => a == b,
+            (
+                Self::Backend { message, source },
+                Self::Backend {
+                    message: other_message,
+                    source: other_source,
+                },
+            ) => {
+                message == other_message
+                    && source.as_deref().map(ToString::to_string)
+                        == other_source.as_deref().map(ToString::to_string)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for StoreError {}
+
+/// The backend's own error behind a [`StoreError::Backend`], shared by the error's clones.
+/// It derefs to the error itself, and the chain of [`std::error::Error::source`] leads
+/// from the [`StoreError`] straight to it, so it can be downcast to the backend's type.
+#[derive(Clone)]
+pub struct BackendSource(Arc<dyn std::error::Error + Send + Sync>);
+
+impl std::ops::Deref for BackendSource {
+    type Target = dyn std::error::Error + Send + Sync;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl std::fmt::Debug for BackendSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
     }
 }
 
@@ -185,4 +265,35 @@ pub trait ClaimStore: TaskStore + ScanTasks {
     /// `true` when other processes may share this store, so the engine must watch
     /// [`changes`](Self::changes) to learn what they did.
     fn is_shared(&self) -> bool;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreError;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_backend_failure_keeps_its_source_and_its_words() {
+        let io = std::io::Error::other("disk on fire");
+        let error = StoreError::backend_caused_by("cannot write: disk on fire", io);
+        assert_eq!(
+            error.to_string(),
+            "task store failed: cannot write: disk on fire"
+        );
+        let source = error.source().expect("a source");
+        assert!(
+            source.downcast_ref::<std::io::Error>().is_some(),
+            "{source:?}"
+        );
+        let copy = error.clone();
+        assert!(copy.source().is_some());
+        assert_eq!(copy, error);
+        assert_ne!(error, StoreError::backend("cannot write: disk on fire"));
+        assert_eq!(StoreError::backend("x"), StoreError::backend("x"));
+        assert!(StoreError::backend("x").source().is_none());
+        assert_ne!(
+            StoreError::backend("x"),
+            StoreError::Unavailable("x".into())
+        );
+    }
 }

@@ -161,7 +161,7 @@ impl SqliteTaskStore {
             }
         };
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::backend(format!(
                 "cannot open the task database {}: SQLite could not switch it to WAL mode \
                  (it stayed in {mode:?} mode); is it on a network file system?",
                 path.display()
@@ -219,14 +219,14 @@ impl SqliteTaskStore {
             let thread = std::thread::Builder::new()
                 .name(format!("mcp-tasks-sqlite-read-{n}"))
                 .spawn(move || queue.serve(&reader))
-                .map_err(|e| thread_error(&store.path, &e))?;
+                .map_err(|e| thread_error(&store.path, e))?;
             store.readers.push(thread);
         }
         let (kick, kicks) = mpsc::sync_channel::<()>(1);
         let thread = std::thread::Builder::new()
             .name("mcp-tasks-sqlite-checkpoint".into())
             .spawn(move || run_checkpointer(&checkpointer, &kicks))
-            .map_err(|e| thread_error(&store.path, &e))?;
+            .map_err(|e| thread_error(&store.path, e))?;
         store.checkpointer = Some(thread);
         store.checkpoints = Some(kick.clone());
         let (write_tx, write_rx) = mpsc::channel::<WriteOp>();
@@ -244,7 +244,7 @@ impl SqliteTaskStore {
                 }
                 .run(&write_rx, max_batch);
             })
-            .map_err(|e| thread_error(&store.path, &e))?;
+            .map_err(|e| thread_error(&store.path, e))?;
         store.writer = Some(thread);
         store.writes = Some(write_tx);
         Ok(store)
@@ -313,7 +313,7 @@ impl Drop for SqliteTaskStore {
 }
 
 fn stopped(which: &str) -> StoreError {
-    StoreError::Backend(format!(
+    StoreError::backend(format!(
         "the SQLite task store's {which} thread has stopped"
     ))
 }
@@ -332,21 +332,27 @@ fn open_error(path: &Path, what: &str, error: rusqlite::Error) -> StoreError {
         }
         _ => "",
     };
-    StoreError::Backend(format!(
-        "cannot open the task database {}: {what}: {error}{hint}",
-        path.display()
-    ))
+    StoreError::backend_caused_by(
+        format!(
+            "cannot open the task database {}: {what}: {error}{hint}",
+            path.display()
+        ),
+        error,
+    )
 }
 
-fn thread_error(path: &Path, error: &io::Error) -> StoreError {
-    StoreError::Backend(format!(
-        "cannot open the task database {}: cannot start a thread: {error}",
-        path.display()
-    ))
+fn thread_error(path: &Path, error: io::Error) -> StoreError {
+    StoreError::backend_caused_by(
+        format!(
+            "cannot open the task database {}: cannot start a thread: {error}",
+            path.display()
+        ),
+        error,
+    )
 }
 
 fn sql_error(what: &str, error: rusqlite::Error) -> StoreError {
-    StoreError::Backend(format!("{what}: {error}"))
+    StoreError::backend_caused_by(format!("{what}: {error}"), error)
 }
 
 impl TaskStore for SqliteTaskStore {

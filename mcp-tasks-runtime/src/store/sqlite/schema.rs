@@ -122,7 +122,7 @@ pub(super) fn migrate(
         application_id != APPLICATION_ID
     };
     if foreign {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::backend(format!(
             "cannot open the task database {}: it is an SQLite database of another \
              application (application_id {application_id:#x}, user_version {version}), \
              not an mcp-tasks task database",
@@ -130,7 +130,7 @@ pub(super) fn migrate(
         )));
     }
     if version > latest {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::backend(format!(
             "cannot open the task database {}: it has schema version {version}, written by \
              a newer version of mcp-tasks; this version (mcp-tasks-runtime {}) reads schema \
              versions up to {latest}. Upgrade, or open another file",

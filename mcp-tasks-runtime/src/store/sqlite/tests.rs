@@ -54,7 +54,7 @@ fn at_ms(ms: u64) -> SystemTime {
 fn open_error_message(path: &Path) -> String {
     match SqliteTaskStore::open(path) {
         Ok(store) => panic!("{} opened: {store:?}", path.display()),
-        Err(StoreError::Backend(message)) => message,
+        Err(StoreError::Backend { message, .. }) => message,
         Err(other) => panic!("unexpected error {other:?}"),
     }
 }
@@ -208,7 +208,7 @@ async fn oversized_outcomes_are_refused_and_change_nothing() {
     let mut record = sample_record("big", None, at_ms(0));
     record.status = TaskStatus::Completed;
     record.outcome = Some(big.clone());
-    let Err(StoreError::Backend(message)) = store.create(record).await else {
+    let Err(StoreError::Backend { message, .. }) = store.create(record).await else {
         panic!("an oversized create was accepted");
     };
     assert!(message.contains("limit of 1024 bytes"), "{message}");
@@ -220,7 +220,7 @@ async fn oversized_outcomes_are_refused_and_change_nothing() {
     let mut done = small.clone();
     done.status = TaskStatus::Completed;
     done.outcome = Some(big);
-    let Err(StoreError::Backend(message)) = store.compare_and_set(done, 0).await else {
+    let Err(StoreError::Backend { message, .. }) = store.compare_and_set(done, 0).await else {
         panic!("an oversized compare_and_set was accepted");
     };
     assert!(message.contains("task small"), "{message}");
@@ -403,7 +403,7 @@ fn migrations_run_forward_once_at_open() {
     // A migration that fails leaves the database as it was.
     let mut broken = next.clone();
     broken.push("CREATE TABLE extra (x); SELECT no_such_function();");
-    let Err(StoreError::Backend(message)) = migrate(&mut conn, &path, &broken) else {
+    let Err(StoreError::Backend { message, .. }) = migrate(&mut conn, &path, &broken) else {
         panic!("a failing migration succeeded");
     };
     assert!(message.contains("migration to schema version"), "{message}");
@@ -443,6 +443,12 @@ fn a_corrupt_file_is_refused_at_open() {
     std::fs::write(&garbage, "this is not a database\n".repeat(500)).unwrap();
     let message = open_error_message(&garbage);
     assert!(message.contains("corrupt"), "{message}");
+    let error = SqliteTaskStore::open(&garbage).unwrap_err();
+    let source = std::error::Error::source(&error).expect("the error keeps its source");
+    assert!(
+        source.downcast_ref::<rusqlite::Error>().is_some(),
+        "{source:?}"
+    );
     assert!(
         message.contains(&garbage.display().to_string()),
         "{message}"

@@ -53,7 +53,7 @@ pub(super) enum Answer {
 impl WriteOp {
     /// Answers the caller. Called once the batch is committed, or failed.
     pub(super) fn finish(self, answer: Result<Answer, StoreError>) {
-        let mismatch = || StoreError::Backend("internal error: mismatched write answer".into());
+        let mismatch = || StoreError::backend("internal error: mismatched write answer");
         match self {
             Self::Create { row, reply } => {
                 let _ = reply.send(match answer {
@@ -152,19 +152,20 @@ impl Writer {
 
     /// Applies `batch` in one transaction, commits it and answers every caller.
     pub(super) fn commit(&mut self, mut batch: Vec<WriteOp>) {
-        let fail_all = |batch: Vec<WriteOp>, what: &str, error: &rusqlite::Error| {
+        let fail_all = |batch: Vec<WriteOp>, what: &str, error: rusqlite::Error| {
+            let failure = sql_error(what, error);
             for op in batch {
-                op.finish(Err(StoreError::Backend(format!("{what}: {error}"))));
+                op.finish(Err(failure.clone()));
             }
         };
         while !batch.is_empty() {
             if let Err(error) = self.conn.execute_batch("BEGIN IMMEDIATE") {
-                return fail_all(batch, "cannot start a write transaction", &error);
+                return fail_all(batch, "cannot start a write transaction", error);
             }
             // The write lock is held from here on: another process's numbers are final.
             if let Err(error) = self.load_seqs() {
                 let _ = self.conn.execute_batch("ROLLBACK");
-                return fail_all(batch, "cannot read the sequence numbers", &error);
+                return fail_all(batch, "cannot read the sequence numbers", error);
             }
             let first_seq = (self.last_seq, self.change_seq);
             let mut answers = Vec::with_capacity(batch.len());
@@ -194,8 +195,8 @@ impl Writer {
                         break;
                     }
                     Ok(Err(error)) => answers.push(Err(sql_error("the write failed", error))),
-                    Err(_) => answers.push(Err(StoreError::Backend(
-                        "internal error: the write panicked".into(),
+                    Err(_) => answers.push(Err(StoreError::backend(
+                        "internal error: the write panicked",
                     ))),
                 }
             }
@@ -225,7 +226,7 @@ impl Writer {
                     }
                 }
                 Err(error) => {
-                    fail_all(batch, "the commit failed; nothing was written", &error);
+                    fail_all(batch, "the commit failed; nothing was written", error);
                 }
             }
             return;

@@ -8,7 +8,7 @@
 
 pub mod http;
 
-use mcp_tasks_runtime::store::testing::{TestDatabase, TestRedis};
+use mcp_tasks_runtime::store::{TestDatabase, TestRedis};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

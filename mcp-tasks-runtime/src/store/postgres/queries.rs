@@ -1,0 +1,128 @@
+//! The SQL of the store's statements.
+
+use crate::store::scan::count_query;
+
+/// The columns a record is read from, in the order [`decode`](super::row::decode) expects.
+pub(super) const COLUMNS: &str = "id, owner, tool, settle, status, status_message, created_at, \
+    updated_at, ttl_ms, poll_interval_ms, version, input_seq, arguments::text, \
+    input_requests::text, input_responses::text, outcome::text, seq, client::text, \
+    lease_worker, lease_until, epoch, cancel_at, cancel_by";
+
+/// The number of [`COLUMNS`].
+pub(super) const COLUMN_COUNT: usize = 23;
+
+/// [`COLUMNS`] with each column qualified by `table`.
+pub(super) fn qualified_columns(table: &str) -> String {
+    COLUMNS
+        .split(", ")
+        .map(|column| format!("{table}.{column}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The states in which a task is unfinished, as SQL.
+pub(super) const UNFINISHED: &str = "status IN ('working', 'input_required')";
+
+/// The SQL of every statement, with the schema filled in.
+pub(super) struct Sql {
+    pub(super) insert: String,
+    pub(super) update: String,
+    pub(super) get: String,
+    pub(super) get_many: String,
+    pub(super) delete: String,
+    pub(super) list_owner: String,
+    pub(super) list_unowned: String,
+    pub(super) expire: String,
+    pub(super) unfinished: String,
+    pub(super) claim: String,
+    pub(super) lapsed: String,
+    pub(super) catch_up: String,
+    /// The table, for the scans across owners.
+    pub(super) table: String,
+    pub(super) count: String,
+}
+
+impl Sql {
+    pub(super) fn new(s: &str) -> Self {
+        Self {
+            insert: format!(
+                "INSERT INTO {s}.tasks (id, owner, tool, settle, status, status_message, \
+                    created_at, updated_at, ttl_ms, poll_interval_ms, expires_at, version, \
+                    input_seq, arguments, input_requests, input_responses, outcome, client, \
+                    lease_worker, lease_until, epoch, cancel_at, cancel_by) \
+                 SELECT id, owner, tool, settle, status, status_message, created_at, \
+                    updated_at, ttl_ms, poll_interval_ms, expires_at, version, input_seq, \
+                    arguments::jsonb, input_requests::jsonb, input_responses::jsonb, \
+                    outcome::jsonb, client::jsonb, lease_worker, lease_until, epoch, \
+                    cancel_at, cancel_by \
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+                    $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], \
+                    $12::int8[], $13::int8[], $14::text[], $15::text[], $16::text[], \
+                    $17::text[], $18::text[], $19::text[], $20::int8[], $21::int8[], \
+                    $22::int8[], $23::text[]) WITH ORDINALITY \
+                    AS u(id, owner, tool, settle, status, status_message, created_at, \
+                    updated_at, ttl_ms, poll_interval_ms, expires_at, version, input_seq, \
+                    arguments, input_requests, input_responses, outcome, client, \
+                    lease_worker, lease_until, epoch, cancel_at, cancel_by, n) \
+                 ORDER BY id, n \
+                 ON CONFLICT (id) DO NOTHING RETURNING id, change_seq"
+            ),
+            update: format!(
+                "UPDATE {s}.tasks SET owner = $3, tool = $4, settle = $5, status = $6, \
+                    status_message = $7, created_at = $8, updated_at = $9, ttl_ms = $10, \
+                    poll_interval_ms = $11, expires_at = $12, version = $2 + 1, \
+                    input_seq = $13, arguments = $14::text::jsonb, \
+                    input_requests = $15::text::jsonb, input_responses = $16::text::jsonb, \
+                    outcome = $17::text::jsonb, client = $18::text::jsonb, \
+                    lease_worker = $19, lease_until = $20, epoch = $21, cancel_at = $22, \
+                    cancel_by = $23, change_seq = nextval('{s}.change_seq') \
+                 WHERE id = $1 AND version = $2 RETURNING change_seq"
+            ),
+            get: format!("SELECT {COLUMNS} FROM {s}.tasks WHERE id = $1"),
+            get_many: format!("SELECT {COLUMNS} FROM {s}.tasks WHERE id = ANY($1::text[])"),
+            delete: format!("DELETE FROM {s}.tasks WHERE id = $1"),
+            list_owner: format!(
+                "SELECT {COLUMNS} FROM {s}.tasks WHERE owner = $1 AND seq > $2 \
+                 ORDER BY seq LIMIT $3"
+            ),
+            list_unowned: format!(
+                "SELECT {COLUMNS} FROM {s}.tasks WHERE owner IS NULL AND seq > $1 \
+                 ORDER BY seq LIMIT $2"
+            ),
+            expire: format!(
+                "WITH due AS MATERIALIZED ( \
+                    SELECT id FROM {s}.tasks WHERE expires_at <= $1 \
+                    ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED \
+                 ) \
+                 DELETE FROM {s}.tasks AS t USING due WHERE t.id = due.id RETURNING t.id"
+            ),
+            unfinished: format!("SELECT {COLUMNS} FROM {s}.tasks WHERE {UNFINISHED}"),
+            // The pick is a CTE, evaluated once: as a subquery it may be run again for
+            // each updated row and take more than `LIMIT` tasks.
+            claim: format!(
+                "WITH picked AS MATERIALIZED ( \
+                    SELECT id FROM {s}.tasks \
+                    WHERE lease_worker IS NULL AND {UNFINISHED} AND tool <> ALL($3::text[]) \
+                    ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED \
+                 ) \
+                 UPDATE {s}.tasks AS t SET lease_worker = $1, lease_until = $2, \
+                    epoch = t.epoch + 1, version = t.version + 1, \
+                    change_seq = nextval('{s}.change_seq') \
+                 FROM picked WHERE t.id = picked.id \
+                 RETURNING {}, t.change_seq",
+                qualified_columns("t")
+            ),
+            lapsed: format!(
+                "SELECT {COLUMNS} FROM {s}.tasks \
+                 WHERE lease_worker IS NOT NULL AND {UNFINISHED} AND lease_until <= $1 \
+                 ORDER BY lease_until, id LIMIT $2"
+            ),
+            catch_up: format!(
+                "SELECT id, change_seq FROM {s}.tasks WHERE change_seq > $1 \
+                 ORDER BY change_seq LIMIT $2"
+            ),
+            table: format!("{s}.tasks"),
+            count: count_query(&format!("{s}.tasks")),
+        }
+    }
+}
