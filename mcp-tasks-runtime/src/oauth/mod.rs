@@ -42,8 +42,8 @@ mod metadata;
 mod token;
 
 pub use config::{ConfigError, DEFAULT_ALGORITHMS, OAuthConfig};
-pub use metadata::WELL_KNOWN;
 pub use jsonwebtoken::Algorithm;
+pub use metadata::WELL_KNOWN;
 pub use token::TokenError;
 
 use crate::principal::Principal;
