@@ -104,6 +104,9 @@ struct Faults {
     refuse_results: Option<StoreError>,
     /// While set, every write of a finished task fails with this error.
     refuse_outcomes: Option<StoreError>,
+    /// While set, a claim that took tasks answers only once this is notified: the process
+    /// pauses between claiming a task and starting its tool.
+    pause_claims: Option<Arc<tokio::sync::Notify>>,
 }
 
 #[derive(Clone, Default)]
@@ -194,7 +197,12 @@ impl ClaimStore for Faulty {
         limit: usize,
         skip: &[String],
     ) -> Result<Vec<TaskRecord>, StoreError> {
-        self.inner.claim(worker, until, limit, skip).await
+        let claimed = self.inner.claim(worker, until, limit, skip).await?;
+        let pause = self.faults().pause_claims.clone();
+        if let Some(pause) = pause.filter(|_| !claimed.is_empty()) {
+            pause.notified().await;
+        }
+        Ok(claimed)
     }
     async fn lapsed(&self, now: SystemTime, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
         self.inner.lapsed(now, limit).await
@@ -205,6 +213,67 @@ impl ClaimStore for Faulty {
     fn is_shared(&self) -> bool {
         false
     }
+}
+
+/// A process paused between claiming a task and starting its tool (as by a stop signal)
+/// finds, once it goes on, that the task lapsed and another process settled it: it never
+/// starts the tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_paused_between_claim_and_start_never_starts_a_task_settled_meanwhile() {
+    let store = Faulty::default();
+    let resume = Arc::new(tokio::sync::Notify::new());
+    store.faults().pause_claims = Some(Arc::clone(&resume));
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let lease = Duration::from_millis(300);
+    let config = |execute| EngineConfig {
+        lease,
+        execute,
+        ..EngineConfig::default()
+    };
+    // Serves only: its tasks wait for a runner; it settles lapsed leases.
+    let front = Server::builder()
+        .tool(
+            Tool::new("counted", |_, _| async { text("ran") }).task_support(TaskSupport::Required),
+        )
+        .engine_config(config(false))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let counter = Arc::clone(&started);
+    let runner = Server::builder()
+        .tool(
+            Tool::new("counted", move |_, _| {
+                let counter = Arc::clone(&counter);
+                async move {
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    text("ran")
+                }
+            })
+            .task_support(TaskSupport::Required),
+        )
+        .engine_config(config(true))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let (session, _out) = front.session_for(None);
+    let r = call(
+        &session,
+        "tools/call",
+        json!({"name": "counted", "arguments": {}}),
+    )
+    .await;
+    let id = r["result"]["taskId"].as_str().expect("a task").to_owned();
+    // A read starts the runner's claim loop; it claims the task and pauses.
+    let (on_runner, _out) = runner.session_for(None);
+    call(&on_runner, "tasks/get", json!({"taskId": id})).await;
+    let done = settled(&session, &id).await;
+    assert_eq!(done["status"], "failed", "{done}");
+    resume.notify_one();
+    // What the runner does once it goes on: its bounded chance to start the tool.
+    tokio::time::sleep(lease * 3).await;
+    assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let after = call(&session, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(after["result"]["status"], "failed", "{after}");
 }
 
 #[tokio::test]

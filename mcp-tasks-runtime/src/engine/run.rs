@@ -301,7 +301,8 @@ impl Engine {
             let started = Instant::now();
             metrics::gauge!("mcp_tasks_running").increment(1.0);
             tracing::debug!(task = %id, "run started");
-            let end = engine.execute(&tool, &id, &run, future).await;
+            let lease_until = record.lease.as_ref().map(|l| l.until);
+            let end = engine.execute(&tool, &id, &run, lease_until, future).await;
             let status = match end {
                 Some(end) => engine.finish(&tool, &id, &run, end).await,
                 None => {
@@ -337,14 +338,18 @@ impl Engine {
     }
 
     /// Runs the tool until it ends. `None` when the lease was lost: the caller must write
-    /// nothing.
+    /// nothing (and the tool never started, when it was lost before).
     pub(super) async fn execute(
         &self,
         tool: &Tool,
         id: &str,
         run: &Run,
+        lease_until: Option<SystemTime>,
         future: ToolFuture,
     ) -> Option<RunEnd> {
+        if !self.still_held_at_start(id, run, lease_until).await {
+            return None;
+        }
         let cancel = &run.cancel;
         let mut future = CatchUnwind::new(future);
         let deadline = async {
@@ -381,7 +386,9 @@ impl Engine {
                         ),
                     ))));
                 }
-                _ = renew.tick() => self.renew(id, run).await,
+                _ = renew.tick() => {
+                    self.renew(id, run).await;
+                }
             }
         };
         if run.lost.load(Ordering::Acquire) {
@@ -396,8 +403,48 @@ impl Engine {
         })
     }
 
-    /// Extends the lease of a running task; stops the run when the lease is gone.
-    pub(super) async fn renew(&self, id: &str, run: &Run) {
+    /// Whether the tool may start: the lease it was claimed (or created) under is still this
+    /// process's.
+    ///
+    /// A process that was slow or paused between the claim and the start (a stop signal, a
+    /// long pause of the machine) may find its lease about to lapse, or lapsed and the task
+    /// taken over and settled by another process. When less than a renewal period of the
+    /// lease is left by this process's clock, the lease is renewed first, fenced by its
+    /// epoch; the tool starts only when that write lands (or when the store cannot be reached:
+    /// its writes stay fenced). A lease with more left cannot have been taken over (others
+    /// wait for it to lapse), so the common start costs no store call. What remains: a pause
+    /// between this check and the tool's first step longer than the lease's rest, or clocks
+    /// of two processes apart by more than a renewal period.
+    async fn still_held_at_start(
+        &self,
+        id: &str,
+        run: &Run,
+        lease_until: Option<SystemTime>,
+    ) -> bool {
+        let Some(until) = lease_until else {
+            return true;
+        };
+        let left = until.duration_since(SystemTime::now()).unwrap_or_default();
+        if left >= self.config.renew_every() {
+            return true;
+        }
+        tracing::info!(
+            task = %ShortId(id),
+            left_ms = left.as_millis() as u64,
+            "the lease is about to lapse before the tool starts: renewing it first"
+        );
+        if self.renew(id, run).await {
+            return true;
+        }
+        tracing::warn!(task = %ShortId(id), "the task is no longer this process's: its tool does not start");
+        run.lost.store(true, Ordering::Release);
+        false
+    }
+
+    /// Extends the lease of a running task; stops the run when the lease is gone. `true`
+    /// when the lease is still this process's (also when the store could not be reached:
+    /// the lease then runs on until it lapses).
+    pub(super) async fn renew(&self, id: &str, run: &Run) -> bool {
         let until = SystemTime::now() + self.config.lease;
         let renewed = self
             .update(id, |rec| {
@@ -412,11 +459,18 @@ impl Engine {
             })
             .await;
         match renewed {
-            Ok(Some((rec, _))) if rec.is_held_by(&self.worker, run.epoch) => {}
-            Ok(Some((rec, _))) if rec.status.is_terminal() => run.cancel.cancel(),
-            Ok(_) => self.lose(id, run),
+            Ok(Some((rec, _))) if rec.is_held_by(&self.worker, run.epoch) => true,
+            Ok(Some((rec, _))) if rec.status.is_terminal() => {
+                run.cancel.cancel();
+                false
+            }
+            Ok(_) => {
+                self.lose(id, run);
+                false
+            }
             Err(e) => {
                 tracing::warn!(task = %ShortId(id), error = %e, "cannot renew the task's lease");
+                true
             }
         }
     }
