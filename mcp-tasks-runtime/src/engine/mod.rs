@@ -6,6 +6,9 @@
 //! silent no-op. The process that runs a task holds its lease ([`TaskRecord::lease`]) and
 //! renews it while the tool runs; each of its writes is fenced by the lease epoch, so a
 //! process whose lease lapsed can never overwrite a task another process took over.
+//! A tool starts only under a lease with at least a renewal period left; a process slowed
+//! or paused since the claim renews it first, fenced, and starts nothing when the task is
+//! no longer its own.
 //!
 //! What the engine learns of a task — its own writes, and through the store's change feed
 //! ([`ClaimStore::changes`]) the writes of other processes — it hands to whoever waits in
