@@ -343,3 +343,177 @@ impl JsonValue for reqwest::Response {
         serde_json::from_slice(&self.bytes().await.unwrap()).unwrap()
     }
 }
+
+/// A server behind [`require_bearer`], on loopback: its base URL.
+async fn serve_protected(provider: &Provider) -> String {
+    use mcp_tasks_runtime::axum::{Router, middleware};
+    use mcp_tasks_runtime::model::{CallToolResult, Content, TaskSupport};
+    use mcp_tasks_runtime::oauth::require_bearer;
+    use mcp_tasks_runtime::transport::http::HttpConfig;
+    use mcp_tasks_runtime::{Server, Tool};
+    let whoami = |cx: mcp_tasks_runtime::TaskContext, _| async move {
+        let who = cx.principal().unwrap_or("nobody").to_owned();
+        Ok(CallToolResult::success(vec![Content::text(who)]))
+    };
+    let server = Server::builder()
+        .tool(Tool::new("whoami", whoami).task_support(TaskSupport::Optional))
+        .build()
+        .unwrap();
+    let rs = provider.resource_server();
+    let app = Router::new()
+        .merge(server.http_router(HttpConfig::new().path("/mcp")))
+        .layer(middleware::from_fn_with_state(rs.clone(), require_bearer))
+        .merge(rs.metadata_router());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { mcp_tasks_runtime::axum::serve(listener, app).await });
+    base
+}
+
+/// A 2025-11-25 client of the protected server, with `token` (if any).
+struct Caller {
+    base: String,
+    token: Option<String>,
+    session: Option<String>,
+    http: reqwest::Client,
+}
+
+impl Caller {
+    fn new(base: &str, token: Option<String>) -> Self {
+        Self {
+            base: base.to_owned(),
+            token,
+            session: None,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    async fn post(&self, body: Value) -> (u16, reqwest::header::HeaderMap, Value) {
+        let mut request = self
+            .http
+            .post(format!("{}/mcp", self.base))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session);
+        }
+        let response = request.send().await.unwrap();
+        let (status, headers) = (response.status().as_u16(), response.headers().clone());
+        let bytes = response.bytes().await.unwrap();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, headers, body)
+    }
+
+    /// Initializes a session; the HTTP status.
+    async fn initialize(&mut self) -> u16 {
+        let (status, headers, _) = self
+            .post(
+                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"}}}),
+            )
+            .await;
+        self.session = headers
+            .get("mcp-session-id")
+            .map(|v| v.to_str().unwrap().to_owned());
+        if self.session.is_some() {
+            self.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+                .await;
+        }
+        status
+    }
+
+    async fn call(&self, method: &str, params: Value) -> Value {
+        let (status, _, body) = self
+            .post(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mounted_endpoint_behind_the_layer_is_a_resource_server() {
+    let provider = Provider::fresh("layer");
+    let base = serve_protected(&provider).await;
+
+    // The metadata, without a token, at the path-aware and the bare well-known paths.
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let metadata: Value = reqwest::get(format!("{base}{path}"))
+            .await
+            .unwrap()
+            .json_value()
+            .await;
+        assert_eq!(metadata["resource"], RESOURCE);
+        assert_eq!(metadata["authorization_servers"], json!([provider.issuer]));
+    }
+
+    // No token: 401, a challenge naming the metadata, a JSON-RPC body.
+    let (status, headers, body) = Caller::new(&base, None)
+        .post(json!({"jsonrpc": "2.0", "id": 0, "method": "ping"}))
+        .await;
+    assert_eq!(status, 401);
+    let challenge = headers["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.starts_with(
+            "Bearer resource_metadata=\"http://127.0.0.1:9/.well-known/oauth-protected-resource/mcp\""
+        ),
+        "{challenge}"
+    );
+    assert!(!challenge.contains("error="), "{challenge}");
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+
+    // A token for another resource: 401 with invalid_token, and the token is not echoed.
+    let elsewhere = provider
+        .token("machine", "echo:write", "http://127.0.0.1:9/other")
+        .await;
+    let (status, headers, body) = Caller::new(&base, Some(elsewhere.clone()))
+        .post(json!({"jsonrpc": "2.0", "id": 0, "method": "ping"}))
+        .await;
+    assert_eq!(status, 401);
+    let challenge = headers["www-authenticate"].to_str().unwrap();
+    assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+    assert!(!challenge.contains(&elsewhere) && !body.to_string().contains(&elsewhere));
+
+    // A valid token: its subject owns the session and the tasks it creates.
+    let mut machine = Caller::new(
+        &base,
+        Some(provider.token("machine", "echo:write", RESOURCE).await),
+    );
+    assert_eq!(machine.initialize().await, 200);
+    let r = machine.call("tools/call", json!({"name": "whoami"})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "machine", "{r}");
+    let r = machine
+        .call("tools/call", json!({"name": "whoami", "task": {}}))
+        .await;
+    let id = r["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let r = machine.call("tasks/get", json!({"taskId": id})).await;
+    assert!(r.get("error").is_none(), "{r}");
+
+    // Another principal of the same issuer sees nothing of it.
+    let mut other = Caller::new(
+        &base,
+        Some(provider.token("rsa", "echo:write", RESOURCE).await),
+    );
+    assert_eq!(other.initialize().await, 200);
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let r = other.call(method, json!({"taskId": id})).await;
+        assert!(r.get("error").is_some(), "{method}: {r}");
+    }
+    // Nor can it use the first principal's session.
+    other.session = machine.session.clone();
+    let (status, _, _) = other
+        .post(json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": id}}))
+        .await;
+    assert_eq!(status, 404);
+}

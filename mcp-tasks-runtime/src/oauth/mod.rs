@@ -37,63 +37,36 @@
 //! ```
 
 //!
-//! Mounted in an axum app, a layer in front of the MCP endpoint makes the server a resource
-//! server: the metadata at its well-known path, a `401` with the challenge for a request
-//! without a valid token, a `503` while the issuer's keys cannot be fetched, and the token's
-//! subject as the [`Principal`](crate::transport::http::Principal) that owns the tasks it
-//! creates.
+//! Mounted in an axum app, [`require_bearer`] in front of the MCP endpoint makes the server
+//! a resource server: a `401` with the challenge for a request without a valid token, a
+//! `503` while the issuer's keys cannot be fetched, and the token's owner as the
+//! [`Principal`](crate::transport::http::Principal) that owns the tasks it creates;
+//! [`metadata_router`](ResourceServer::metadata_router) serves the metadata beside it.
 //!
 //! ```no_run
-//! use mcp_tasks_runtime::axum::extract::{Request, State};
-//! use mcp_tasks_runtime::axum::http::{StatusCode, header};
-//! use mcp_tasks_runtime::axum::response::{IntoResponse, Response};
-//! use mcp_tasks_runtime::axum::{Router, middleware, routing::get};
-//! use mcp_tasks_runtime::oauth::{OAuthConfig, ResourceServer};
-//! use mcp_tasks_runtime::transport::http::{HttpConfig, Principal};
-//!
-//! async fn bearer(State(rs): State<ResourceServer>, mut request: Request, next: middleware::Next) -> Response {
-//!     let token = request
-//!         .headers()
-//!         .get(header::AUTHORIZATION)
-//!         .and_then(|v| v.to_str().ok())
-//!         .and_then(|v| v.strip_prefix("Bearer "))
-//!         .map(str::to_owned);
-//!     let refused = match token {
-//!         None => None,
-//!         Some(token) => match rs.authenticate(&token).await {
-//!             Ok(principal) => {
-//!                 request.extensions_mut().insert(Principal::new(principal.subject));
-//!                 return next.run(request).await;
-//!             }
-//!             Err(e) if e.is_unavailable() => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
-//!             Err(e) => Some(e),
-//!         },
-//!     };
-//!     let challenge = rs.challenge(refused.as_ref(), &[]);
-//!     (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, challenge)]).into_response()
-//! }
+//! use mcp_tasks_runtime::axum::{Router, middleware};
+//! use mcp_tasks_runtime::oauth::{OAuthConfig, ResourceServer, require_bearer};
+//! use mcp_tasks_runtime::transport::http::HttpConfig;
 //!
 //! # fn app(server: mcp_tasks_runtime::Server) -> Result<Router, Box<dyn std::error::Error>> {
 //! let rs = ResourceServer::new(OAuthConfig::new("https://mcp.example.com/mcp", "https://id.example.com"))?;
-//! let metadata = rs.metadata().to_string();
 //! let app = Router::new()
 //!     .merge(server.http_router(HttpConfig::new().path("/mcp")))
-//!     .layer(middleware::from_fn_with_state(rs.clone(), bearer))
-//!     .route(
-//!         &rs.metadata_path(),
-//!         get(move || async move { ([(header::CONTENT_TYPE, "application/json")], metadata) }),
-//!     );
+//!     .layer(middleware::from_fn_with_state(rs.clone(), require_bearer))
+//!     .merge(rs.metadata_router());
 //! # Ok(app)
 //! # }
 //! ```
 
 mod config;
 mod keys;
+mod layer;
 mod metadata;
 mod token;
 
 pub use config::{ConfigError, DEFAULT_ALGORITHMS, OAuthConfig};
 pub use jsonwebtoken::Algorithm;
+pub use layer::require_bearer;
 pub use metadata::WELL_KNOWN;
 pub use token::TokenError;
 
