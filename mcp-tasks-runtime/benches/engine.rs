@@ -39,8 +39,14 @@ fn server() -> Server {
         .expect("server")
 }
 
+/// A fresh request id: ids of requests in flight on one session must differ.
+fn request_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 async fn create(session: &Session, n: u64) -> String {
-    let call = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+    let call = json!({"jsonrpc": "2.0", "id": request_id(), "method": "tools/call",
                       "params": {"name": "quick", "arguments": {"n": n}, "_meta": meta()}});
     let r: Value =
         serde_json::from_str(&session.handle_text(&call.to_string()).await.unwrap()).unwrap();
@@ -51,7 +57,7 @@ async fn create(session: &Session, n: u64) -> String {
 }
 
 async fn get(session: &Session, id: &str) -> Value {
-    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get",
+    let call = json!({"jsonrpc": "2.0", "id": request_id(), "method": "tasks/get",
                       "params": {"taskId": id, "_meta": meta()}});
     serde_json::from_str(&session.handle_text(&call.to_string()).await.unwrap()).unwrap()
 }

@@ -99,6 +99,7 @@ impl Client {
                 .http
                 .post(&client.url)
                 .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
                 .body(
                     json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                         "protocolVersion": V2025, "capabilities": {},
@@ -322,16 +323,17 @@ mod prebuilt {
         stream
     }
 
-    /// Sends `request` over `connections` connections for `secs`, from one thread, and
-    /// checks the first answer on each with `check`.
+    /// Sends `requests` over `connections` connections for `secs`, from one thread (the
+    /// connection `i` sends the request `i` modulo their number), and checks the first answer
+    /// on each with `check`.
     pub(super) fn measure(
         addr: SocketAddr,
-        request: Vec<u8>,
+        requests: Vec<Vec<u8>>,
         connections: usize,
         secs: f64,
         check: fn(&Value) -> bool,
     ) -> Row {
-        let request: Arc<[u8]> = request.into();
+        let requests: Vec<Arc<[u8]>> = requests.into_iter().map(Into::into).collect();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -340,8 +342,8 @@ mod prebuilt {
             runtime.block_on(async move {
                 let start_line = Arc::new(tokio::sync::Barrier::new(connections));
                 let mut workers = Vec::new();
-                for _ in 0..connections {
-                    let request = Arc::clone(&request);
+                for i in 0..connections {
+                    let request = Arc::clone(&requests[i % requests.len()]);
                     let barrier = Arc::clone(&start_line);
                     workers.push(tokio::spawn(async move {
                         let mut stream = connect(addr).await;
@@ -446,16 +448,21 @@ async fn prebuilt_table(url: &str, secs: f64) {
     let echo = prebuilt::echo_server(answer).await;
     let echo_sync = prebuilt::request(echo, &[], &json!({}));
     // 2025-11-25: one session, opened (with a task made) by a JSON client, that every
-    // connection's requests name.
+    // connection's requests name, each connection with request ids of its own (an id may
+    // not be in flight twice on one session).
     let stateful = Client::new(url, Era::Stateful).await;
     let session = stateful.session.clone().expect("a 2025-11-25 session");
     let headers = [
         ("mcp-protocol-version", V2025),
         ("mcp-session-id", session.as_str()),
     ];
-    let stateful_request = |method: &str, params: Value| {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        prebuilt::request(addr, &headers, &body)
+    let stateful_request = |method: &str, params: Value| -> Vec<Vec<u8>> {
+        (1..=64)
+            .map(|id| {
+                let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+                prebuilt::request(addr, &headers, &body)
+            })
+            .collect()
     };
     let sync_2025 = stateful_request(
         "tools/call",
@@ -473,7 +480,12 @@ async fn prebuilt_table(url: &str, secs: f64) {
         Err(_) => vec![1, 16, 64],
     };
     for connections in counts {
-        let rows: [(&str, &str, std::net::SocketAddr, &Vec<u8>); 5] = [
+        let (echo_sync, sync, get) = (
+            vec![echo_sync.clone()],
+            vec![sync.clone()],
+            vec![get.clone()],
+        );
+        let rows: [(&str, &str, std::net::SocketAddr, &Vec<Vec<u8>>); 5] = [
             ("bare axum, fixed body", "POST /mcp", echo, &echo_sync),
             ("mcp-tasks 2026-07-28", "sync tools/call", addr, &sync),
             ("mcp-tasks 2026-07-28", "tasks/get", addr, &get),
