@@ -3,8 +3,8 @@
 
 use super::token::TokenError;
 use crate::sync::LockExt;
-use jsonwebtoken::Algorithm;
-use jsonwebtoken::jwk::{Jwk, JwkSet, PublicKeyUse};
+use jsonwebtoken::jwk::{Jwk, JwkSet, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::{Algorithm, AlgorithmFamily};
 use reqwest::Url;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -181,7 +181,7 @@ fn pick(keys: &JwkSet, kid: Option<&str>, alg: Algorithm) -> Result<Option<Jwk>,
     let fits = |k: &&Jwk| {
         k.common
             .key_algorithm
-            .is_none_or(|a| serde_json::to_value(a).ok() == serde_json::to_value(alg).ok())
+            .is_none_or(|a| a == KeyAlgorithm::from(alg))
             && !matches!(k.common.public_key_use, Some(ref u) if *u != PublicKeyUse::Signature)
             && key_family_fits(k, alg)
     };
@@ -210,17 +210,10 @@ fn pick(keys: &JwkSet, kid: Option<&str>, alg: Algorithm) -> Result<Option<Jwk>,
 fn key_family_fits(key: &Jwk, alg: Algorithm) -> bool {
     use jsonwebtoken::jwk::AlgorithmParameters as P;
     matches!(
-        (&key.algorithm, alg),
-        (
-            P::RSA(_),
-            Algorithm::RS256
-                | Algorithm::RS384
-                | Algorithm::RS512
-                | Algorithm::PS256
-                | Algorithm::PS384
-                | Algorithm::PS512
-        ) | (P::EllipticCurve(_), Algorithm::ES256 | Algorithm::ES384)
-            | (P::OctetKeyPair(_), Algorithm::EdDSA)
+        (&key.algorithm, alg.family()),
+        (P::RSA(_), AlgorithmFamily::Rsa)
+            | (P::EllipticCurve(_), AlgorithmFamily::Ec)
+            | (P::OctetKeyPair(_), AlgorithmFamily::Ed)
     )
 }
 

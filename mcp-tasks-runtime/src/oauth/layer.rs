@@ -2,13 +2,13 @@
 
 use super::ResourceServer;
 use super::metadata::WELL_KNOWN;
-use crate::jsonrpc;
 use crate::transport::http::Principal as RequestPrincipal;
+use crate::transport::http::response::plain_error;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 
 impl ResourceServer {
@@ -101,19 +101,9 @@ pub async fn require_bearer(
     }
 }
 
-/// A refusal with a JSON-RPC error body and, for a `401`, its challenge.
+/// A refusal with the transport's JSON-RPC error body and, for a `401`, its challenge.
 fn refuse(status: StatusCode, message: &str, challenge: Option<String>) -> Response {
-    let body = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": jsonrpc::INVALID_REQUEST, "message": message},
-    });
-    let mut response = (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response();
+    let mut response = plain_error(status, message);
     if let Some(challenge) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
         response
             .headers_mut()

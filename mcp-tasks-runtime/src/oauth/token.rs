@@ -62,12 +62,12 @@ pub(super) async fn validate(
     issuers: &[IssuerKeys],
     token: &str,
 ) -> Result<Principal, TokenError> {
-    let header = jsonwebtoken::decode_header(token).map_err(|e| match e.kind() {
+    let header = jsonwebtoken::decode_header(token).map_err(|e| {
         // `none` and unknown algorithms are not algorithms `jsonwebtoken` reads.
-        ErrorKind::Json(_) if token_alg(token).is_some() => {
-            TokenError::Algorithm(token_alg(token).unwrap_or_default())
+        match (e.kind(), token_alg(token)) {
+            (ErrorKind::Json(_), Some(alg)) => TokenError::Algorithm(alg),
+            _ => TokenError::Malformed(e.to_string()),
         }
-        _ => TokenError::Malformed(e.to_string()),
     })?;
     if !config.algorithms.contains(&header.alg) {
         return Err(TokenError::Algorithm(format!("{:?}", header.alg)));

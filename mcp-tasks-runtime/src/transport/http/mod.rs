@@ -82,7 +82,7 @@ mod config;
 mod get;
 mod headers;
 mod post;
-mod response;
+pub(crate) mod response;
 mod serve;
 mod session;
 mod sessions;

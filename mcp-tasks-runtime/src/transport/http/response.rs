@@ -9,7 +9,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
 
 /// A JSON-RPC error without id, for refusals before a message is read.
-pub(super) fn plain_error(status: StatusCode, message: &str) -> HttpResponse {
+pub(crate) fn plain_error(status: StatusCode, message: &str) -> HttpResponse {
     let response = Response::error(None, ErrorObject::new(jsonrpc::INVALID_REQUEST, message));
     json(status, &response)
 }
