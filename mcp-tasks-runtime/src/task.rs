@@ -238,8 +238,10 @@ pub struct TaskRecord {
 
 impl TaskRecord {
     /// A task of `tool` called with `arguments`, created at `created_at`: `working`, queued
-    /// (no lease, epoch 0), owned by no one, kept for a day, polled every second, nothing
-    /// asked or answered, never written (version 0).
+    /// (no lease, epoch 0), owned by no one, with a tool's default TTL and poll interval
+    /// ([`DEFAULT_TTL`](crate::tool::DEFAULT_TTL),
+    /// [`DEFAULT_POLL_INTERVAL`](crate::tool::DEFAULT_POLL_INTERVAL)), nothing asked or
+    /// answered, never written (version 0).
     pub fn new(
         id: impl Into<String>,
         tool: impl Into<String>,
@@ -256,8 +258,8 @@ impl TaskRecord {
             status_message: None,
             created_at,
             updated_at: created_at,
-            ttl: Some(Duration::from_secs(24 * 60 * 60)),
-            poll_interval: Duration::from_secs(1),
+            ttl: Some(crate::tool::DEFAULT_TTL),
+            poll_interval: crate::tool::DEFAULT_POLL_INTERVAL,
             outcome: None,
             input_requests: BTreeMap::new(),
             input_responses: BTreeMap::new(),
