@@ -24,9 +24,9 @@
 //! ```
 //!
 //! Start with [`task_tool`], the manual: its arguments, the parameters it injects
-//! ([`Progress`], [`TaskContext`], [`Client`], [`CancellationToken`]), the return types it
-//! accepts and the mistakes it reports. [`Server`] serves the tools; [`Tool`] declares one
-//! without the macro. Then [serve it](#serve-it) and [watch it](#logs-and-metrics).
+//! ([`Progress`], [`Steps`], [`TaskContext`], [`Client`], [`CancellationToken`]), the return
+//! types it accepts and the mistakes it reports. [`Server`] serves the tools; [`Tool`] declares
+//! one without the macro. Then [serve it](#serve-it) and [watch it](#logs-and-metrics).
 //!
 //! # Cargo features
 //!
@@ -40,7 +40,8 @@
 //! | `sqlite` | the durable SQLite task store (`store::SqliteTaskStore`) |
 //! | `postgres` | the PostgreSQL task store (`store::PostgresTaskStore`), for many servers and workers on one database |
 //! | `redis` | the Redis / Valkey task store (`store::RedisTaskStore`), for many servers and workers on one Redis |
-//! | `client` | the MCP client (`client`): both eras over stdio, Streamable HTTP or in-process, task handles and a durable handle store |
+//! | `client` | the MCP client (`client`): both eras over stdio, Streamable HTTP (TLS with the system's roots) or in-process, task handles, a durable handle store, and OAuth 2.1 for protected servers |
+//! | `admin` | with `http`: the operator's console (`admin`): an admin API, its OpenAPI document, a feed of changes and a web page, mounted beside the MCP endpoint behind an admin token |
 //! | `cli` | the `mcp-tasks` command line (`cargo install --path . --features cli`); implies `client` |
 //! | `testing` | the shared test suite for task stores (`store::testing`) |
 //!
@@ -135,6 +136,38 @@
 //! there is none). The connection limits of `serve_http` (header and idle timeouts, the
 //! connection cap) are the app's to set when it serves the router itself.
 //!
+//! # Calls that must not run twice
+//!
+//! A client that never got the answer to a `tools/call` (a proxy cut the connection, the
+//! server died between storing the task and answering, a timeout) cannot tell whether the
+//! call ran. Three things make a retry safe:
+//!
+//! - **Idempotency keys.** A call carrying `_meta["io.github.mcp-tasks/idempotencyKey"]`
+//!   ([`IDEMPOTENCY_KEY_META`], both eras) or the
+//!   `Idempotency-Key` HTTP header is stored under an id derived from its caller, tool and
+//!   key, in the same atomic create as the task. A repeat with the same arguments gets the
+//!   same task back and starts nothing, in any process sharing the store; a synchronous
+//!   call's outcome is kept for [`EngineConfig::idempotency_retention`] (24 h by default)
+//!   for the same purpose. The same key with other arguments is refused with `-32602`. A
+//!   repeat that arrives while the first call is still being created waits for it, and a
+//!   create whose outcome the store left unknown is answered as retryable (`-32000`, or
+//!   `503` on the 2026-07-28 HTTP wire), never as a plain failure. Keys are 1 to 255
+//!   visible ASCII characters, scoped to the caller (its principal, or every anonymous
+//!   caller, whose task ids are bearer handles anyway) and the tool. The client
+//!   (`client::McpClient`) sends a fresh key with every call that may become a task,
+//!   records it in its durable handle store before sending, and resends with the same key
+//!   after a connection error or a retryable answer; `mcp-tasks call --idempotency-key KEY`
+//!   does the same from the command line.
+//! - **Unique tasks.** `#[task_tool(unique)]` (or `unique = ["index"]`, with
+//!   `unique_window = "1h"`) makes a call equal to an unfinished task of the same tool and
+//!   caller get that task back, as River's unique jobs and BullMQ's deduplication do; the
+//!   store keeps the key unique among unfinished tasks, so two servers racing start one.
+//! - **Durable steps.** A tool that takes [`Steps`] runs its side effects
+//!   in named steps (`steps.run("charge", || async { … }).await?`); each finished step's
+//!   output is stored in the task record, fenced by the lease, and a rerun after its process
+//!   died returns the stored output instead of running the step again. Such a tool may
+//!   declare `on_restart = "rerun"` without being idempotent.
+//!
 //! # Logs and metrics
 //!
 //! The runtime logs through [`tracing`](https://docs.rs/tracing) and counts through
@@ -183,6 +216,8 @@
 // The manual lives in the macro crate; the link definitions below make its links intra-doc
 // links here, where the items it names are in scope.
 /// [`Progress`]: crate::Progress
+/// [`Steps`]: crate::Steps
+/// [`Unique`]: crate::Unique
 /// [`TaskContext`]: crate::TaskContext
 /// [`TaskContext::detach`]: crate::TaskContext::detach
 /// [`Client`]: crate::Client
@@ -209,7 +244,7 @@ pub mod prelude {
     pub use crate::task_tool;
     pub use mcp_tasks_runtime::model::{CallToolResult, Content, TaskSupport};
     pub use mcp_tasks_runtime::{
-        CancellationToken, Client, Json, Progress, ProtocolError, Server, State, TaskContext, Tool,
-        ToolError, Worker,
+        CancellationToken, Client, Json, Principal, Progress, ProtocolError, Server, State, Steps,
+        TaskContext, Tool, ToolError, Worker,
     };
 }

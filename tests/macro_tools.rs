@@ -59,6 +59,34 @@ async fn fail_question_mark() -> Result<String, ToolError> {
     Ok("unreachable".into())
 }
 
+/// Charge, then mail: two durable steps.
+#[task_tool(mode = "optional", on_restart = "rerun")]
+async fn charge_and_mail(order: String, steps: Steps) -> Result<String, ToolError> {
+    let receipt: String = steps
+        .run("charge", || async { Ok(format!("receipt-{order}")) })
+        .await?;
+    let mailed: bool = steps.run("mail", || async { Ok(true) }).await?;
+    Ok(format!("{receipt} mailed: {mailed}"))
+}
+
+/// Rebuild an index, once per index and tenant at a time.
+#[task_tool(mode = "optional", unique = ["index", "tenant"], unique_window = "10m")]
+async fn rebuild(index: String, tenant: Option<String>, full: Option<bool>) -> String {
+    let _ = full;
+    format!("{}/{index}", tenant.unwrap_or_default())
+}
+
+/// Rebuild everything, once at a time.
+#[task_tool(mode = "required", unique)]
+async fn rebuild_all() {}
+
+fn registration(name: &str) -> &'static mcp_tasks::__private::ToolRegistration {
+    mcp_tasks::__private::inventory::iter::<mcp_tasks::__private::ToolRegistration>
+        .into_iter()
+        .find(|r| r.name == name)
+        .expect(name)
+}
+
 #[derive(Debug)]
 struct SheetJammed;
 
@@ -252,4 +280,75 @@ async fn every_error_return_type_ends_as_a_readable_tool_error() {
     .await;
     assert_eq!(r["error"]["code"], -32042, "{r}");
     assert_eq!(r["error"]["message"], "refused", "{r}");
+}
+
+#[tokio::test]
+async fn a_steps_tool_is_declared_durable_and_runs_its_steps() {
+    let reg = registration("charge_and_mail");
+    assert!(reg.durable_steps && reg.rerun_on_restart);
+    assert_eq!(
+        reg.idempotent, None,
+        "durable steps stand in for idempotence"
+    );
+    let server = Server::from_registry().unwrap();
+    let (s, _out) = server.session();
+    let r = call(
+        &s,
+        1,
+        "tools/call",
+        json!({"name": "charge_and_mail", "arguments": {"order": "A-1"}, "_meta": meta(false)}),
+    )
+    .await;
+    assert_eq!(
+        r["result"]["content"][0]["text"], "receipt-A-1 mailed: true",
+        "{r}"
+    );
+    let r = call(
+        &s,
+        2,
+        "tools/call",
+        json!({"name": "charge_and_mail", "arguments": {"order": "A-2"}, "_meta": meta(true)}),
+    )
+    .await;
+    let id = r["result"]["taskId"].as_str().unwrap().to_owned();
+    let mut done = Value::Null;
+    for _ in 0..500 {
+        done = call(
+            &s,
+            3,
+            "tasks/get",
+            json!({"taskId": id, "_meta": meta(true)}),
+        )
+        .await;
+        if done["result"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        done["result"]["result"]["content"][0]["text"], "receipt-A-2 mailed: true",
+        "{done}"
+    );
+    let stored = server
+        .tasks()
+        .get(&mcp_tasks::Viewer::admin("test"), &id)
+        .await
+        .unwrap();
+    let steps = stored.map(|task| task.steps).unwrap_or_default();
+    assert_eq!(steps["charge"], "receipt-A-2");
+    assert_eq!(steps["mail"], true);
+}
+
+#[test]
+fn a_unique_tool_carries_its_arguments_and_window() {
+    let reg = registration("rebuild");
+    assert_eq!(reg.unique, Some(Some(&["index", "tenant"][..])));
+    assert_eq!(reg.unique_window_ms, Some(600_000));
+    assert!(!reg.durable_steps);
+    let all = registration("rebuild_all");
+    assert_eq!(all.unique, Some(None));
+    assert_eq!(all.unique_window_ms, None);
+    // The runtime's checks agree: the arguments named are the tool's.
+    let server = Server::from_registry().unwrap();
+    assert!(server.tools().get("rebuild").is_some());
 }

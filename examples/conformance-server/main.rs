@@ -8,10 +8,24 @@
 //! cargo run -p mcp-tasks-e2e --example conformance-server -- --stdio --store redis://127.0.0.1:6379/0
 //! cargo run -p mcp-tasks-e2e --example conformance-server -- --http 127.0.0.1:3000
 //! cargo run -p mcp-tasks-e2e --example conformance-server -- --worker            # runs tasks, serves nobody
+//! cargo run -p mcp-tasks-e2e --example conformance-server -- --http 127.0.0.1:3000 --admin-token TOKEN
+//!     # and the operator's console at /admin, its API under /admin/api
+//! cargo run -p mcp-tasks-e2e --example conformance-server -- --http 127.0.0.1:3000 \
+//!     --oauth-issuer https://id.example.com --resource http://127.0.0.1:3000/mcp
 //! ```
+//!
+//! With `--oauth-issuer` the HTTP endpoint is an OAuth resource server: every request needs
+//! an access token of that issuer for `--resource`. Its tools stay public unless they name a
+//! scope; `scoped_echo` needs `echo:write`.
 //!
 //! Several processes may share one store: `--no-execute` serves without running tools,
 //! `--worker` runs tools without serving, and `--lease-ms N` sets the lease length.
+//!
+//! `SIGTERM` or `SIGINT` stops the process gracefully (end of stdin too): no new tasks, the
+//! running ones may finish for `--shutdown-grace-ms N`, then the rest are handed off to the
+//! other processes; a second signal cuts the grace short. Task creation is turned off with
+//! `--pause` / `--pause-tool NAME`, with `SIGUSR1` (and back on with `SIGUSR2`), or while the
+//! file of `--pause-file PATH` exists (it lists the tools, or none for every tool).
 //! `RUST_LOG` (e.g. `RUST_LOG=mcp_tasks_runtime=debug`) turns on logging to stderr.
 //!
 //! Over HTTP the endpoint is `/mcp`; `cargo xtask conformance` runs the official suite
@@ -22,6 +36,7 @@ use mcp_tasks::prelude::*;
 use serde_json::json;
 use std::time::Duration;
 
+mod durable;
 mod everything;
 mod prompts;
 mod resources;
@@ -249,6 +264,12 @@ async fn multi_input(client: Client) -> Result<CallToolResult, ToolError> {
     ))]))
 }
 
+/// Echoes `text`, for callers whose token holds the scope `echo:write`.
+#[task_tool(mode = "optional", scopes = ["echo:write"])]
+async fn scoped_echo(text: String) -> String {
+    text
+}
+
 /// Asks for a name before it becomes a task, then greets in the background.
 #[task_tool(mode = "required", poll_interval = "200ms", prelude)]
 async fn test_tool_with_task(cx: TaskContext) -> Result<String, ToolError> {
@@ -276,7 +297,9 @@ const USAGE: &str = "\
 usage: conformance-server [--stdio | --http ADDR | --worker]
                           [--store memory | --store sqlite:PATH | --store postgres://USER@HOST:PORT/DB
                            | --store redis://HOST:PORT/DB]
-                          [--no-execute] [--lease-ms N] [--no-quotas]
+                          [--no-execute] [--lease-ms N] [--no-quotas] [--admin-token TOKEN]
+                          [--oauth-issuer URL [--resource URI]]
+                          [--shutdown-grace-ms N] [--pause] [--pause-tool NAME]... [--pause-file PATH]
 
 The fixture server of the official MCP conformance suite.
 
@@ -295,7 +318,24 @@ options:
   --no-execute          serve, but run no tools (a worker sharing the store runs them)
   --lease-ms N          how long a lease on a running task lasts unless renewed (default 30000)
   --no-quotas           lift the per-requestor task quotas (for load tests from one client)
+  --admin-token TOKEN   with --http: serve the operator's console at /admin and its API under
+                        /admin/api, for requests with `Authorization: Bearer TOKEN`; its pause,
+                        resume and drain switch this process's task creation
+  --oauth-issuer URL    with --http: accept only access tokens this authorization server
+                        issued for the resource (an OAuth 2.1 resource server, with its
+                        RFC 9728 metadata); tools stay public unless they name a scope
+                        (scoped_echo needs echo:write)
+  --resource URI        the resource tokens must be issued for (default: http://ADDR/mcp)
+  --shutdown-grace-ms N how long running tasks may finish after SIGTERM, SIGINT or the end of
+                        stdin before they are handed off to other processes (default 30000)
+  --pause               start with task creation off for every tool (SIGUSR2 turns it on)
+  --pause-tool NAME     start with task creation off for the tool NAME (repeatable)
+  --pause-file PATH     task creation is off while PATH exists: for the tools it lists, one a
+                        line, or for every tool when it lists none (read every second)
   -h, --help            print this help and exit
+
+signals: SIGTERM, SIGINT stop gracefully (a second one at once); SIGUSR1 pauses task
+creation, SIGUSR2 resumes it.
 
 Logs go to stderr; RUST_LOG sets the level (default info).
 ";
@@ -314,8 +354,15 @@ async fn main() -> anyhow::Result<()> {
     let mut transport = None;
     let mut store = None;
     let mut worker = false;
+    let mut admin_token = None;
     let mut config = mcp_tasks::EngineConfig::default();
     let mut quotas = mcp_tasks::quota::QuotaConfig::default();
+    let mut issuer = None;
+    let mut resource = None;
+    let mut grace = None;
+    let mut pause_all = false;
+    let mut pause_tools = Vec::new();
+    let mut pause_file = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -323,12 +370,37 @@ async fn main() -> anyhow::Result<()> {
             "--http" => transport = Some(Some(args.next().unwrap_or_default())),
             "--store" => store = args.next(),
             "--worker" => worker = true,
+            "--admin-token" => admin_token = args.next(),
+            "--oauth-issuer" => issuer = args.next(),
+            "--resource" => resource = args.next(),
             "--no-execute" => config.execute = false,
             "--no-quotas" => quotas = mcp_tasks::quota::QuotaConfig::unlimited(),
             "--lease-ms" => match args.next().and_then(|n| n.parse().ok()) {
                 Some(ms) => config.lease = Duration::from_millis(ms),
                 None => {
                     eprintln!("{USAGE}\n--lease-ms takes a number of milliseconds");
+                    std::process::exit(2);
+                }
+            },
+            "--shutdown-grace-ms" => match args.next().and_then(|n| n.parse().ok()) {
+                Some(ms) => grace = Some(Duration::from_millis(ms)),
+                None => {
+                    eprintln!("{USAGE}\n--shutdown-grace-ms takes a number of milliseconds");
+                    std::process::exit(2);
+                }
+            },
+            "--pause" => pause_all = true,
+            "--pause-tool" => match args.next() {
+                Some(name) => pause_tools.push(name),
+                None => {
+                    eprintln!("{USAGE}\n--pause-tool takes a tool name");
+                    std::process::exit(2);
+                }
+            },
+            "--pause-file" => match args.next() {
+                Some(path) => pause_file = Some(path),
+                None => {
+                    eprintln!("{USAGE}\n--pause-file takes a path");
                     std::process::exit(2);
                 }
             },
@@ -348,6 +420,12 @@ async fn main() -> anyhow::Result<()> {
         .engine_config(config)
         .quotas(quotas)
         .registry_tools();
+    if let Some(grace) = grace {
+        server = server.shutdown_grace(grace);
+    }
+    if let Some(path) = pause_file {
+        server = server.pause_file(path);
+    }
     let store = store.unwrap_or_else(|| "sqlite:data/conformance.db".into());
     match store.as_str() {
         "memory" => {}
@@ -407,22 +485,72 @@ async fn main() -> anyhow::Result<()> {
             server.resource_template(template)
         })
         .build()?;
+    if admin_token.is_some() && (worker || !matches!(transport, Some(Some(_)))) {
+        eprintln!("{USAGE}\n--admin-token serves the console over HTTP: it needs --http ADDR");
+        std::process::exit(2);
+    }
+    let creation = server.creation();
+    if pause_all {
+        creation.pause();
+    }
+    for tool in &pause_tools {
+        creation.pause_tool(tool);
+    }
     if worker {
         let worker = mcp_tasks::Worker::new(server);
         eprintln!("worker {} runs tasks from the store", worker.id());
         worker.run().await?;
         return Ok(());
     }
+    if (issuer.is_some() || resource.is_some()) && !matches!(transport, Some(Some(_))) {
+        eprintln!("--oauth-issuer and --resource go with --http\n\n{USAGE}");
+        std::process::exit(2);
+    }
+    if resource.is_some() && issuer.is_none() {
+        eprintln!("--resource goes with --oauth-issuer\n\n{USAGE}");
+        std::process::exit(2);
+    }
     match transport.flatten() {
         None => server.serve_stdio().await?,
         Some(addr) => {
             let addr: std::net::SocketAddr = addr.parse()?;
-            let handle = server
-                .serve_http(mcp_tasks::transport::http::HttpConfig::new().bind(addr))
-                .await?;
+            let mut config = mcp_tasks::transport::http::HttpConfig::new().bind(addr);
+            if let Some(issuer) = issuer {
+                use mcp_tasks::oauth::{OAuthConfig, ResourceServer};
+                let resource = resource.unwrap_or_else(|| format!("http://{addr}/mcp"));
+                let oauth = OAuthConfig::new(resource, issuer).scopes_supported(["echo:write"]);
+                let rs = match ResourceServer::new(oauth) {
+                    Ok(rs) => rs,
+                    Err(e) => {
+                        eprintln!("{e}");
+                        std::process::exit(2);
+                    }
+                };
+                eprintln!("tokens of {:?} are required", rs.config().issuers());
+                config = config.authenticate(rs);
+            }
+            if let Some(token) = &admin_token {
+                config = config.serve_beside(console(&server, token));
+            }
+            let handle = server.serve_http(config).await?;
             eprintln!("listening on {}", handle.url("/mcp"));
-            handle.wait().await?;
+            if admin_token.is_some() {
+                eprintln!("the console is at {}", handle.url("/admin"));
+            }
+            handle.run_until_signal().await?;
         }
     }
     Ok(())
+}
+
+/// The operator's console at `/admin`, its API under `/admin/api`, for `token`.
+fn console(server: &Server, token: &str) -> mcp_tasks::axum::Router {
+    let token = match mcp_tasks::admin::AdminToken::new(token) {
+        Ok(token) => token,
+        Err(e) => {
+            eprintln!("--admin-token: {e}");
+            std::process::exit(2);
+        }
+    };
+    mcp_tasks::axum::Router::new().nest("/admin", server.admin_router(token).into_router())
 }

@@ -8,7 +8,7 @@ use syn::parse::Parser;
 use syn::{Expr, Lit, LitStr, Path};
 
 /// Every argument `#[task_tool]` accepts, in the order the manual lists them.
-pub(crate) const KEYS: [&str; 14] = [
+pub(crate) const KEYS: [&str; 17] = [
     "mode",
     "poll_interval",
     "ttl",
@@ -22,6 +22,9 @@ pub(crate) const KEYS: [&str; 14] = [
     "on_restart",
     "on_unresumable",
     "prelude",
+    "unique",
+    "unique_window",
+    "scopes",
     "crate",
 ];
 
@@ -55,8 +58,22 @@ pub(crate) struct TaskToolArgs {
     pub(crate) on_unresumable: Option<(bool, LitStr)>,
     /// `prelude`: the call runs inline until it awaits `detach()`.
     pub(crate) prelude: Option<bool>,
+    /// `unique` (every argument) or `unique = ["a", "b"]` (those named).
+    pub(crate) unique: Option<Unique>,
+    /// `unique_window = "..."`, in milliseconds, with the literal for errors.
+    pub(crate) unique_window: Option<(u64, LitStr)>,
+    /// `scopes = ["a", "b"]`: what a caller's principal must hold.
+    pub(crate) scopes: Option<Vec<LitStr>>,
     /// `crate = path`.
     pub(crate) krate: Option<Path>,
+}
+
+/// `unique`, as written.
+pub(crate) struct Unique {
+    /// The `unique` key, for errors about the whole argument.
+    pub(crate) key: Path,
+    /// `None` for a bare `unique` (every argument); the names of `unique = [...]`.
+    pub(crate) args: Option<Vec<LitStr>>,
 }
 
 /// The three task modes of the spec's `taskSupport`.
@@ -124,6 +141,12 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> TaskToolArgs {
                 "idempotent" => args.idempotent = Some(true),
                 "open_world" => args.open_world = Some(true),
                 "prelude" => args.prelude = Some(true),
+                "unique" => {
+                    args.unique = Some(Unique {
+                        key: meta.path.clone(),
+                        args: None,
+                    });
+                }
                 _ => errors.spanned(
                     &meta.path,
                     format_args!("`{key}` needs a value: `{key} = {}`", example(&key)),
@@ -131,6 +154,17 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> TaskToolArgs {
             }
             return Ok(());
         };
+        if key == "scopes" {
+            args.scopes = scopes(value, errors);
+            return Ok(());
+        }
+        if key == "unique" {
+            args.unique = unique_args(value, errors).map(|names| Unique {
+                key: meta.path.clone(),
+                args: Some(names),
+            });
+            return Ok(());
+        }
         args.set(&key, value, errors);
         Ok(())
     });
@@ -167,6 +201,10 @@ impl TaskToolArgs {
             "prelude" => self.prelude = boolean(key, value, errors),
             "on_restart" => self.on_restart = fail_or_rerun(key, value, errors),
             "on_unresumable" => self.on_unresumable = fail_or_rerun(key, value, errors),
+            "unique_window" => {
+                self.unique_window = string(key, value, errors)
+                    .and_then(|lit| millis(key, &lit, errors).map(|ms| (ms, lit)));
+            }
             _ => self.krate = path(value, errors),
         }
     }
@@ -188,12 +226,112 @@ fn fail_or_rerun(key: &str, value: Expr, errors: &mut Errors) -> Option<(bool, L
     }
 }
 
+/// Reads the list of `unique = ["a", "b"]`: string literals, at least one, each once.
+fn unique_args(value: Expr, errors: &mut Errors) -> Option<Vec<LitStr>> {
+    let Expr::Array(array) = value else {
+        errors.spanned(
+            value,
+            "`unique` expects a list of argument names, `unique = [\"index\"]`, or no value for all of them",
+        );
+        return None;
+    };
+    if array.elems.is_empty() {
+        errors.spanned(
+            &array,
+            "`unique = []` names no argument: name at least one, or write `unique` alone to compare all of them",
+        );
+        return None;
+    }
+    let mut names: Vec<LitStr> = Vec::new();
+    let mut ok = true;
+    for elem in array.elems {
+        match elem {
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Str(lit), ..
+            }) => {
+                if names.iter().any(|seen| seen.value() == lit.value()) {
+                    errors.spanned(
+                        &lit,
+                        format_args!("`unique` names the argument {:?} twice", lit.value()),
+                    );
+                    ok = false;
+                } else {
+                    names.push(lit);
+                }
+            }
+            other => {
+                errors.spanned(
+                    other,
+                    "`unique` lists argument names as string literals, `unique = [\"index\"]`",
+                );
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(names)
+}
+
+/// Reads the list of `scopes = ["a", "b"]`: string literals, at least one, each a scope
+/// (non-empty, no whitespace) named once.
+fn scopes(value: Expr, errors: &mut Errors) -> Option<Vec<LitStr>> {
+    let Expr::Array(array) = value else {
+        errors.spanned(
+            value,
+            "`scopes` expects a list of OAuth scopes, `scopes = [\"reports:write\"]`",
+        );
+        return None;
+    };
+    if array.elems.is_empty() {
+        errors.spanned(
+            &array,
+            "`scopes = []` names no scope: name at least one, or leave `scopes` out for a tool anyone may call",
+        );
+        return None;
+    }
+    let mut scopes: Vec<LitStr> = Vec::new();
+    let mut ok = true;
+    for elem in array.elems {
+        let Expr::Lit(syn::ExprLit {
+            lit: Lit::Str(lit), ..
+        }) = elem
+        else {
+            errors.spanned(
+                elem,
+                "`scopes` lists scopes as string literals, `scopes = [\"reports:write\"]`",
+            );
+            ok = false;
+            continue;
+        };
+        let scope = lit.value();
+        let problem = if scope.is_empty() {
+            Some("an empty string is not a scope".to_owned())
+        } else if scope.chars().any(char::is_whitespace) {
+            Some(format!(
+                "{scope:?} is not a scope: a scope holds no whitespace (list each scope on its own)"
+            ))
+        } else if scopes.iter().any(|seen| seen.value() == scope) {
+            Some(format!("`scopes` names {scope:?} twice"))
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => {
+                errors.spanned(&lit, problem);
+                ok = false;
+            }
+            None => scopes.push(lit),
+        }
+    }
+    ok.then_some(scopes)
+}
+
 /// An example value, for the "needs a value" error.
 fn example(key: &str) -> &'static str {
     match key {
         "mode" => "\"optional\"",
         "poll_interval" => "\"2s\"",
-        "ttl" => "\"1h\"",
+        "ttl" | "unique_window" => "\"1h\"",
+        "scopes" => "[\"reports:write\"]",
         "on_restart" | "on_unresumable" => "\"fail\"",
         "crate" => "::mcp_tasks",
         _ => "\"...\"",
@@ -394,7 +532,7 @@ mod tests {
                 "invalid `mode` \"sometimes\": expected `\"forbidden\"`, `\"optional\"` or `\"required\"`",
                 "`poll_interval` must be greater than zero",
                 "invalid `ttl` \"2 days\": expected `\"none\"` or a number followed by `ms`, `s`, `m` or `h`",
-                "unknown `#[task_tool]` argument `colour`; expected one of: `mode`, `poll_interval`, `ttl`, `name`, `title`, `description`, `read_only`, `destructive`, `idempotent`, `open_world`, `on_restart`, `on_unresumable`, `prelude`, `crate`",
+                "unknown `#[task_tool]` argument `colour`; expected one of: `mode`, `poll_interval`, `ttl`, `name`, `title`, `description`, `read_only`, `destructive`, `idempotent`, `open_world`, `on_restart`, `on_unresumable`, `prelude`, `unique`, `unique_window`, `scopes`, `crate`",
                 "`mode` specified more than once",
                 "`read_only` expects `true` or `false`",
                 "invalid `on_restart` \"retry\": expected `\"fail\"` or `\"rerun\"`",
@@ -418,5 +556,85 @@ mod tests {
             ["`crate` expects a path such as `::mcp_tasks`"]
         );
         assert_eq!(messages(quote!(mode("x"))), ["expected `=` after `mode`"]);
+    }
+
+    #[test]
+    fn unique_takes_no_value_or_a_list_of_names() {
+        let all = parse_ok(quote!(unique, unique_window = "90m"));
+        assert!(all.unique.unwrap().args.is_none());
+        assert_eq!(all.unique_window.unwrap().0, 90 * 60 * 1000);
+        let some = parse_ok(quote!(unique = ["index", "tenant"]));
+        let names: Vec<String> = some
+            .unique
+            .unwrap()
+            .args
+            .unwrap()
+            .iter()
+            .map(LitStr::value)
+            .collect();
+        assert_eq!(names, ["index", "tenant"]);
+    }
+
+    #[test]
+    fn scopes_are_a_list_of_scopes() {
+        let ok = parse_ok(quote!(scopes = ["reports:write", "reports:read"]));
+        let scopes: Vec<String> = ok.scopes.unwrap().iter().map(LitStr::value).collect();
+        assert_eq!(scopes, ["reports:write", "reports:read"]);
+        assert_eq!(
+            messages(quote!(scopes = ["a b", "", 7, "c", "c"])),
+            [
+                "\"a b\" is not a scope: a scope holds no whitespace (list each scope on its own)",
+                "an empty string is not a scope",
+                "`scopes` lists scopes as string literals, `scopes = [\"reports:write\"]`",
+                "`scopes` names \"c\" twice",
+            ]
+        );
+        assert_eq!(
+            messages(quote!(scopes = [])),
+            [
+                "`scopes = []` names no scope: name at least one, or leave `scopes` out for a tool anyone may call"
+            ]
+        );
+        assert_eq!(
+            messages(quote!(scopes = "reports:write")),
+            ["`scopes` expects a list of OAuth scopes, `scopes = [\"reports:write\"]`"]
+        );
+        assert_eq!(
+            messages(quote!(scopes)),
+            ["`scopes` needs a value: `scopes = [\"reports:write\"]`"]
+        );
+    }
+
+    #[test]
+    fn a_bad_unique_list_is_reported_element_by_element() {
+        assert_eq!(
+            messages(quote!(unique = [])),
+            [
+                "`unique = []` names no argument: name at least one, or write `unique` alone to compare all of them"
+            ]
+        );
+        assert_eq!(
+            messages(quote!(unique = ["a", 1, "b", "a"])),
+            [
+                "`unique` lists argument names as string literals, `unique = [\"index\"]`",
+                "`unique` names the argument \"a\" twice",
+            ]
+        );
+        assert_eq!(
+            messages(quote!(unique = "index")),
+            [
+                "`unique` expects a list of argument names, `unique = [\"index\"]`, or no value for all of them"
+            ]
+        );
+        assert_eq!(
+            messages(quote!(unique_window = "soon")),
+            [
+                "invalid `unique_window` \"soon\": expected a number followed by `ms`, `s`, `m` or `h`"
+            ]
+        );
+        assert_eq!(
+            messages(quote!(unique_window)),
+            ["`unique_window` needs a value: `unique_window = \"1h\"`"]
+        );
     }
 }

@@ -171,10 +171,18 @@ impl<'a> Param<'a> {
 }
 
 /// The runtime's injectable types, matched on the last path segment.
-const KNOWN_INJECTIONS: [&str; 4] = ["Progress", "TaskContext", "Client", "CancellationToken"];
+const KNOWN_INJECTIONS: [&str; 6] = [
+    "Progress",
+    "Steps",
+    "TaskContext",
+    "Client",
+    "CancellationToken",
+    "Principal",
+];
 
-/// Recognises `Progress`, `mcp_tasks::TaskContext`, `Client` or `CancellationToken` by the
-/// last segment of the path, the way pyo3 recognises `Python<'py>`.
+/// Recognises `Progress`, `Steps`, `mcp_tasks::TaskContext`, `Client`, `CancellationToken` or
+/// `Principal` by the last segment of the path, the way pyo3 recognises `Python<'py>`; and
+/// `Option<Principal>`, the principal of a tool that also takes anonymous calls.
 fn known_injection(ty: &Type) -> Option<&'static str> {
     let Type::Path(path) = ungroup(ty) else {
         return None;
@@ -183,6 +191,12 @@ fn known_injection(ty: &Type) -> Option<&'static str> {
         return None;
     }
     let last = path.path.segments.last()?;
+    if last.ident == "Option"
+        && let syn::PathArguments::AngleBracketed(a) = &last.arguments
+        && let [syn::GenericArgument::Type(inner)] = a.args.iter().collect::<Vec<_>>()[..]
+    {
+        return (known_injection(inner) == Some("Principal")).then_some("Option<Principal>");
+    }
     if !last.arguments.is_none() {
         return None;
     }
@@ -424,6 +438,8 @@ mod tests {
                 #[inject] db: Db,
                 #[arg] progress: Progress,
                 g: Option<Progress>,
+                who: Principal,
+                maybe: Option<mcp_tasks::Principal>,
             ) {}
         };
         assert_eq!(
@@ -437,6 +453,8 @@ mod tests {
                 "marked",
                 "field",
                 "field",
+                "Principal",
+                "Option<Principal>",
             ]
         );
         let item: ItemFn = parse_quote!(

@@ -298,6 +298,19 @@ fn registration(
         .as_ref()
         .is_some_and(|(rerun, _)| *rerun);
     let prelude = args.prelude.unwrap_or(false);
+    let durable_steps = task.takes_steps();
+    let unique = match &args.unique {
+        Some(unique) => match &unique.args {
+            Some(names) => quote!(#p::Option::Some(#p::Option::Some(&[#(#names),*]))),
+            None => quote!(#p::Option::Some(#p::Option::None)),
+        },
+        None => quote!(#p::Option::None),
+    };
+    let scopes = args.scopes.iter().flatten();
+    let unique_window = match &args.unique_window {
+        Some((ms, _)) => quote!(#p::Option::Some(#ms)),
+        None => quote!(#p::Option::None),
+    };
     // `line!()` spanned on the name reports the line of the function, not of the attribute.
     let line = quote_spanned!(ident.span()=> ::core::line!());
     quote! {
@@ -316,6 +329,10 @@ fn registration(
                 rerun_on_restart: #rerun,
                 rerun_unresumable: #rerun_unresumable,
                 prelude: #prelude,
+                durable_steps: #durable_steps,
+                unique: #unique,
+                unique_window_ms: #unique_window,
+                scopes: &[#(#scopes),*],
                 input_schema: #input_trait::input_schema,
                 output_schema: #ret_trait::output_schema,
                 state: __mcp_tasks_required_state,

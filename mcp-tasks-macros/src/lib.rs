@@ -97,6 +97,9 @@ use proc_macro::TokenStream;
 /// | `on_restart` | `"fail"` or `"rerun"` | `"fail"` | what becomes of a task that was running when the server stopped |
 /// | `on_unresumable` | `"fail"` or `"rerun"` | `"fail"` | what a 2026-07-28 synchronous call does when the client answers a question after the suspended call is gone ([below](#questions-to-the-client-and-on_unresumable)) |
 /// | `prelude` | a flag, or `= true` / `= false` | unset | the call runs inline until it awaits [`TaskContext::detach`]; questions asked before that are answered in synchronous rounds (2026-07-28) |
+/// | `unique` | a flag (all arguments), or a list of argument names, `= ["index", "tenant"]` | unset | a call equal to an unfinished task of this tool and owner, in the arguments named, gets that task back instead of starting another ([`Unique`], [below](#unique-unique_window-one-task-per-set-of-arguments)) |
+/// | `unique_window` | a duration | none | with `unique`: equal calls in the same window (counted from the Unix epoch) get the same task, finished or not |
+/// | `scopes` | a list of OAuth scopes, `= ["reports:write"]` | none (anyone may call) | the scopes a caller's [`Principal`] must hold to call the tool and, later, to read, answer or cancel its tasks ([below](#scopes-who-may-call)) |
 /// | `crate` | a path | `::mcp_tasks` | where the generated code finds the runtime |
 ///
 /// Every value is checked while compiling: a typo in a mode, a duration or a name is an
@@ -113,7 +116,9 @@ use proc_macro::TokenStream;
 ///
 /// With `on_restart = "fail"`, a task still running when the server stopped ends `failed`.
 /// With `"rerun"`, it runs again from its stored arguments under the same task id, which is
-/// only safe for a tool that is also declared `idempotent`.
+/// only safe for a tool that is also declared `idempotent`, or one made of durable steps (a
+/// [`Steps`] parameter, [below](#durable-steps-steps)), whose finished steps are not done
+/// again. Either is checked while compiling.
 ///
 /// ```
 /// # use mcp_tasks::prelude::*;
@@ -234,6 +239,64 @@ use proc_macro::TokenStream;
 ///     assert_eq!(IMPORTED.load(Ordering::SeqCst), 1);
 ///     Ok(())
 /// }
+/// ```
+///
+/// ## `unique`, `unique_window`: one task per set of arguments
+///
+/// A unique tool does not start a second task for a call equal to one of its unfinished
+/// tasks (of the same owner): the call gets that task back. `unique` alone compares every
+/// argument; `unique = ["index"]` only those named, which must be arguments of the tool (an
+/// argument left out of a call counts as `null`). With `unique_window = "1h"`, calls in the
+/// same hour get the same task even once it has finished: at most one task an hour per set
+/// of equal arguments. Only tasks can be handed back, so a unique tool cannot be
+/// `mode = "forbidden"`. The names are checked while compiling; with an `#[input]` type,
+/// whose fields the attribute cannot see, when the server is built.
+///
+/// ```
+/// # use mcp_tasks::prelude::*;
+/// /// Rebuild one search index; a rebuild already under way is joined, not doubled.
+/// #[task_tool(mode = "optional", unique = ["index"], unique_window = "10m")]
+/// async fn rebuild_index(index: String, verbose: Option<bool>) -> String {
+///     format!("rebuilt {index} (verbose: {})", verbose.unwrap_or(false))
+/// }
+/// # fn main() {}
+/// ```
+///
+/// ## `scopes`: who may call
+///
+/// A tool with `scopes` is called only by callers whose [`Principal`] (the one the HTTP
+/// transport's authenticator found, such as an OAuth resource server's validated access
+/// token) holds every scope named. A call without them is refused with a JSON-RPC error
+/// (`-32003`, `data.requiredScopes`) and, over HTTP, a `403` whose
+/// `WWW-Authenticate: Bearer error="insufficient_scope", scope="…"` names what to ask for.
+/// The check is made again on every later `tasks/get`, `tasks/result`, `tasks/update` and
+/// `tasks/cancel` of the tool's tasks, with the credentials of that request: a token that
+/// lost a scope can no longer read, answer or cancel the task. Anonymous callers hold no
+/// scope (over stdio, a tool with scopes cannot be called). `ServerBuilder::hide_tools_out_of_scope`
+/// also leaves the tools a caller may not call out of its `tools/list`.
+///
+/// Each scope is a string literal, non-empty and without whitespace, named once: anything
+/// else is an error on that literal while compiling. The tool takes the caller as a
+/// [`Principal`] (refused with a tool error when the call is anonymous) or an
+/// `Option<Principal>`.
+///
+/// ```
+/// use mcp_tasks::prelude::*;
+///
+/// /// Publish a report under the caller's name.
+/// #[task_tool(mode = "optional", scopes = ["reports:write"])]
+/// async fn publish_report(title: String, who: Principal) -> String {
+///     let client = who.client_id.as_deref().unwrap_or("an unknown client");
+///     format!("{title}, published by {} through {client}", who.subject)
+/// }
+///
+/// /// Anyone may read; a signed-in caller is greeted by name.
+/// #[task_tool]
+/// async fn read_report(title: String, who: Option<Principal>) -> String {
+///     let name = who.map_or_else(|| "stranger".to_owned(), |p| p.subject);
+///     format!("{title}, for {name}")
+/// }
+/// # fn main() {}
 /// ```
 ///
 /// ## `name`, `title`, `description`: how the tool is presented
@@ -363,9 +426,12 @@ use proc_macro::TokenStream;
 /// | type | what it is |
 /// | --- | --- |
 /// | [`Progress`] | reports progress (and a task's status message) |
+/// | [`Steps`] | durable steps: each runs once per task, and a rerun reads its output back ([below](#durable-steps-steps)) |
 /// | [`TaskContext`] | everything about the call: task id, cancellation, client, logs |
 /// | [`Client`] | asks the client: elicitation, sampling, roots |
 /// | [`CancellationToken`] | fires when the client cancels the call or the task |
+/// | [`Principal`] | the authenticated caller: subject, scopes, client, issuer; an anonymous call is refused ([above](#scopes-who-may-call)) |
+/// | `Option<Principal>` | the caller, `None` for an anonymous call |
 /// | [`State<T>`] | application state registered with `ServerBuilder::state` |
 /// | any type marked `#[inject]` | built by its [`FromTaskContext`] implementation |
 ///
@@ -387,7 +453,7 @@ use proc_macro::TokenStream;
 ///
 ///     fn from_task_context(cx: &TaskContext) -> Result<Self, ToolError> {
 ///         cx.principal()
-///             .map(|p| Caller(p.to_owned()))
+///             .map(|p| Caller(p.subject.clone()))
 ///             .ok_or_else(|| ToolError::new("sign in to use this tool"))
 ///     }
 /// }
@@ -443,9 +509,66 @@ use proc_macro::TokenStream;
 /// # Ok(()) }
 /// ```
 ///
+/// ## Durable steps: `Steps`
+///
+/// A tool that does several things with effects (charge a card, then mail a receipt) takes
+/// [`Steps`] and runs each of them as a named step: `steps.run("charge", || async { ... })`.
+/// A step's output (anything `Serialize + Deserialize`, at most 64 KiB of JSON) is stored
+/// in the task's record before `run` returns. When the task runs again after a restart
+/// (`on_restart = "rerun"`), a step whose output is stored is not run again: `run` returns
+/// its output. So a tool made of steps may rerun without being declared `idempotent`; taking
+/// `Steps` declares it (`Tool::durable_steps`). A step is still done once more if the
+/// process dies between doing it and storing its output, so make each step idempotent on its
+/// own where that matters (with the task id as a key, say).
+///
+/// Each step of a run needs a name of its own (1 to 200 characters): a name that already
+/// gave an output in this run is an error, and so is an output over the limit. A step that
+/// fails stores nothing and may be tried again. When another process has taken the task over
+/// (this one's lease lapsed), the output is not stored and `run` fails, and the run stops
+/// without storing its outcome. A call that does not run as a task stores nothing: every
+/// step simply runs.
+///
+/// ```
+/// use mcp_tasks::prelude::*;
+/// use std::sync::atomic::{AtomicU32, Ordering};
+///
+/// static CHARGED: AtomicU32 = AtomicU32::new(0);
+/// static MAILED: AtomicU32 = AtomicU32::new(0);
+///
+/// /// Charge for an order, then mail its receipt.
+/// #[task_tool(mode = "required", on_restart = "rerun")]
+/// async fn check_out(order: String, steps: Steps) -> Result<String, ToolError> {
+///     let receipt: String = steps
+///         .run("charge", || async {
+///             CHARGED.fetch_add(1, Ordering::SeqCst);
+///             Ok(format!("receipt-{order}"))
+///         })
+///         .await?;
+///     steps
+///         .run("mail", || async {
+///             MAILED.fetch_add(1, Ordering::SeqCst);
+///             Ok(())
+///         })
+///         .await?;
+///     Ok(format!("{receipt} mailed"))
+/// }
+///
+/// #[tokio::main(flavor = "current_thread")]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     // Outside a task every step runs.
+///     let text = check_out("A-1".into(), Steps::detached()).await?;
+///     assert_eq!(text, "receipt-A-1 mailed");
+///     assert_eq!((CHARGED.load(Ordering::SeqCst), MAILED.load(Ordering::SeqCst)), (1, 1));
+///     // `Steps` makes the tool one that may rerun after a restart.
+///     let server = Server::from_registry()?;
+///     assert_eq!(server.tools().get("check_out").unwrap().mode(), TaskSupport::Required);
+///     Ok(())
+/// }
+/// ```
+///
 /// ## A type of your own named `Progress`
 ///
-/// Recognition goes by name, so a type of your own called `Progress`, `TaskContext`,
+/// Recognition goes by name, so a type of your own called `Progress`, `Steps`, `TaskContext`,
 /// `Client` or `CancellationToken` is taken for the injectable one, and the compiler then
 /// says it "cannot be injected into a `#[task_tool]` function". Mark such a parameter `#[arg]`
 /// to make it an input field:
@@ -552,7 +675,10 @@ use proc_macro::TokenStream;
 /// | a future that is not `Send` | the function's name (with a note on the value held across an `.await`) |
 /// | an unknown, repeated or valueless argument | its key; unknown keys list the valid ones |
 /// | a bad mode, duration, name or flag value | the literal |
-/// | `on_restart = "rerun"` or `on_unresumable = "rerun"` without `idempotent` | `"rerun"` |
+/// | `on_restart = "rerun"` without `idempotent` or a `Steps` parameter; `on_unresumable = "rerun"` without `idempotent` | `"rerun"` |
+/// | `unique = [...]` naming something that is not an argument (the message lists the arguments), empty, with a name twice or an element that is not a string | that element, or the list |
+/// | `unique` with `mode = "forbidden"` | `unique` |
+/// | `unique_window` without `unique` | the duration |
 /// | a function name that is not a valid tool name | the name (use `name = "..."`) |
 ///
 /// The tool's name is held to the rule tool registration applies, the runtime's
@@ -618,12 +744,18 @@ use proc_macro::TokenStream;
 // docs define them as intra-doc links (this crate cannot name the runtime's items). For this
 // crate's own page they lead to the `mcp_tasks` pages `cargo doc` writes beside it.
 #[cfg_attr(doc, doc = "[`Progress`]: ../mcp_tasks/struct.Progress.html")]
+#[cfg_attr(doc, doc = "[`Steps`]: ../mcp_tasks/struct.Steps.html")]
+#[cfg_attr(doc, doc = "[`Unique`]: ../mcp_tasks/struct.Unique.html")]
 #[cfg_attr(doc, doc = "[`TaskContext`]: ../mcp_tasks/struct.TaskContext.html")]
 #[cfg_attr(
     doc,
     doc = "[`TaskContext::detach`]: ../mcp_tasks/struct.TaskContext.html#method.detach"
 )]
 #[cfg_attr(doc, doc = "[`Client`]: ../mcp_tasks/struct.Client.html")]
+#[cfg_attr(
+    doc,
+    doc = "[`Principal`]: ../mcp_tasks/principal/struct.Principal.html"
+)]
 #[cfg_attr(doc, doc = "[`State<T>`]: ../mcp_tasks/struct.State.html")]
 #[cfg_attr(
     doc,

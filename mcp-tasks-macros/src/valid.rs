@@ -3,7 +3,7 @@
 //! Each error points at the smallest token that is wrong, and all of them are reported
 //! together.
 
-use crate::args::TaskToolArgs;
+use crate::args::{Mode, TaskToolArgs, backticked};
 use crate::ast::{InjectKind, ParamKind, TaskFn, ungroup};
 use crate::errors::Errors;
 use quote::ToTokens;
@@ -17,10 +17,11 @@ impl TaskFn<'_> {
         self.validate_params(errors);
         if let Some((true, lit)) = &args.on_restart
             && args.idempotent != Some(true)
+            && !self.takes_steps()
         {
             errors.spanned(
                 lit,
-                "`on_restart = \"rerun\"` requires `idempotent`: only an idempotent tool can safely run again",
+                "`on_restart = \"rerun\"` requires `idempotent` or a `Steps` parameter: only an idempotent tool, or one made of durable steps, can safely run again",
             );
         }
         if let Some((true, lit)) = &args.on_unresumable
@@ -29,6 +30,76 @@ impl TaskFn<'_> {
             errors.spanned(
                 lit,
                 "`on_unresumable = \"rerun\"` requires `idempotent`: only an idempotent tool can safely run again from the start",
+            );
+        }
+        self.validate_unique(args, errors);
+    }
+
+    /// `true` when the function takes `Steps`: the tool is made of durable steps.
+    pub(crate) fn takes_steps(&self) -> bool {
+        self.params
+            .iter()
+            .any(|param| matches!(param.kind, ParamKind::Inject(InjectKind::Known("Steps"))))
+    }
+
+    /// The names of the tool's input fields (renamed ones by their new name); `None` when
+    /// an `#[input]` parameter takes the whole input, whose fields the macro cannot see.
+    fn field_names(&self) -> Option<Vec<String>> {
+        let mut names = Vec::new();
+        for param in &self.params {
+            match param.kind {
+                ParamKind::WholeInput => return None,
+                ParamKind::Field => {
+                    let rename = param.attrs.arg.as_ref().and_then(|arg| arg.rename.as_ref());
+                    match (rename, param.ident()) {
+                        (Some(lit), _) => names.push(lit.value()),
+                        (None, Some(ident)) => names.push(ident.unraw().to_string()),
+                        (None, None) => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        Some(names)
+    }
+
+    /// `unique` names arguments the tool has, on a tool that runs as a task; `unique_window`
+    /// comes with `unique`.
+    fn validate_unique(&self, args: &TaskToolArgs, errors: &mut Errors) {
+        let Some(unique) = &args.unique else {
+            if let Some((_, lit)) = &args.unique_window {
+                errors.spanned(
+                    lit,
+                    "`unique_window` applies to a unique tool: add `unique` (all arguments) or `unique = [\"...\"]` (those named)",
+                );
+            }
+            return;
+        };
+        if args.mode == Some(Mode::Forbidden) {
+            errors.spanned(
+                &unique.key,
+                "`unique` needs a tool that runs as a task, and `mode = \"forbidden\"` never does: only a task can be handed back to an equal call",
+            );
+        }
+        let (Some(names), Some(fields)) = (&unique.args, self.field_names()) else {
+            return;
+        };
+        for lit in names {
+            let name = lit.value();
+            if fields.contains(&name) {
+                continue;
+            }
+            let known = if fields.is_empty() {
+                "the tool has no arguments".to_owned()
+            } else {
+                let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+                format!("the tool's arguments are {}", backticked(&fields))
+            };
+            errors.spanned(
+                lit,
+                format_args!(
+                    "`unique` names {name:?}, which is not an argument of the tool; {known}"
+                ),
             );
         }
     }
@@ -306,7 +377,7 @@ mod tests {
 
     #[test]
     fn rerun_needs_idempotent() {
-        let rerun = "`on_restart = \"rerun\"` requires `idempotent`: only an idempotent tool can safely run again";
+        let rerun = "`on_restart = \"rerun\"` requires `idempotent` or a `Steps` parameter: only an idempotent tool, or one made of durable steps, can safely run again";
         let item = quote!(
             async fn tool() {}
         );
@@ -320,6 +391,59 @@ mod tests {
         );
         assert!(errors(quote!(on_restart = "rerun", idempotent), item.clone()).is_empty());
         assert!(errors(quote!(on_restart = "fail"), item).is_empty());
+        let steps = quote!(
+            async fn tool(steps: Steps) {}
+        );
+        assert!(errors(quote!(on_restart = "rerun"), steps).is_empty());
+    }
+
+    #[test]
+    fn unique_names_arguments_of_a_task_tool() {
+        let item = quote!(
+            async fn tool(index: String, #[arg(rename = "tenant")] t: String, p: Progress) {}
+        );
+        assert!(errors(quote!(unique = ["index", "tenant"]), item.clone()).is_empty());
+        assert!(errors(quote!(unique, unique_window = "1h"), item.clone()).is_empty());
+        assert_eq!(
+            errors(quote!(unique = ["index", "t", "p"]), item.clone()),
+            [
+                "`unique` names \"t\", which is not an argument of the tool; the tool's arguments are `index`, `tenant`",
+                "`unique` names \"p\", which is not an argument of the tool; the tool's arguments are `index`, `tenant`",
+            ]
+        );
+        assert_eq!(
+            errors(
+                quote!(unique = ["x"]),
+                quote!(
+                    async fn tool() {}
+                )
+            ),
+            [
+                "`unique` names \"x\", which is not an argument of the tool; the tool has no arguments"
+            ]
+        );
+        // The fields of a whole input are checked when the server is built.
+        assert!(
+            errors(
+                quote!(unique = ["x"]),
+                quote!(
+                    async fn tool(#[input] a: A) {}
+                )
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            errors(quote!(mode = "forbidden", unique), item.clone()),
+            [
+                "`unique` needs a tool that runs as a task, and `mode = \"forbidden\"` never does: only a task can be handed back to an equal call"
+            ]
+        );
+        assert_eq!(
+            errors(quote!(unique_window = "1h"), item),
+            [
+                "`unique_window` applies to a unique tool: add `unique` (all arguments) or `unique = [\"...\"]` (those named)"
+            ]
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Task engine benchmark: creates, `tasks/get` and memory per task as the store fills up.
+//! Task engine benchmark: creates (with and without an idempotency key, and repeats of a
+//! key), `tasks/get` and memory per task as the store fills up.
 //!
 //! Whole requests go through a session (JSON parsing, the 2026-07-28 adapter, the engine and
 //! the in-memory store), without a transport.
@@ -48,6 +49,21 @@ fn request_id() -> u64 {
 async fn create(session: &Session, n: u64) -> String {
     let call = json!({"jsonrpc": "2.0", "id": request_id(), "method": "tools/call",
                       "params": {"name": "quick", "arguments": {"n": n}, "_meta": meta()}});
+    let r: Value =
+        serde_json::from_str(&session.handle_text(&call.to_string()).await.unwrap()).unwrap();
+    r["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a task: {r}"))
+        .to_owned()
+}
+
+/// A create with the idempotency key `key` (arguments `n`): the first makes a task, a
+/// repeat gets it back.
+async fn create_keyed(session: &Session, n: u64, key: &str) -> String {
+    let mut meta = meta();
+    meta[mcp_tasks_runtime::IDEMPOTENCY_KEY_META] = json!(key);
+    let call = json!({"jsonrpc": "2.0", "id": request_id(), "method": "tools/call",
+                      "params": {"name": "quick", "arguments": {"n": n}, "_meta": meta}});
     let r: Value =
         serde_json::from_str(&session.handle_text(&call.to_string()).await.unwrap()).unwrap();
     r["result"]["taskId"]
@@ -130,9 +146,9 @@ fn main() {
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1_000, 100_000]);
     println!(
-        "| stored tasks | fill time | fill rate (creates/s, 64 callers) | memory per task (RSS) | of which arguments | tasks/get/s (16 callers) | creates/s (16 callers) |"
+        "| stored tasks | fill time | fill rate (creates/s, 64 callers) | memory per task (RSS) | of which arguments | tasks/get/s (16 callers) | creates/s (16 callers) | creates with a key/s (16 callers) | repeats of a key/s (16 callers) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for size in &sizes {
         let status = std::process::Command::new(std::env::current_exe().expect("bench binary"))
             .env("MCP_TASKS_BENCH_ONE", size.to_string())
@@ -268,9 +284,31 @@ async fn run(size: u64) {
             })
             .await
         };
+        // The same creates, each with a fresh idempotency key; then repeats of keys used.
+        let keyed_rate = {
+            let session = session.clone();
+            rate(16, move |i| {
+                let session = session.clone();
+                async move {
+                    create_keyed(&session, i, &format!("fresh-{i}")).await;
+                }
+            })
+            .await
+        };
+        let repeat_rate = {
+            let session = session.clone();
+            rate(16, move |i| {
+                let session = session.clone();
+                async move {
+                    let n = i % 1000;
+                    create_keyed(&session, n, &format!("fresh-{n}")).await;
+                }
+            })
+            .await
+        };
         let per_arguments = arguments_rss(size);
         println!(
-            "| {size} | {:.2} s | {:.0} | {:.0} B | {per_arguments:.0} B | {get_rate:.0} | {create_rate:.0} |",
+            "| {size} | {:.2} s | {:.0} | {:.0} B | {per_arguments:.0} B | {get_rate:.0} | {create_rate:.0} | {keyed_rate:.0} | {repeat_rate:.0} |",
             fill.as_secs_f64(),
             size as f64 / fill.as_secs_f64(),
             per_task

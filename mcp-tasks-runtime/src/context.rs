@@ -1,5 +1,5 @@
 //! What a running tool can reach: its progress reporter, its cancellation token, the client
-//! (for elicitation, sampling and roots) and the log.
+//! (for elicitation, sampling and roots), its durable steps and the log.
 //!
 //! The same types serve a plain call and a task in either protocol era. The runtime plugs in
 //! a `CallBackend` that knows where progress goes and how a question reaches the client:
@@ -9,8 +9,10 @@
 use crate::error::ToolError;
 use crate::model::{ElicitResult, InputRequest, JsonObject, LogLevel};
 use crate::sync::LockExt;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use std::collections::HashSet;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -32,6 +34,16 @@ pub(crate) trait CallBackend: Send + Sync {
     fn detach(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }
+    /// The output an earlier run of the task stored for the durable step `name`. `None`
+    /// outside a task: a plain call stores nothing.
+    fn step_output(&self, _name: &str) -> Option<Value> {
+        None
+    }
+    /// Stores the output of the durable step `name`, fenced by the task's lease. Outside a
+    /// task there is nothing to store.
+    fn store_step(&self, _name: &str, _output: Value) -> BoxFuture<'_, Result<(), StepError>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 struct Inner {
@@ -39,16 +51,18 @@ struct Inner {
     task_id: Mutex<Option<String>>,
     cancel: CancellationToken,
     client_capabilities: Arc<Value>,
-    principal: Option<Arc<str>>,
+    principal: Option<Arc<crate::principal::Principal>>,
     backend: Arc<dyn CallBackend>,
     last_progress: Mutex<Option<f64>>,
     state: crate::state::StateMap,
+    /// The durable steps that produced an output in this run, by name.
+    steps_done: Mutex<HashSet<String>>,
 }
 
 /// Everything a tool call can reach. Cheap to clone.
 ///
 /// Take it as a parameter of a `#[task_tool]` function, or take only the parts you need:
-/// [`Progress`], [`Client`] or [`CancellationToken`].
+/// [`Progress`], [`Steps`], [`Client`] or [`CancellationToken`].
 #[derive(Clone)]
 pub struct TaskContext {
     inner: Arc<Inner>,
@@ -69,7 +83,7 @@ impl TaskContext {
         tool: Arc<str>,
         cancel: CancellationToken,
         client_capabilities: Arc<Value>,
-        principal: Option<Arc<str>>,
+        principal: Option<Arc<crate::principal::Principal>>,
         backend: Arc<dyn CallBackend>,
         state: crate::state::StateMap,
     ) -> Self {
@@ -83,6 +97,7 @@ impl TaskContext {
                 backend,
                 last_progress: Mutex::new(None),
                 state,
+                steps_done: Mutex::default(),
             }),
         }
     }
@@ -123,8 +138,11 @@ impl TaskContext {
         self.inner.task_id.locked().clone()
     }
 
-    /// The authenticated principal that made the call, if the transport has one.
-    pub fn principal(&self) -> Option<&str> {
+    /// The authenticated principal that made the call, if the transport has one: its
+    /// subject, scopes, client and issuer (claims and expiry only while the call runs in the
+    /// request that made it; a task run elsewhere has what its record keeps, see
+    /// [`Principal::for_record`](crate::principal::Principal::for_record)).
+    pub fn principal(&self) -> Option<&crate::principal::Principal> {
         self.inner.principal.as_deref()
     }
 
@@ -141,6 +159,11 @@ impl TaskContext {
     /// Progress reporting for this call.
     pub fn progress(&self) -> Progress {
         Progress { cx: self.clone() }
+    }
+
+    /// The durable steps of this call (see [`Steps`]).
+    pub fn steps(&self) -> Steps {
+        Steps { cx: self.clone() }
     }
 
     /// The client, for elicitation, sampling and roots.
@@ -223,6 +246,231 @@ impl Progress {
         }
         self.cx.inner.backend.progress(done, total, message);
     }
+}
+
+/// The longest a durable step's output may be, in bytes of serialized JSON (64 KiB).
+///
+/// A step's output is stored in the task's record, next to its arguments and its result, and
+/// read back with it: keep it to what the rest of the run needs (an id, a receipt, a short
+/// summary) and put anything bigger somewhere of its own. A larger output is refused with
+/// [`StepError::OutputTooLarge`].
+pub const MAX_STEP_OUTPUT_BYTES: usize = 64 * 1024;
+
+/// The longest a durable step's name may be, in characters. A longer name is refused with
+/// [`StepError::NameTooLong`].
+pub const MAX_STEP_NAME_CHARS: usize = 200;
+
+/// Why a durable step could not run or keep its output ([`Steps::run`]). The tool sees it as
+/// a [`ToolError`] with the same message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StepError {
+    /// The step's name is empty.
+    #[error("a step needs a name: the empty name is not one")]
+    EmptyName,
+    /// The step's name is longer than [`MAX_STEP_NAME_CHARS`].
+    #[error(
+        "the step name {start:?}… is {chars} characters long; at most {MAX_STEP_NAME_CHARS} are allowed"
+    )]
+    NameTooLong {
+        /// The name's first characters.
+        start: String,
+        /// Its length in characters.
+        chars: usize,
+    },
+    /// A step of this name already produced an output in this run. Each step of a run needs
+    /// a name of its own (`format!("mail-{recipient}")` in a loop): on a rerun, a name finds
+    /// the one output stored under it.
+    #[error("the step {0:?} already ran in this run: give each step of a run a name of its own")]
+    Repeated(String),
+    /// The step's output is larger than [`MAX_STEP_OUTPUT_BYTES`] as JSON.
+    #[error(
+        "the output of step {name:?} is {bytes} bytes of JSON; at most {MAX_STEP_OUTPUT_BYTES} can be stored"
+    )]
+    OutputTooLarge {
+        /// The step.
+        name: String,
+        /// The output's size as JSON.
+        bytes: usize,
+    },
+    /// The step's output cannot be turned into JSON.
+    #[error("cannot serialize the output of step {name:?}: {message}")]
+    Serialize {
+        /// The step.
+        name: String,
+        /// What serde said.
+        message: String,
+    },
+    /// The output an earlier run stored for the step does not read back as the type asked
+    /// for (the tool changed between the runs, say).
+    #[error("the stored output of step {name:?} does not read back: {message}")]
+    Deserialize {
+        /// The step.
+        name: String,
+        /// What serde said.
+        message: String,
+    },
+    /// Another process took the task over (this process's lease lapsed): the run stops, and
+    /// neither the step's output nor the run's outcome is stored.
+    #[error(
+        "the task was taken over by another process: the output of step {0:?} was not stored and this run stops"
+    )]
+    LeaseLost(String),
+    /// The task ended (it was cancelled, say) before the step's output could be stored.
+    #[error("the task ended before the output of step {0:?} could be stored")]
+    TaskEnded(String),
+    /// The store did not take the step's output: it was out of reach, or the task kept
+    /// changing, for a whole lease.
+    #[error("cannot store the output of step {name:?}: {message}")]
+    Store {
+        /// The step.
+        name: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl From<StepError> for ToolError {
+    fn from(error: StepError) -> Self {
+        ToolError::new(error)
+    }
+}
+
+/// Durable steps: the parts of a task's run whose outputs are kept, so that a run of the task
+/// after a restart does not do them again.
+///
+/// [`run`](Self::run) a step by name: when the task's record already holds an output for that
+/// name (an earlier run of the same task finished the step), the output is read back and the
+/// step does not run again; otherwise the step runs and its output is stored in the record
+/// before `run` returns. A tool made of steps can therefore rerun after a restart
+/// ([`RestartPolicy::Rerun`](crate::RestartPolicy::Rerun)) without being idempotent as a
+/// whole: declare it with [`Tool::durable_steps`](crate::Tool::durable_steps) (a
+/// `#[task_tool]` function that takes `Steps` is declared so by the macro). Each step is
+/// still done at least once and may be done again when the process dies between doing it and
+/// storing its output, so a step on its own should be idempotent, or made so with a key of
+/// the task (its id, [`TaskContext::task_id`]).
+///
+/// The output is stored with a compare-and-set fenced by the run's lease: when another
+/// process has taken the task over meanwhile, nothing is stored, `run` fails with
+/// [`StepError::LeaseLost`] and the run stops without storing its outcome, as any run that
+/// lost its lease.
+///
+/// Rules, each a [`StepError`]: a name has 1 to [`MAX_STEP_NAME_CHARS`] characters, an
+/// output at most [`MAX_STEP_OUTPUT_BYTES`] of JSON, and a name gives one output per run (a
+/// step that failed may be tried again under its name). A step that fails stores nothing.
+///
+/// Outside a task (a synchronous call, or the prelude of a 2026-07-28 call before it
+/// becomes a task) there is nothing to store: every step simply runs, under the same rules.
+///
+/// ```
+/// use mcp_tasks_runtime::{Steps, TaskContext, ToolError};
+///
+/// async fn order(steps: &Steps, order: &str) -> Result<String, ToolError> {
+///     let receipt: String = steps
+///         .run("charge", || async { Ok(format!("receipt for {order}")) })
+///         .await?;
+///     steps
+///         .run("mail", || async { Ok(format!("mailed {receipt}")) })
+///         .await
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let steps = TaskContext::detached("order").steps();
+/// assert_eq!(order(&steps, "A-1").await.unwrap(), "mailed receipt for A-1");
+/// # });
+/// ```
+#[derive(Clone, Debug)]
+pub struct Steps {
+    cx: TaskContext,
+}
+
+impl Steps {
+    /// Steps connected to no task, for unit tests: every step runs.
+    pub fn detached() -> Self {
+        TaskContext::detached("test").steps()
+    }
+
+    /// Runs the step `name` once per task: returns the output an earlier run of the task
+    /// stored under `name`, or runs `step` and stores its output (see [`Steps`]).
+    ///
+    /// An error of `step` is returned as it is, and nothing is stored: a later run does the
+    /// step again.
+    pub async fn run<T, F, Fut>(&self, name: impl Into<String>, step: F) -> Result<T, ToolError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, ToolError>>,
+    {
+        let name = name.into();
+        check_step_name(&name)?;
+        if self.cx.inner.steps_done.locked().contains(&name) {
+            return Err(StepError::Repeated(name).into());
+        }
+        let backend = &self.cx.inner.backend;
+        if let Some(stored) = backend.step_output(&name) {
+            let output = serde_json::from_value(stored).map_err(|e| StepError::Deserialize {
+                name: name.clone(),
+                message: e.to_string(),
+            })?;
+            self.done(name)?;
+            return Ok(output);
+        }
+        let output = step().await?;
+        let value = serde_json::to_value(&output).map_err(|e| StepError::Serialize {
+            name: name.clone(),
+            message: e.to_string(),
+        })?;
+        let bytes = json_size(&value);
+        if bytes > MAX_STEP_OUTPUT_BYTES {
+            return Err(StepError::OutputTooLarge { name, bytes }.into());
+        }
+        backend.store_step(&name, value).await?;
+        self.done(name)?;
+        Ok(output)
+    }
+
+    /// Marks `name` as having given its output in this run.
+    fn done(&self, name: String) -> Result<(), StepError> {
+        let mut done = self.cx.inner.steps_done.locked();
+        if done.contains(&name) {
+            return Err(StepError::Repeated(name));
+        }
+        done.insert(name);
+        Ok(())
+    }
+}
+
+/// Checks a step name against the rules: 1 to [`MAX_STEP_NAME_CHARS`] characters.
+fn check_step_name(name: &str) -> Result<(), StepError> {
+    if name.is_empty() {
+        return Err(StepError::EmptyName);
+    }
+    let chars = name.chars().count();
+    if chars > MAX_STEP_NAME_CHARS {
+        return Err(StepError::NameTooLong {
+            start: name.chars().take(40).collect(),
+            chars,
+        });
+    }
+    Ok(())
+}
+
+/// The size of `value` as compact JSON, in bytes.
+fn json_size(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` into a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// The client that made the call: ask it questions (elicitation), for a completion (sampling)
@@ -383,7 +631,7 @@ impl Client {
 /// [`Rejection`]: FromTaskContext::Rejection
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be injected into a `#[task_tool]` function",
-    note = "injectable types: `Progress`, `TaskContext`, `Client`, `CancellationToken`, `State<T>`, and types of your own that implement `FromTaskContext` (marked `#[inject]`); other parameters become fields of the tool's input"
+    note = "injectable types: `Progress`, `Steps`, `TaskContext`, `Client`, `CancellationToken`, `Principal`, `State<T>`, and types of your own that implement `FromTaskContext` (marked `#[inject]`); other parameters become fields of the tool's input"
 )]
 pub trait FromTaskContext: Sized {
     /// Why the value could not be built; the caller sees it as the call's tool error.
@@ -434,11 +682,31 @@ impl FromTaskContext for Progress {
     }
 }
 
+impl FromTaskContext for Steps {
+    type Rejection = Infallible;
+
+    fn from_task_context(cx: &TaskContext) -> Result<Self, Infallible> {
+        Ok(cx.steps())
+    }
+}
+
 impl FromTaskContext for Client {
     type Rejection = Infallible;
 
     fn from_task_context(cx: &TaskContext) -> Result<Self, Infallible> {
         Ok(cx.client())
+    }
+}
+
+/// The caller, for a tool that needs one: an anonymous call is refused with a tool error
+/// (take `Option<Principal>` where anonymous calls are allowed).
+impl FromTaskContext for crate::principal::Principal {
+    type Rejection = ToolError;
+
+    fn from_task_context(cx: &TaskContext) -> Result<Self, ToolError> {
+        cx.principal().cloned().ok_or_else(|| {
+            ToolError::new("this tool needs an authenticated caller, and the call is anonymous")
+        })
     }
 }
 

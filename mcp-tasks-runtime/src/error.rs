@@ -74,9 +74,20 @@ pub enum Error {
     /// HTTP wire a 503 with `Retry-After`). The request may succeed later.
     #[error("task store unavailable: {0}")]
     StoreUnavailable(String),
+    /// This process creates no task of the tool now: its kill switch is on, or the process
+    /// is draining for a shutdown (see [`creation`](crate::creation)). `-32000` like
+    /// [`Error::Busy`], with `data: {"creation": "paused" | "draining", "retryAfterMs": n}`;
+    /// on the 2026-07-28 HTTP wire a 503 with `Retry-After`. Another process, or this one
+    /// later, may take the call.
+    #[error("{}", creation_off_message(*.0, .1))]
+    CreationOff(crate::creation::CreationOff, String),
     /// No task with this id is visible to the caller (unknown, expired or another owner's).
     #[error("failed to retrieve task: task not found")]
     TaskNotFound,
+    /// The caller's principal lacks scopes the tool needs (at its call, or at a later request
+    /// about one of its tasks); an anonymous caller holds none.
+    #[error("insufficient scope: this needs the scope {}", .0.join(" "))]
+    InsufficientScope(Vec<String>),
     /// `tasks/cancel` on a task that already ended (2025-11-25).
     #[error("cannot cancel task: already in terminal status '{0}'")]
     TaskTerminal(String),
@@ -103,6 +114,20 @@ pub enum Error {
 
 /// The retry hint of an answer refused because the task store failed.
 const STORE_RETRY_AFTER_MS: u64 = 1000;
+
+/// The retry hint of an answer refused because task creation is off here.
+const CREATION_RETRY_AFTER_MS: u64 = 1000;
+
+fn creation_off_message(off: crate::creation::CreationOff, tool: &str) -> String {
+    match off {
+        crate::creation::CreationOff::Draining => format!(
+            "server unavailable: this server is shutting down and creates no task of {tool:?}; try again (another server takes the call)"
+        ),
+        crate::creation::CreationOff::Paused => format!(
+            "server unavailable: task creation is paused for {tool:?} on this server; try again later"
+        ),
+    }
+}
 
 /// The operating system's random number generator failed, so no id could be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -133,6 +158,11 @@ impl From<Error> for ErrorObject {
             Error::Busy(_) => ErrorObject::new(jsonrpc::SERVER_BUSY, message),
             Error::StoreUnavailable(_) => ErrorObject::new(jsonrpc::SERVER_BUSY, message)
                 .with_data(json!({ "retryAfterMs": STORE_RETRY_AFTER_MS })),
+            Error::CreationOff(off, _) => ErrorObject::new(jsonrpc::SERVER_BUSY, message)
+                .with_data(json!({
+                    "creation": off.as_str(),
+                    "retryAfterMs": CREATION_RETRY_AFTER_MS,
+                })),
             Error::RateLimited(quota) => ErrorObject::new(jsonrpc::SERVER_BUSY, message)
                 .with_data(json!({
                     "limit": quota.limit_name(),
@@ -156,6 +186,10 @@ impl From<Error> for ErrorObject {
                     .with_data(json!({ "requiredCapabilities": required }))
             }
             Error::HeaderMismatch(_) => ErrorObject::new(jsonrpc::HEADER_MISMATCH, message),
+            Error::InsufficientScope(scopes) => {
+                ErrorObject::new(jsonrpc::INSUFFICIENT_SCOPE, message)
+                    .with_data(json!({ "error": "insufficient_scope", "requiredScopes": scopes }))
+            }
             Error::Protocol(p) => ErrorObject {
                 code: p.code,
                 message: p.message,

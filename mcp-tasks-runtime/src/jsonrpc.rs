@@ -21,6 +21,10 @@ pub const SERVER_BUSY: i32 = -32000;
 /// 2025-11-25: the resource a `resources/read` named does not exist (retired in 2026-07-28,
 /// which answers [`INVALID_PARAMS`]).
 pub const RESOURCE_NOT_FOUND: i32 = -32002;
+/// Implementation-defined: the caller's credentials lack a scope the request needs
+/// (`data.requiredScopes`). Over HTTP the answer is also a `403` with
+/// `WWW-Authenticate: Bearer error="insufficient_scope"`.
+pub const INSUFFICIENT_SCOPE: i32 = -32003;
 /// 2026-07-28: an HTTP header does not match the request body.
 pub const HEADER_MISMATCH: i32 = -32020;
 /// 2026-07-28: the request needs a client capability the request did not declare.

@@ -7,16 +7,23 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "admin")]
+pub mod admin;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod context;
+pub mod creation;
 pub mod engine;
 pub mod error;
+pub mod idempotency;
 pub mod jsonrpc;
+pub mod lifecycle;
 pub mod model;
 mod notify;
 #[cfg(feature = "oauth")]
 pub mod oauth;
+#[cfg(any(feature = "oauth", feature = "client"))]
+mod oauth_urls;
 mod ops;
 pub mod principal;
 pub mod prompt;
@@ -46,9 +53,15 @@ pub mod __private;
 /// without a separate axum dependency that must match.
 #[cfg(feature = "http")]
 pub use axum;
-pub use context::{Client, FromTaskContext, Progress, TaskContext};
-pub use engine::{EngineConfig, Recovery};
+pub use context::{
+    Client, FromTaskContext, MAX_STEP_NAME_CHARS, MAX_STEP_OUTPUT_BYTES, Progress, StepError,
+    Steps, TaskContext,
+};
+pub use creation::TaskCreation;
+pub use engine::{EngineConfig, HandOff, Recovery};
 pub use error::{CallOutcome, Error, ProtocolError, ToolError};
+pub use idempotency::{IDEMPOTENCY_KEY_META, IdempotencyKey, MAX_IDEMPOTENCY_KEY};
+pub use principal::Principal;
 pub use prompt::{GetPromptResult, Prompt, PromptDefError, PromptMessage};
 pub use resource::{Resource, ResourceDefError, ResourceTemplate};
 pub use router::Session;
@@ -59,6 +72,7 @@ pub use tasks::{Tasks, Viewer};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     IntoToolResult, Json, Registry, RestartPolicy, ResumePolicy, Tool, ToolDefError, ToolInput,
+    Unique,
 };
 /// Multi round-trip requests of 2026-07-28 and their signed `requestState` (see
 /// [`wire::v2026_07_28::mrtr`]).

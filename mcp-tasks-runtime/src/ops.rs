@@ -12,6 +12,7 @@
 use crate::engine::{Access, Delivery, Engine, NewTask, TaskWatch};
 use crate::error::Error;
 use crate::model::JsonObject;
+use crate::principal::Principal;
 use crate::prompt::Prompt;
 use crate::resource::Target;
 use crate::server::Server;
@@ -92,12 +93,24 @@ pub(crate) fn offers(server: &Server) -> Offers {
     }
 }
 
-/// One page of `tools/list`, plus the next cursor.
+/// One page of `tools/list`, plus the next cursor: every tool, or with
+/// [`hide_tools_out_of_scope`](crate::ServerBuilder::hide_tools_out_of_scope) those
+/// `principal` may call.
 pub(crate) fn list_tools<'a>(
     server: &'a Server,
     params: &ListParams,
+    principal: Option<&Principal>,
 ) -> Result<(Vec<&'a Tool>, Option<String>), Error> {
     let inner = &server.inner;
+    if inner.hide_out_of_scope {
+        let shown: Vec<&Tool> = inner
+            .registry
+            .iter()
+            .filter(|t| t.permits(principal))
+            .collect();
+        let len = shown.len();
+        return page_of(shown.into_iter(), len, inner.page_size, params);
+    }
     page_of(
         inner.registry.iter(),
         inner.registry.len(),
@@ -193,17 +206,49 @@ pub(crate) fn resource<'a>(server: &'a Server, uri: &str) -> Result<Target<'a>, 
         .ok_or_else(|| Error::ResourceNotFound(uri.to_owned()))
 }
 
-/// The task `owner` may see.
+/// Refuses a request about the task `rec` by `principal` when it lacks a scope the task's
+/// tool needs now (a token that lost a scope can no longer read, answer or cancel the task).
+fn check_task_scopes(
+    server: &Server,
+    rec: &TaskRecord,
+    principal: Option<&Principal>,
+) -> Result<(), Error> {
+    match server.inner.registry.get(&rec.tool) {
+        Some(tool) => tool.check_caller(principal),
+        None => Ok(()),
+    }
+}
+
+/// Whether some tool needs a scope: only then do task requests check them.
+fn any_scoped(server: &Server) -> bool {
+    server
+        .inner
+        .registry
+        .iter()
+        .any(|t| !t.required_scopes().is_empty())
+}
+
+/// The task `caller` may see.
 pub(crate) async fn get_task(
     server: &Server,
     id: &str,
-    owner: Option<&str>,
+    caller: Caller<'_>,
 ) -> Result<TaskRecord, Error> {
-    server
+    let rec = server
         .tasks()
-        .get_by(Access::Owner(owner), id)
+        .get_by(Access::Owner(caller.owner), id)
         .await?
-        .ok_or(Error::TaskNotFound)
+        .ok_or(Error::TaskNotFound)?;
+    check_task_scopes(server, &rec, caller.principal)?;
+    Ok(rec)
+}
+
+/// Checks the scopes a request about task `id` needs before it changes anything.
+async fn check_before(server: &Server, id: &str, caller: Caller<'_>) -> Result<(), Error> {
+    if any_scoped(server) {
+        get_task(server, id, caller).await?;
+    }
+    Ok(())
 }
 
 /// Cancels a task: the task as it is afterwards, and whether this call cancelled it (`false`
@@ -211,11 +256,12 @@ pub(crate) async fn get_task(
 pub(crate) async fn cancel_task(
     server: &Server,
     id: &str,
-    owner: Option<&str>,
+    caller: Caller<'_>,
 ) -> Result<(TaskRecord, bool), Error> {
+    check_before(server, id, caller).await?;
     server
         .tasks()
-        .cancel_by(Access::Owner(owner), id)
+        .cancel_by(Access::Owner(caller.owner), id)
         .await?
         .ok_or(Error::TaskNotFound)
 }
@@ -224,14 +270,23 @@ pub(crate) async fn cancel_task(
 pub(crate) async fn answer_task(
     server: &Server,
     id: &str,
-    owner: Option<&str>,
+    caller: Caller<'_>,
     responses: &JsonObject,
 ) -> Result<TaskRecord, Error> {
+    check_before(server, id, caller).await?;
     server
         .tasks()
-        .answer_by(Access::Owner(owner), id, responses)
+        .answer_by(Access::Owner(caller.owner), id, responses)
         .await?
         .ok_or(Error::TaskNotFound)
+}
+
+/// Who makes a request about a task: the owner key it sees tasks under, and its principal,
+/// whose scopes are checked against the task's tool.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Caller<'a> {
+    pub(crate) owner: Option<&'a str>,
+    pub(crate) principal: Option<&'a Principal>,
 }
 
 /// One page of the owner's tasks.
@@ -252,6 +307,22 @@ pub(crate) async fn start_task(server: &Server, new: NewTask) -> Result<TaskReco
     server.inner.engine.start(new).await
 }
 
+/// Begins a synchronous call with an idempotency key (see [`Engine::keyed_call`]).
+pub(crate) async fn keyed_call(
+    server: &Server,
+    tool: &Tool,
+    args: &JsonObject,
+    owner: Option<&str>,
+    key: &crate::idempotency::IdempotencyKey,
+    cancel: &CancellationToken,
+) -> Result<crate::engine::KeyedCall, Error> {
+    server
+        .inner
+        .engine
+        .keyed_call(tool, args, owner, key, cancel)
+        .await
+}
+
 /// Makes a task of a call already running (a 2026-07-28 call that outgrew its request):
 /// `attach` gets the task's id and backend before the task is stored.
 pub(crate) async fn adopt_task(
@@ -264,16 +335,19 @@ pub(crate) async fn adopt_task(
     server.inner.engine.adopt(new, future, cancel, attach).await
 }
 
-/// The tasks of `ids` the owner may see, in order; the others are left out.
+/// The tasks of `ids` the caller may see (its own, of tools whose scopes it holds), in
+/// order; the others are left out.
 pub(crate) async fn visible_tasks(
     server: &Server,
-    owner: Option<&str>,
+    caller: Caller<'_>,
     ids: Vec<String>,
 ) -> Result<Vec<String>, Error> {
     let tasks = server.tasks();
     let mut visible = Vec::new();
     for id in ids {
-        if tasks.get_by(Access::Owner(owner), &id).await?.is_some() {
+        if let Some(rec) = tasks.get_by(Access::Owner(caller.owner), &id).await?
+            && check_task_scopes(server, &rec, caller.principal).is_ok()
+        {
             visible.push(id);
         }
     }
@@ -348,12 +422,13 @@ pub(crate) fn delivery(server: &Server, id: &str) -> Option<Arc<dyn Delivery>> {
 pub(crate) async fn attach_delivery(
     server: &Server,
     id: &str,
-    owner: Option<&str>,
+    caller: Caller<'_>,
     make: impl FnOnce(&TaskRecord) -> Arc<dyn Delivery>,
 ) -> Result<Option<Arc<dyn Delivery>>, Error> {
     let engine = &server.inner.engine;
-    match engine.get_as(id, Access::Owner(owner)).await {
+    match engine.get_as(id, Access::Owner(caller.owner)).await {
         Ok(Some(rec)) if !rec.status.is_terminal() => {
+            check_task_scopes(server, &rec, caller.principal)?;
             Ok(Some(engine.attach(id, make(&rec)).await?))
         }
         _ => Ok(None),
@@ -364,10 +439,19 @@ pub(crate) async fn attach_delivery(
 pub(crate) async fn wait_task(
     server: &Server,
     id: &str,
-    owner: Option<&str>,
+    caller: Caller<'_>,
     cancel: &CancellationToken,
 ) -> Result<Option<TaskRecord>, Error> {
-    server.inner.engine.wait_terminal(id, owner, cancel).await
+    check_before(server, id, caller).await?;
+    let rec = server
+        .inner
+        .engine
+        .wait_terminal(id, caller.owner, cancel)
+        .await?;
+    if let Some(rec) = &rec {
+        check_task_scopes(server, rec, caller.principal)?;
+    }
+    Ok(rec)
 }
 
 /// How long a question waits for a change of its task before it looks again (a safety net
@@ -419,13 +503,18 @@ impl OpenQuestion {
 
     /// `true` while the task is live and still asks the question.
     pub(crate) async fn is_open(&self) -> bool {
-        let rec = self
-            .engine
-            .get_as(&self.task, self.access())
-            .await
-            .ok()
-            .flatten();
-        rec.is_some_and(|r| !r.status.is_terminal() && r.input_requests.contains_key(&self.key))
+        match self.engine.get_as(&self.task, self.access()).await {
+            Ok(rec) => rec.is_some_and(|r| {
+                !r.status.is_terminal() && r.input_requests.contains_key(&self.key)
+            }),
+            // A read that failed says nothing of the question: it stays open, and is looked
+            // at again at the next change or recheck (dropping it would leave it unasked
+            // until the task changes again, after the client answered the others).
+            Err(error) => {
+                tracing::debug!(task = %self.task, %error, "could not read a question's task; it stays open");
+                true
+            }
+        }
     }
 
     /// Waits for the task to change, or at most a few seconds.

@@ -25,6 +25,9 @@ pub struct Principal {
     pub expires_at: Option<SystemTime>,
     /// Other claims kept for the application (the resource server keeps those it is told to).
     pub claims: JsonObject,
+    /// The name its tasks are owned under, when the subject alone does not tell principals
+    /// apart (see [`with_owner`](Self::with_owner)).
+    owner: Option<String>,
 }
 
 impl Principal {
@@ -37,6 +40,50 @@ impl Principal {
             issuer: None,
             expires_at: None,
             claims: JsonObject::new(),
+            owner: None,
+        }
+    }
+
+    /// The same, acting through the OAuth client `client_id`.
+    #[must_use]
+    pub fn with_client_id(mut self, client_id: impl Into<String>) -> Self {
+        self.client_id = Some(client_id.into());
+        self
+    }
+
+    /// The same, owning its tasks under `name` rather than its subject: for authenticators
+    /// whose subjects are unique only together with something else (the subjects of several
+    /// trusted issuers, say).
+    #[must_use]
+    pub fn with_owner(mut self, name: impl Into<String>) -> Self {
+        self.owner = Some(name.into());
+        self
+    }
+
+    /// The name its tasks are owned under: its subject, unless
+    /// [`with_owner`](Self::with_owner) named another. Two requests whose principals have the
+    /// same owner name see the same tasks.
+    pub fn owner_name(&self) -> &str {
+        self.owner.as_deref().unwrap_or(&self.subject)
+    }
+
+    /// `true` when it holds every scope of `needed`.
+    pub fn has_scopes<S: AsRef<str>>(&self, needed: &[S]) -> bool {
+        needed.iter().all(|s| self.has_scope(s.as_ref()))
+    }
+
+    /// What a task keeps of it, so that whichever process runs the task knows who asked:
+    /// the subject, the scopes, the client, the issuer and the owner name; never the
+    /// credentials, their expiry or other claims.
+    pub fn for_record(&self) -> Self {
+        Self {
+            subject: self.subject.clone(),
+            scopes: self.scopes.clone(),
+            client_id: self.client_id.clone(),
+            issuer: self.issuer.clone(),
+            expires_at: None,
+            claims: JsonObject::new(),
+            owner: self.owner.clone(),
         }
     }
 
@@ -73,6 +120,61 @@ impl Principal {
     }
 }
 
+/// A principal as a task record stores it (see [`Principal::for_record`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "redis")),
+    allow(dead_code)
+)]
+struct Stored {
+    #[serde(rename = "sub")]
+    subject: String,
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    scopes: BTreeSet<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_id: Option<String>,
+    #[serde(default, rename = "iss", skip_serializing_if = "Option::is_none")]
+    issuer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
+}
+
+impl Principal {
+    /// What a stored task keeps of it, as JSON.
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres", feature = "redis")),
+        allow(dead_code)
+    )]
+    pub(crate) fn to_stored(&self) -> serde_json::Value {
+        serde_json::to_value(Stored {
+            subject: self.subject.clone(),
+            scopes: self.scopes.clone(),
+            client_id: self.client_id.clone(),
+            issuer: self.issuer.clone(),
+            owner: self.owner.clone(),
+        })
+        .unwrap_or_default()
+    }
+
+    /// The principal a stored task kept, if `value` is one.
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres", feature = "redis")),
+        allow(dead_code)
+    )]
+    pub(crate) fn from_stored(value: serde_json::Value) -> Option<Self> {
+        let stored: Stored = serde_json::from_value(value).ok()?;
+        Some(Self {
+            subject: stored.subject,
+            scopes: stored.scopes,
+            client_id: stored.client_id,
+            issuer: stored.issuer,
+            expires_at: None,
+            claims: JsonObject::new(),
+            owner: stored.owner,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +191,33 @@ mod tests {
             ["admin", "billing"]
         );
         assert_eq!(p.issuer.as_deref(), Some("https://id.example.com"));
+        assert!(p.has_scopes(&["reports:read", "reports:write"]));
+        assert!(!p.has_scopes(&["reports:read", "admin"]));
+        assert_eq!(p.owner_name(), "ann");
+        assert_eq!(p.clone().with_owner("idp#ann").owner_name(), "idp#ann");
+    }
+
+    #[test]
+    fn a_record_keeps_who_asked_and_not_their_credentials() {
+        let mut p = Principal::new("ann")
+            .with_scopes(["a"])
+            .with_client_id("cli")
+            .with_issuer("https://id.example");
+        p.expires_at = Some(SystemTime::now());
+        p.claims
+            .insert("email".into(), serde_json::json!("ann@example.com"));
+        let kept = p.for_record();
+        assert_eq!(kept.subject, "ann");
+        assert!(kept.has_scope("a"));
+        assert_eq!(kept.client_id.as_deref(), Some("cli"));
+        assert_eq!(kept.issuer.as_deref(), Some("https://id.example"));
+        assert!(kept.expires_at.is_none() && kept.claims.is_empty());
+        let stored = kept.to_stored();
+        assert_eq!(
+            stored,
+            serde_json::json!({"sub": "ann", "scopes": ["a"], "client_id": "cli", "iss": "https://id.example"})
+        );
+        assert_eq!(Principal::from_stored(stored), Some(kept));
+        assert_eq!(Principal::from_stored(serde_json::json!(3)), None);
     }
 }

@@ -40,7 +40,17 @@ impl Server {
     /// Opens a session on behalf of an authenticated principal. Tasks created in it belong
     /// to that principal, and only that principal can read, answer or cancel them.
     pub fn session_for(&self, principal: Option<String>) -> (Session, mpsc::Receiver<String>) {
-        self.open_session(principal, None, None)
+        self.session_as(principal.map(crate::principal::Principal::new))
+    }
+
+    /// Opens a session on behalf of `principal` with its scopes and facts: tasks created in
+    /// it belong to it ([`Principal::owner_name`](crate::principal::Principal::owner_name)),
+    /// and tools see it ([`TaskContext::principal`](crate::TaskContext::principal)).
+    pub fn session_as(
+        &self,
+        principal: Option<crate::principal::Principal>,
+    ) -> (Session, mpsc::Receiver<String>) {
+        self.open_session(principal.map(Arc::new), None, None)
     }
 
     /// Opens a session whose era its transport already decided (an HTTP request classified
@@ -49,7 +59,7 @@ impl Server {
     /// to the session itself when that is `None`.
     pub(crate) fn open_session(
         &self,
-        principal: Option<String>,
+        principal: Option<Arc<crate::principal::Principal>>,
         requestor: Option<Arc<str>>,
         era: Option<Kind>,
     ) -> (Session, mpsc::Receiver<String>) {
@@ -59,7 +69,7 @@ impl Server {
         (
             Session {
                 server: self.clone(),
-                conn: Connection::new(Sink::new(tx), principal.map(Into::into), requestor, era),
+                conn: Connection::new(Sink::new(tx), principal, requestor, era),
             },
             rx,
         )

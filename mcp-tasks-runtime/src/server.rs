@@ -1,6 +1,6 @@
 //! The server: its identity, its tools and its settings, shared by every connection.
 
-use crate::engine::{Engine, EngineConfig, Recovery};
+use crate::engine::{Controls, Engine, EngineConfig, Recovery};
 use crate::prompt::{PromptDefError, Prompts};
 use crate::resource::{Resource, ResourceDefError, ResourceTemplate, Resources};
 use crate::store::{ClaimStore, MemoryTaskStore};
@@ -67,6 +67,8 @@ pub(crate) struct ServerInner {
     pub(crate) prompts: Prompts,
     pub(crate) resources: Resources,
     pub(crate) page_size: usize,
+    /// `tools/list` shows a caller only the tools it may call.
+    pub(crate) hide_out_of_scope: bool,
     /// How many unread messages each outbound channel holds.
     pub(crate) outbound_capacity: usize,
     /// The keys that sign and check `requestState`, newest first; never empty.
@@ -81,6 +83,14 @@ pub(crate) struct ServerInner {
     pub(crate) store_kind: &'static str,
     /// Set once the tasks of an earlier run have been settled (or that failed).
     recovered: tokio::sync::OnceCell<()>,
+    /// How long running tools may go on at shutdown before they are handed off.
+    pub(crate) shutdown_grace: Duration,
+    /// The first and the second stop signal, once the stock signal handling runs (the
+    /// `lifecycle` module).
+    pub(crate) signals: std::sync::OnceLock<(
+        tokio_util::sync::CancellationToken,
+        tokio_util::sync::CancellationToken,
+    )>,
 }
 
 /// An MCP server. Cheap to clone; every clone serves the same tools.
@@ -173,6 +183,57 @@ impl Server {
         }
     }
 
+    /// The kill switch of task creation in this process: for every tool or for one, from
+    /// code. See [`creation`](crate::creation) for what it does and for the signal and the
+    /// file that turn it too.
+    pub fn creation(&self) -> crate::creation::TaskCreation {
+        self.inner.engine.creation.clone()
+    }
+
+    /// How long running tools may go on at shutdown, set with
+    /// [`ServerBuilder::shutdown_grace`].
+    pub fn shutdown_grace(&self) -> Duration {
+        self.inner.shutdown_grace
+    }
+
+    /// Stops this process's part in the tasks, for a deploy (the transports' signal handling
+    /// calls it; call it yourself when you stop the server in code):
+    ///
+    /// 1. Task creation drains: a call that would make a task gets a retryable error
+    ///    ([`Error::CreationOff`](crate::Error::CreationOff), a 503 with `Retry-After` on the
+    ///    2026-07-28 HTTP wire), and no queued task is claimed here.
+    /// 2. The tools running here may finish for up to `grace`, while everything else is
+    ///    served as before (`tasks/get`, `tasks/result`, `tasks/update`, `tasks/cancel`,
+    ///    questions and answers), as long as the transport runs.
+    /// 3. The tasks still running are handed off at once: each tool is stopped and its lease
+    ///    released, fenced by its epoch, so that no process waits for it to lapse. A `rerun`
+    ///    tool's task goes back to the queue, where another process claims it; any other
+    ///    ends `failed`, interrupted by the shutdown.
+    ///
+    /// The transport is stopped by its caller afterwards. Returns what was handed off.
+    pub async fn shutdown(&self, grace: Duration) -> crate::engine::HandOff {
+        self.shutdown_until(grace, &tokio_util::sync::CancellationToken::new())
+            .await
+    }
+
+    /// [`shutdown`](Self::shutdown), with the grace cut short when `force` fires (the
+    /// stock signal handling fires it at a second `SIGTERM` or `SIGINT`).
+    pub async fn shutdown_until(
+        &self,
+        grace: Duration,
+        force: &tokio_util::sync::CancellationToken,
+    ) -> crate::engine::HandOff {
+        tracing::info!(grace = ?grace, "shutting down: no new tasks; running tasks may finish");
+        let report = self.inner.engine.shutdown(grace, force).await;
+        tracing::info!(
+            requeued = report.requeued,
+            failed = report.failed,
+            unreleased = report.unreleased,
+            "shut down: the tasks still running were handed off"
+        );
+        report
+    }
+
     /// The task store's type name (`SqliteTaskStore`, ...), for logs.
     pub(crate) fn store_kind(&self) -> &'static str {
         self.inner.store_kind
@@ -180,7 +241,13 @@ impl Server {
 }
 
 type MakeEngine = Box<
-    dyn FnOnce(EngineConfig, Registry, crate::quota::Quotas, crate::state::StateMap) -> Arc<Engine>
+    dyn FnOnce(
+            EngineConfig,
+            Registry,
+            crate::quota::Quotas,
+            crate::state::StateMap,
+            Controls,
+        ) -> Arc<Engine>
         + Send,
 >;
 
@@ -198,6 +265,7 @@ pub struct ServerBuilder {
     resource_templates: Vec<ResourceTemplate>,
     from_registry: bool,
     page_size: usize,
+    hide_out_of_scope: bool,
     outbound_capacity: usize,
     state_keys: Vec<[u8; 32]>,
     request_state_ttl: Duration,
@@ -205,6 +273,9 @@ pub struct ServerBuilder {
     max_parked_calls: usize,
     parked_call_timeout: Duration,
     state: std::collections::HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>,
+    shutdown_grace: Duration,
+    pause_file: Option<std::path::PathBuf>,
+    pause_file_interval: Duration,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -220,8 +291,15 @@ impl std::fmt::Debug for ServerBuilder {
 impl Default for ServerBuilder {
     fn default() -> Self {
         Self {
-            make_engine: Box::new(|config, registry, quotas, state| {
-                Engine::new(MemoryTaskStore::new(), config, registry, quotas, state)
+            make_engine: Box::new(|config, registry, quotas, state, controls| {
+                Engine::new(
+                    MemoryTaskStore::new(),
+                    config,
+                    registry,
+                    quotas,
+                    state,
+                    controls,
+                )
             }),
             store_kind: "MemoryTaskStore",
             engine_config: EngineConfig::default(),
@@ -238,6 +316,7 @@ impl Default for ServerBuilder {
             resource_templates: Vec::new(),
             from_registry: false,
             page_size: 100,
+            hide_out_of_scope: false,
             outbound_capacity: crate::OUTBOUND_CAPACITY,
             state_keys: Vec::new(),
             request_state_ttl: Duration::from_secs(10 * 60),
@@ -245,6 +324,9 @@ impl Default for ServerBuilder {
             max_parked_calls: 1024,
             parked_call_timeout: Duration::from_secs(5 * 60),
             state: Default::default(),
+            shutdown_grace: Duration::from_secs(30),
+            pause_file: None,
+            pause_file_interval: Duration::from_secs(1),
         }
     }
 }
@@ -317,6 +399,15 @@ impl ServerBuilder {
     /// Sets how many tools a `tools/list` page holds (at least 1).
     pub fn page_size(mut self, n: usize) -> Self {
         self.page_size = n.max(1);
+        self
+    }
+
+    /// Has `tools/list` show each caller only the tools it may call: those that need no
+    /// scope, and those whose scopes ([`Tool::scopes`](crate::Tool::scopes)) its principal
+    /// holds (off by default: every tool is listed, and a call without the scopes is
+    /// refused). The 2026-07-28 list is then `cacheScope: "private"`.
+    pub fn hide_tools_out_of_scope(mut self, hide: bool) -> Self {
+        self.hide_out_of_scope = hide;
         self
     }
 
@@ -396,8 +487,8 @@ impl ServerBuilder {
         let name = std::any::type_name::<S>();
         let name = name.split('<').next().unwrap_or(name);
         self.store_kind = name.rsplit("::").next().unwrap_or(name);
-        self.make_engine = Box::new(move |config, registry, quotas, state| {
-            Engine::new(store, config, registry, quotas, state)
+        self.make_engine = Box::new(move |config, registry, quotas, state, controls| {
+            Engine::new(store, config, registry, quotas, state, controls)
         });
         self
     }
@@ -425,6 +516,31 @@ impl ServerBuilder {
     /// [`Server::session`] of one's own) the connection.
     pub fn quotas(mut self, config: crate::quota::QuotaConfig) -> Self {
         self.quota_config = config;
+        self
+    }
+
+    /// Sets how long the tools running at shutdown may go on before they are handed off
+    /// (default 30 s; see [`Server::shutdown`]). The stock signal handling
+    /// ([`Server::serve_stdio`], `HttpHandle::run_until_signal`, [`Worker::run`](crate::Worker::run))
+    /// uses it; a second `SIGTERM` or `SIGINT` cuts it short.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Turns task creation off while the file at `path` exists: for the tools it lists (one
+    /// name a line, `#` starts a comment), or for every tool when it lists none (see
+    /// [`creation`](crate::creation)). The file is read every
+    /// [`pause_file_interval`](Self::pause_file_interval) once the server runs.
+    pub fn pause_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.pause_file = Some(path.into());
+        self
+    }
+
+    /// Sets how often the [`pause_file`](Self::pause_file) is read (default 1 s, at least
+    /// 10 ms).
+    pub fn pause_file_interval(mut self, every: Duration) -> Self {
+        self.pause_file_interval = every.max(Duration::from_millis(10));
         self
     }
 
@@ -466,11 +582,16 @@ impl ServerBuilder {
             }
         }
         let quotas = crate::quota::Quotas::new(self.quota_config);
+        let controls = Controls {
+            creation: crate::creation::TaskCreation::default(),
+            pause_file: self.pause_file.map(|path| (path, self.pause_file_interval)),
+        };
         let engine = (self.make_engine)(
             self.engine_config,
             registry.clone(),
             quotas.clone(),
             state.clone(),
+            controls,
         );
         Ok(Server {
             inner: Arc::new(ServerInner {
@@ -479,6 +600,8 @@ impl ServerBuilder {
                 state,
                 store_kind: self.store_kind,
                 recovered: tokio::sync::OnceCell::new(),
+                shutdown_grace: self.shutdown_grace,
+                signals: std::sync::OnceLock::new(),
                 info_value: self.info.to_value(),
                 info: self.info,
                 instructions: self.instructions,
@@ -486,6 +609,7 @@ impl ServerBuilder {
                 prompts,
                 resources,
                 page_size: self.page_size,
+                hide_out_of_scope: self.hide_out_of_scope,
                 outbound_capacity: self.outbound_capacity,
                 state_keys: state_keys.into(),
                 request_state_ttl: self.request_state_ttl,

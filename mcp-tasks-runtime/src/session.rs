@@ -317,7 +317,7 @@ pub(crate) struct Connection {
     /// drawn when first needed, so a stateless request never pays for it.
     id: OnceLock<String>,
     /// The authenticated principal of every request on this connection, if any.
-    pub(crate) principal: Option<Arc<str>>,
+    pub(crate) principal: Option<Arc<crate::principal::Principal>>,
     /// Who the tasks of an anonymous connection are charged to, as its transport named the
     /// client (over HTTP, its address); `None` charges them to the connection itself.
     requestor: Option<Arc<str>>,
@@ -341,6 +341,21 @@ pub(crate) struct Connection {
 
 const LOG_OFF: u8 = u8::MAX;
 
+tokio::task_local! {
+    /// The principal a transport authenticated for the request being handled.
+    static REQUEST_PRINCIPAL: Option<Arc<crate::principal::Principal>>;
+}
+
+/// Runs `future` (the handling of one request) as made by `principal`: see
+/// [`Connection::caller`].
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(crate) fn as_caller<F: std::future::Future>(
+    principal: Option<Arc<crate::principal::Principal>>,
+    future: F,
+) -> impl std::future::Future<Output = F::Output> {
+    REQUEST_PRINCIPAL.scope(principal, future)
+}
+
 fn level_code(level: LogLevel) -> u8 {
     level as u8
 }
@@ -350,7 +365,7 @@ impl Connection {
     /// transport already decided.
     pub(crate) fn new(
         sink: Sink,
-        principal: Option<Arc<str>>,
+        principal: Option<Arc<crate::principal::Principal>>,
         requestor: Option<Arc<str>>,
         era: Option<Era>,
     ) -> Arc<Self> {
@@ -414,7 +429,7 @@ impl Connection {
     /// stateful era, the session itself; else nobody (the task id is a bearer handle).
     pub(crate) fn task_owner(&self, stateful: bool) -> Option<String> {
         match (&self.principal, stateful) {
-            (Some(p), _) => Some(format!("principal:{p}")),
+            (Some(p), _) => Some(format!("principal:{}", p.owner_name())),
             (None, true) => Some(format!("session:{}", self.id.get_or_init(session_key))),
             (None, false) => None,
         }
@@ -425,10 +440,32 @@ impl Connection {
     /// itself (a stdio client).
     pub(crate) fn requestor(&self) -> String {
         match (&self.principal, &self.requestor) {
-            (Some(p), _) => format!("principal:{p}"),
+            (Some(p), _) => format!("principal:{}", p.owner_name()),
             (None, Some(r)) => format!("anonymous:{r}"),
             (None, None) => format!("connection:{}", self.id.get_or_init(session_key)),
         }
+    }
+
+    /// What a task this connection creates keeps of its principal.
+    pub(crate) fn task_principal(&self) -> Option<Arc<crate::principal::Principal>> {
+        self.caller().as_deref().map(|p| Arc::new(p.for_record()))
+    }
+
+    /// Refuses a call of `tool` when the connection's principal lacks a scope it needs.
+    pub(crate) fn check_scopes(&self, tool: &crate::tool::Tool) -> Result<(), crate::error::Error> {
+        tool.check_caller(self.caller().as_deref())
+    }
+
+    /// The principal of the request being handled: the one its transport authenticated for
+    /// this request ([`as_caller`]), else the connection's. A 2025-11-25 session keeps the
+    /// principal of its `initialize`, but each later request is checked with its own
+    /// credentials (same owner, maybe fewer scopes).
+    pub(crate) fn caller(&self) -> Option<Arc<crate::principal::Principal>> {
+        REQUEST_PRINCIPAL
+            .try_with(Clone::clone)
+            .ok()
+            .flatten()
+            .or_else(|| self.principal.clone())
     }
 
     /// The connection's era; `None` until a message decides it.

@@ -193,6 +193,11 @@ pub struct TaskRecord {
     pub id: String,
     /// The principal or session that owns it; `None` makes the id a bearer handle.
     pub owner: Option<String>,
+    /// The authenticated principal that created it, as a task keeps it
+    /// ([`Principal::for_record`](crate::principal::Principal::for_record): subject, scopes,
+    /// client and issuer, never a credential), for the tool's context in whichever process
+    /// runs it. `None` for an anonymous call.
+    pub principal: Option<Arc<crate::principal::Principal>>,
     /// The tool it runs.
     pub tool: String,
     /// The arguments it was called with.
@@ -234,6 +239,18 @@ pub struct TaskRecord {
     pub cancel_requested: Option<CancelRequest>,
     /// Bumped by every successful write; the compare-and-set token.
     pub version: u64,
+    /// The outputs of the durable steps its tool finished, by step name (the `Steps` handle
+    /// a tool takes). A rerun finds them and does not run those steps again.
+    /// Written only by the lease holder, fenced by [`epoch`](Self::epoch).
+    pub steps: BTreeMap<String, Value>,
+    /// The key of a tool declared unique: while this task is unfinished, no other
+    /// unfinished task in the store holds the same key, and a store's `create` refuses a
+    /// second one as taken. `None` for most tasks.
+    pub unique_key: Option<String>,
+    /// `true` for the record of a synchronous call, kept for the call's idempotency key so
+    /// that a repeat gets the same result: not a task. Owner listings and scans leave it out,
+    /// and no `tasks/*` request finds it.
+    pub synchronous: bool,
 }
 
 impl TaskRecord {
@@ -251,6 +268,7 @@ impl TaskRecord {
         Self {
             id: id.into(),
             owner: None,
+            principal: None,
             tool: tool.into(),
             arguments,
             settle: SettlePolicy::default(),
@@ -269,6 +287,9 @@ impl TaskRecord {
             epoch: 0,
             cancel_requested: None,
             version: 0,
+            steps: BTreeMap::new(),
+            unique_key: None,
+            synchronous: false,
         }
     }
 

@@ -39,6 +39,9 @@ use crate::task::TaskRecord;
 use std::fmt;
 use std::sync::Arc;
 
+mod open;
+pub use open::OpenStoreError;
+
 /// Who looks at tasks through [`Tasks`], which decides what is visible.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -232,8 +235,9 @@ impl Tasks {
     }
 
     /// Runs a finished task's tool again with the same arguments, as a new task of the same
-    /// owner, and returns it; only for tools that rerun after a restart (declared
-    /// idempotent with `on_restart = "rerun"`). `None` when `viewer` may not see the task.
+    /// owner, and returns it; only for tools that rerun after a restart (`on_restart =
+    /// "rerun"`, declared idempotent or made of durable steps). `None` when `viewer` may not
+    /// see the task.
     pub async fn rerun(&self, viewer: &Viewer, id: &str) -> Result<Option<TaskRecord>, Error> {
         match &self.inner {
             Inner::Engine(engine) => engine.rerun(id, viewer.access()).await,

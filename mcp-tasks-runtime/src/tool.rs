@@ -25,7 +25,9 @@ pub enum RestartPolicy {
     /// The task ends `failed` with `-32603` ("interrupted by a server restart").
     #[default]
     Fail,
-    /// The task runs again from its stored arguments, keeping its id (idempotent tools only).
+    /// The task runs again from its stored arguments, keeping its id: for tools declared
+    /// idempotent, or made of durable steps ([`Tool::durable_steps`]), whose finished steps
+    /// are not done again.
     Rerun,
 }
 
@@ -45,6 +47,51 @@ pub enum ResumePolicy {
     /// The tool runs again from the start and finds every answer given so far (idempotent
     /// tools only: whatever it did before its first question happens again).
     Rerun,
+}
+
+/// Which calls of a unique tool are the same task ([`Tool::unique`]).
+///
+/// A call equal to an unfinished task of the same tool and the same owner gets that task back,
+/// and nothing new starts (as River's unique jobs and BullMQ's deduplication do). Calls are
+/// equal when the arguments [`by`](Self::by) names are equal (all of them, by default); an
+/// argument that is missing counts as `null`. With a [`window`](Self::within), a call also
+/// gets back an equal task created in the same window, finished or not: windows are counted
+/// from the Unix epoch, so `within(1 hour)` makes at most one task an hour per set of equal
+/// arguments. Uniqueness holds across every process sharing the store, and never across
+/// owners: a caller only ever gets back a task it could already see.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Unique {
+    /// The arguments compared; `None` compares all of them.
+    pub args: Option<Vec<String>>,
+    /// The window; `None` covers unfinished tasks only.
+    pub window: Option<Duration>,
+}
+
+impl Unique {
+    /// Calls with equal arguments (all of them) are the same task while it is unfinished.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// Calls equal in the arguments `names` are the same task while it is unfinished.
+    pub fn by<I, S>(names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            args: Some(names.into_iter().map(Into::into).collect()),
+            window: None,
+        }
+    }
+
+    /// Equal calls in the same `window` (counted from the Unix epoch) are the same task,
+    /// whether it has finished or not.
+    pub fn within(mut self, window: Duration) -> Self {
+        self.window = Some(window);
+        self
+    }
 }
 
 /// Why a tool definition or a set of tools is not acceptable.
@@ -74,8 +121,11 @@ pub enum ToolDefError {
         /// Where the second one was defined.
         second: String,
     },
-    /// `rerun` after a restart was asked of a tool not declared idempotent.
-    #[error("tool {0:?} can only rerun after a restart when it is declared idempotent")]
+    /// `rerun` after a restart was asked of a tool neither declared idempotent nor made of
+    /// durable steps.
+    #[error(
+        "tool {0:?} can only rerun after a restart when it is declared idempotent or uses durable steps"
+    )]
     RerunNotIdempotent(String),
     /// `rerun` of a call that can no longer be resumed was asked of a tool not declared
     /// idempotent.
@@ -83,6 +133,32 @@ pub enum ToolDefError {
         "tool {0:?} can only rerun a call it can no longer resume when it is declared idempotent"
     )]
     RerunUnresumableNotIdempotent(String),
+    /// [`Unique::args`] names an argument the tool's input schema does not have.
+    #[error(
+        "tool {tool:?} is unique by the argument {arg:?}, which is not a property of its input schema"
+    )]
+    UniqueArgUnknown {
+        /// The tool.
+        tool: String,
+        /// The argument named.
+        arg: String,
+    },
+    /// A scope the tool needs is empty or holds whitespace (an OAuth scope is one token).
+    #[error(
+        "tool {tool:?} needs the scope {scope:?}, which is not a scope: scopes are non-empty and hold no whitespace"
+    )]
+    InvalidScope {
+        /// The tool.
+        tool: String,
+        /// The scope named.
+        scope: String,
+    },
+    /// A tool that never runs as a task (task support `forbidden`) was made unique: only a
+    /// task can be handed back to an equal call.
+    #[error(
+        "tool {0:?} is unique, but it never runs as a task (task support \"forbidden\"): only tasks can be unique"
+    )]
+    UniqueForbidden(String),
 }
 
 /// Checks a tool name: 1 to 64 characters of `A-Z a-z 0-9 _ - .`.
@@ -122,6 +198,9 @@ pub struct Tool {
     pub(crate) deadline: Option<Duration>,
     pub(crate) max_concurrency: Option<usize>,
     pub(crate) prelude: bool,
+    pub(crate) durable_steps: bool,
+    pub(crate) unique: Option<Unique>,
+    pub(crate) scopes: Vec<String>,
     pub(crate) handler: ToolHandler,
     pub(crate) validator: Option<Arc<jsonschema::Validator>>,
     pub(crate) output_validator: Option<Arc<jsonschema::Validator>>,
@@ -186,6 +265,9 @@ impl Tool {
             deadline: None,
             max_concurrency: None,
             prelude: false,
+            durable_steps: false,
+            unique: None,
+            scopes: Vec::new(),
             handler,
             validator: None,
             output_validator: None,
@@ -322,6 +404,98 @@ impl Tool {
         self
     }
 
+    /// Declares that the tool keeps its progress in durable steps ([`Steps`](crate::Steps)):
+    /// a rerun finds the outputs of the steps an earlier run finished and does not do them
+    /// again. Such a tool may rerun after a restart ([`RestartPolicy::Rerun`]) without being
+    /// declared idempotent. A `#[task_tool]` function that takes `Steps` is declared so.
+    ///
+    /// ```
+    /// use mcp_tasks_runtime::{RestartPolicy, Tool, model::{CallToolResult, TaskSupport}};
+    /// let tool = Tool::new("order", |cx, _| async move {
+    ///     let steps = cx.steps();
+    ///     let receipt: String = steps.run("charge", || async { Ok("r-1".to_owned()) }).await?;
+    ///     steps.run("mail", || async { Ok(()) }).await?;
+    ///     Ok(CallToolResult::default())
+    /// })
+    /// .task_support(TaskSupport::Required)
+    /// .durable_steps(true)
+    /// .on_restart(RestartPolicy::Rerun);
+    /// assert_eq!(tool.name(), "order");
+    /// ```
+    pub fn durable_steps(mut self, durable_steps: bool) -> Self {
+        self.durable_steps = durable_steps;
+        self
+    }
+
+    /// Makes the tool unique: a call equal to an unfinished task of this tool (and of the
+    /// same owner) gets that task back instead of starting another (see [`Unique`]).
+    ///
+    /// ```
+    /// use mcp_tasks_runtime::{Tool, Unique, model::CallToolResult};
+    /// use std::time::Duration;
+    /// let tool = Tool::new("reindex", |_, _| async { Ok(CallToolResult::default()) })
+    ///     .unique(Unique::by(["index"]).within(Duration::from_secs(600)));
+    /// assert_eq!(tool.name(), "reindex");
+    /// ```
+    pub fn unique(mut self, unique: Unique) -> Self {
+        self.unique = Some(unique);
+        self
+    }
+
+    /// Lets only callers whose principal holds every scope of `scopes` call the tool, and
+    /// only while they hold them read, answer or cancel its tasks: a call without them is
+    /// refused (over HTTP `403` with `error="insufficient_scope"` naming them), and so is
+    /// every later `tasks/get`, `tasks/result`, `tasks/update` and `tasks/cancel` of its
+    /// tasks made with a token that lost one. Anonymous callers never hold a scope.
+    ///
+    /// ```
+    /// use mcp_tasks_runtime::{Tool, model::CallToolResult};
+    /// let tool = Tool::new("publish", |_, _| async { Ok(CallToolResult::default()) })
+    ///     .scopes(["reports:write"]);
+    /// assert_eq!(tool.required_scopes(), ["reports:write"]);
+    /// ```
+    pub fn scopes<I, S>(mut self, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        for scope in scopes {
+            let scope = scope.into();
+            if !self.scopes.contains(&scope) {
+                self.scopes.push(scope);
+            }
+        }
+        self
+    }
+
+    /// The scopes a caller needs (see [`scopes`](Self::scopes)); empty for a public tool.
+    pub fn required_scopes(&self) -> &[String] {
+        &self.scopes
+    }
+
+    /// `true` when `principal` may call the tool: it needs no scope, or the principal holds
+    /// every one it needs.
+    pub fn permits(&self, principal: Option<&crate::principal::Principal>) -> bool {
+        self.scopes.is_empty() || principal.is_some_and(|p| p.has_scopes(&self.scopes))
+    }
+
+    /// Refuses a call by `principal` when it lacks a scope the tool needs, naming those.
+    pub(crate) fn check_caller(
+        &self,
+        principal: Option<&crate::principal::Principal>,
+    ) -> Result<(), crate::error::Error> {
+        if self.permits(principal) {
+            return Ok(());
+        }
+        let missing = self
+            .scopes
+            .iter()
+            .filter(|s| !principal.is_some_and(|p| p.has_scope(s)))
+            .cloned()
+            .collect();
+        Err(crate::error::Error::InsufficientScope(missing))
+    }
+
     /// Sets what happens to this tool's interrupted tasks after a restart.
     pub fn on_restart(mut self, policy: RestartPolicy) -> Self {
         self.on_restart = policy;
@@ -356,7 +530,9 @@ impl Tool {
         {
             return Err(ToolDefError::OutputNotObject(self.name.to_string()));
         }
-        if self.on_restart == RestartPolicy::Rerun && self.annotations.idempotent_hint != Some(true)
+        if self.on_restart == RestartPolicy::Rerun
+            && self.annotations.idempotent_hint != Some(true)
+            && !self.durable_steps
         {
             return Err(ToolDefError::RerunNotIdempotent(self.name.to_string()));
         }
@@ -367,7 +543,39 @@ impl Tool {
                 self.name.to_string(),
             ));
         }
+        if let Some(unique) = &self.unique {
+            self.check_unique(unique)?;
+        }
+        if let Some(bad) = self
+            .scopes
+            .iter()
+            .find(|s| s.is_empty() || s.chars().any(char::is_whitespace))
+        {
+            return Err(ToolDefError::InvalidScope {
+                tool: self.name.to_string(),
+                scope: bad.clone(),
+            });
+        }
         Ok(())
+    }
+
+    /// A unique tool runs as a task, and is unique by arguments it has.
+    fn check_unique(&self, unique: &Unique) -> Result<(), ToolDefError> {
+        if self.task_support == TaskSupport::Forbidden {
+            return Err(ToolDefError::UniqueForbidden(self.name.to_string()));
+        }
+        let properties = self
+            .input_schema
+            .get("properties")
+            .and_then(Value::as_object);
+        let has = |arg: &str| properties.is_some_and(|p| p.contains_key(arg));
+        match unique.args.iter().flatten().find(|arg| !has(arg)) {
+            Some(unknown) => Err(ToolDefError::UniqueArgUnknown {
+                tool: self.name.to_string(),
+                arg: unknown.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Checks raw arguments against the input schema, when the handler does not parse them
@@ -610,6 +818,14 @@ pub struct ToolRegistration {
     /// `on_unresumable = "rerun"`.
     pub rerun_unresumable: bool,
     pub prelude: bool,
+    /// The function takes `Steps`.
+    pub durable_steps: bool,
+    /// `unique`: `Some(None)` compares every argument, `Some(Some(names))` those named.
+    pub unique: Option<Option<&'static [&'static str]>>,
+    /// `unique_window`, in milliseconds.
+    pub unique_window_ms: Option<u64>,
+    /// `scopes`: what a caller's principal must hold.
+    pub scopes: &'static [&'static str],
     pub input_schema: fn() -> JsonObject,
     pub output_schema: fn() -> Option<JsonObject>,
     /// The application state the function's parameters need.
@@ -657,6 +873,18 @@ impl ToolRegistration {
             deadline: None,
             max_concurrency: None,
             prelude: self.prelude,
+            durable_steps: self.durable_steps,
+            unique: self.unique.map(|args| {
+                let unique = match args {
+                    Some(names) => Unique::by(names.iter().copied()),
+                    None => Unique::all(),
+                };
+                match self.unique_window_ms {
+                    Some(ms) => unique.within(Duration::from_millis(ms)),
+                    None => unique,
+                }
+            }),
+            scopes: self.scopes.iter().map(|s| (*s).to_owned()).collect(),
             handler: Arc::new(call),
             validator: None,
             defined_at: format!("{} ({}:{})", self.module_path, self.file, self.line),
@@ -765,99 +993,4 @@ impl Registry {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn noop(name: &str) -> Tool {
-        Tool::new(name, |_, _| async { Ok(CallToolResult::default()) })
-    }
-
-    #[test]
-    fn tool_names_follow_the_strict_rule() {
-        for ok in ["a", "get_weather", "v1.2-beta", &"x".repeat(64)] {
-            assert!(is_valid_tool_name(ok), "{ok}");
-        }
-        for bad in ["", "has space", "slash/name", "ünï", &"x".repeat(65)] {
-            assert!(!is_valid_tool_name(bad), "{bad}");
-        }
-    }
-
-    // The rule works in a const context, where the code `#[task_tool]` generates uses it.
-    const _: () = assert!(is_valid_tool_name("v1.2-beta") && !is_valid_tool_name("has space"));
-
-    #[test]
-    fn duplicate_names_are_an_error_naming_both() {
-        let mut r = Registry::default();
-        r.insert(noop("a")).unwrap();
-        let err = r.insert(noop("a")).unwrap_err();
-        assert!(matches!(err, ToolDefError::DuplicateTool { .. }));
-        assert!(err.to_string().contains("\"a\""));
-    }
-
-    #[test]
-    fn rerun_needs_idempotent() {
-        let tool = noop("a").on_restart(RestartPolicy::Rerun);
-        assert_eq!(
-            tool.check(),
-            Err(ToolDefError::RerunNotIdempotent("a".into()))
-        );
-    }
-
-    #[test]
-    fn rerun_of_an_unresumable_call_needs_idempotent() {
-        let tool = noop("a").on_unresumable(ResumePolicy::Rerun);
-        assert_eq!(
-            tool.check(),
-            Err(ToolDefError::RerunUnresumableNotIdempotent("a".into()))
-        );
-        let idempotent = ToolAnnotations {
-            idempotent_hint: Some(true),
-            ..Default::default()
-        };
-        assert_eq!(tool.annotations(idempotent).check(), Ok(()));
-        assert_eq!(noop("b").on_unresumable, ResumePolicy::Fail);
-    }
-
-    #[test]
-    fn structured_output_must_be_an_object() {
-        let list = Tool::typed("list", |_, _: JsonObject| async {
-            Json(vec!["a.txt".to_owned()])
-        });
-        assert_eq!(
-            list.check(),
-            Err(ToolDefError::OutputNotObject("list".into()))
-        );
-        let raw = noop("raw").output_schema(serde_json::json!({"type": "array"}));
-        let err = crate::Server::builder().tool(raw).build().unwrap_err();
-        assert!(
-            err.to_string().contains("\"raw\"") && err.to_string().contains("struct"),
-            "{err}"
-        );
-
-        #[derive(serde::Serialize, schemars::JsonSchema)]
-        struct Files {
-            files: Vec<String>,
-        }
-        let wrapped = Tool::typed("files", |_, _: JsonObject| async {
-            Json(Files { files: Vec::new() })
-        });
-        assert_eq!(wrapped.check(), Ok(()));
-        let map = Tool::typed("map", |_, _: JsonObject| async {
-            Json(BTreeMap::<String, u32>::new())
-        });
-        assert_eq!(map.check(), Ok(()));
-    }
-
-    #[test]
-    fn raw_arguments_are_validated_against_the_schema() {
-        let tool = noop("a").input_schema(serde_json::json!({
-            "type": "object",
-            "properties": {"n": {"type": "integer"}},
-            "required": ["n"]
-        }));
-        assert!(tool.check_arguments(JsonObject::new()).is_err());
-        let mut ok = JsonObject::new();
-        ok.insert("n".into(), 3.into());
-        assert_eq!(tool.check_arguments(ok.clone()).unwrap(), ok);
-    }
-}
+mod tests;

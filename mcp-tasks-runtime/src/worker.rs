@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 /// use mcp_tasks_runtime::{Worker, store::SqliteTaskStore};
 ///
 /// let worker = Worker::from_registry(SqliteTaskStore::open("data/tasks.db")?)?;
-/// worker.run().await?; // until Ctrl-C or SIGTERM
+/// worker.run().await?; // until SIGTERM or Ctrl-C, then a graceful stop
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -37,23 +37,25 @@ impl Worker {
     }
 
     /// A worker that runs the tools of `server` (built with the store it shares), with
-    /// `server`'s engine settings.
+    /// `server`'s engine settings and [`shutdown_grace`](crate::ServerBuilder::shutdown_grace).
     pub fn new(server: Server) -> Self {
+        let grace = server.shutdown_grace();
         Self {
             server,
             shutdown: None,
-            grace: Duration::from_secs(30),
+            grace,
         }
     }
 
-    /// Stops when `token` fires instead of on Ctrl-C or SIGTERM.
+    /// Stops when `token` fires instead of on `SIGTERM` or `SIGINT` (the kill switch still
+    /// follows `SIGUSR1` and `SIGUSR2`).
     pub fn shutdown_signal(mut self, token: CancellationToken) -> Self {
         self.shutdown = Some(token);
         self
     }
 
-    /// How long running tools may go on at shutdown before their leases are handed back
-    /// (default 30 s).
+    /// How long running tools may go on at shutdown before they are handed off (default:
+    /// the server's [`shutdown_grace`](crate::ServerBuilder::shutdown_grace), 30 s).
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
         self
@@ -64,48 +66,41 @@ impl Worker {
         self.server.tasks()
     }
 
+    /// The kill switch of this worker: while creation is off for a tool, the worker starts
+    /// no queued task of it (the tasks wait in the store). See [`creation`](crate::creation).
+    pub fn creation(&self) -> crate::creation::TaskCreation {
+        self.server.creation()
+    }
+
     /// The worker's name in the leases it holds.
     pub fn id(&self) -> &str {
         self.server.inner.engine.worker()
     }
 
-    /// Claims and runs tasks until the shutdown signal; then lets running tools finish for
-    /// the grace period and hands back the leases of the rest, so another process settles
-    /// them by their restart policies at once.
+    /// Claims and runs tasks until `SIGTERM` or `SIGINT` (or the
+    /// [`shutdown_signal`](Self::shutdown_signal)); then stops gracefully: claims nothing
+    /// more, lets running tools finish for the grace period and hands off the rest at once
+    /// (see [`Server::shutdown`]). A second signal cuts the grace short. `SIGUSR1` and
+    /// `SIGUSR2` pause and resume starting tasks (see [`creation`](crate::creation)).
     pub async fn run(self) -> Result<Recovery, crate::Error> {
         let engine = &self.server.inner.engine;
+        let mut signals = self.server.stop_signals();
+        if let Some(token) = &self.shutdown {
+            signals = crate::lifecycle::StopSignals {
+                stop: token.clone(),
+                force: CancellationToken::new(),
+            };
+        }
         let report = self.server.recover().await?;
         tracing::info!(worker = %engine.worker(), "worker started");
-        match &self.shutdown {
-            Some(token) => token.cancelled().await,
-            None => shutdown_signal().await,
-        }
-        tracing::info!(worker = %engine.worker(), "worker stopping");
-        engine.shutdown(self.grace).await;
+        crate::lifecycle::serve_then_shut_down(
+            &self.server,
+            self.grace,
+            std::future::pending::<()>(),
+            &signals,
+        )
+        .await;
+        tracing::info!(worker = %engine.worker(), "worker stopped");
         Ok(report)
-    }
-}
-
-/// Ctrl-C, or SIGTERM on Unix.
-pub(crate) async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
     }
 }

@@ -5,119 +5,13 @@
 
 #![cfg(feature = "oauth")]
 
+mod provider;
+
 use base64::Engine as _;
 use mcp_tasks_runtime::oauth::{OAuthConfig, ResourceServer, TokenError};
+use provider::{Caller, JsonValue, Provider, RESOURCE, WITHIN};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Once;
 use std::time::Duration;
-
-/// The resource the tokens are asked for.
-const RESOURCE: &str = "http://127.0.0.1:9/mcp";
-
-/// A bound on anything that waits: a test that would hang fails instead.
-const WITHIN: Duration = Duration::from_secs(30);
-
-fn provider_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/oauth")
-}
-
-/// Installs the provider from its lock file once per test run.
-fn install() {
-    static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        let dir = provider_dir();
-        if dir.join("node_modules/oidc-provider").is_dir() {
-            return;
-        }
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&dir)
-            .status()
-            .expect("npm, to install the OpenID provider the OAuth tests use");
-        assert!(status.success(), "npm ci in {} failed", dir.display());
-    });
-}
-
-/// A running provider, stopped when dropped.
-struct Provider {
-    child: Child,
-    issuer: String,
-    keys: PathBuf,
-}
-
-impl Provider {
-    /// A provider signing with the keys in `keys` (made if missing), on `port` (0: any).
-    fn start(keys: &Path, port: u16) -> Self {
-        install();
-        let mut child = Command::new("node")
-            .arg(provider_dir().join("provider.mjs"))
-            .args(["--keys", &keys.display().to_string()])
-            .args(["--port", &port.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("node, to run the OpenID provider");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let started: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|_| panic!("the provider did not start: {line:?}"));
-        Self {
-            child,
-            issuer: started["issuer"].as_str().unwrap().to_owned(),
-            keys: keys.to_owned(),
-        }
-    }
-
-    fn fresh(name: &str) -> Self {
-        let keys = std::env::temp_dir().join(format!(
-            "mcp-tasks-oauth-{name}-{}.json",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&keys);
-        Self::start(&keys, 0)
-    }
-
-    fn port(&self) -> u16 {
-        self.issuer.rsplit(':').next().unwrap().parse().unwrap()
-    }
-
-    /// An access token for `resource` by client credentials, as `client`.
-    async fn token(&self, client: &str, scope: &str, resource: &str) -> String {
-        let response = reqwest::Client::new()
-            .post(format!("{}/token", self.issuer))
-            .basic_auth(client, Some("secret"))
-            .form(&[
-                ("grant_type", "client_credentials"),
-                ("scope", scope),
-                ("resource", resource),
-            ])
-            .send()
-            .await
-            .unwrap();
-        let body: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
-        body["access_token"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no token: {body}"))
-            .to_owned()
-    }
-
-    fn resource_server(&self) -> ResourceServer {
-        ResourceServer::new(OAuthConfig::new(RESOURCE, &self.issuer).leeway(Duration::ZERO))
-            .unwrap()
-    }
-}
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 async fn check(server: &ResourceServer, token: &str) -> Result<Value, TokenError> {
     let principal = tokio::time::timeout(WITHIN, server.authenticate(token))
@@ -333,17 +227,6 @@ fn provider_less(issuer: &str) -> ResourceServer {
         .unwrap()
 }
 
-/// Reads a response body as JSON (the runtime builds `reqwest` without its `json` feature).
-trait JsonValue {
-    async fn json_value(self) -> Value;
-}
-
-impl JsonValue for reqwest::Response {
-    async fn json_value(self) -> Value {
-        serde_json::from_slice(&self.bytes().await.unwrap()).unwrap()
-    }
-}
-
 /// A server behind [`require_bearer`], on loopback: its base URL.
 async fn serve_protected(provider: &Provider) -> String {
     use mcp_tasks_runtime::axum::{Router, middleware};
@@ -352,7 +235,9 @@ async fn serve_protected(provider: &Provider) -> String {
     use mcp_tasks_runtime::transport::http::HttpConfig;
     use mcp_tasks_runtime::{Server, Tool};
     let whoami = |cx: mcp_tasks_runtime::TaskContext, _| async move {
-        let who = cx.principal().unwrap_or("nobody").to_owned();
+        let who = cx
+            .principal()
+            .map_or_else(|| "nobody".to_owned(), |p| p.subject.clone());
         Ok(CallToolResult::success(vec![Content::text(who)]))
     };
     let server = Server::builder()
@@ -368,72 +253,6 @@ async fn serve_protected(provider: &Provider) -> String {
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { mcp_tasks_runtime::axum::serve(listener, app).await });
     base
-}
-
-/// A 2025-11-25 client of the protected server, with `token` (if any).
-struct Caller {
-    base: String,
-    token: Option<String>,
-    session: Option<String>,
-    http: reqwest::Client,
-}
-
-impl Caller {
-    fn new(base: &str, token: Option<String>) -> Self {
-        Self {
-            base: base.to_owned(),
-            token,
-            session: None,
-            http: reqwest::Client::new(),
-        }
-    }
-
-    async fn post(&self, body: Value) -> (u16, reqwest::header::HeaderMap, Value) {
-        let mut request = self
-            .http
-            .post(format!("{}/mcp", self.base))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(body.to_string());
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        if let Some(session) = &self.session {
-            request = request.header("mcp-session-id", session);
-        }
-        let response = request.send().await.unwrap();
-        let (status, headers) = (response.status().as_u16(), response.headers().clone());
-        let bytes = response.bytes().await.unwrap();
-        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        (status, headers, body)
-    }
-
-    /// Initializes a session; the HTTP status.
-    async fn initialize(&mut self) -> u16 {
-        let (status, headers, _) = self
-            .post(
-                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"}}}),
-            )
-            .await;
-        self.session = headers
-            .get("mcp-session-id")
-            .map(|v| v.to_str().unwrap().to_owned());
-        if self.session.is_some() {
-            self.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-                .await;
-        }
-        status
-    }
-
-    async fn call(&self, method: &str, params: Value) -> Value {
-        let (status, _, body) = self
-            .post(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-            .await;
-        assert_eq!(status, 200, "{body}");
-        body
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -516,4 +335,84 @@ async fn a_mounted_endpoint_behind_the_layer_is_a_resource_server() {
         .post(json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": id}}))
         .await;
     assert_eq!(status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opaque_tokens_are_introspected_and_the_answer_kept_for_a_while() {
+    use mcp_tasks_runtime::oauth::Introspection;
+    let provider = Provider::fresh("introspect");
+    let introspection = |cache: Duration| {
+        Introspection::new(
+            format!("{}/token/introspection", provider.issuer),
+            "machine",
+            "secret",
+        )
+        .cache_for(cache)
+    };
+    let server = |cache: Duration| {
+        ResourceServer::new(
+            OAuthConfig::new(RESOURCE, &provider.issuer).introspection(introspection(cache)),
+        )
+        .unwrap()
+    };
+    let cached = server(Duration::from_secs(600));
+    let opaque = provider.token("opaque", "echo:write", RESOURCE).await;
+    assert_ne!(opaque.split('.').count(), 3, "an opaque token: {opaque}");
+    let principal = check(&cached, &opaque).await.unwrap();
+    assert_eq!(principal["sub"], "opaque", "{principal}");
+    assert_eq!(principal["client"], "opaque", "{principal}");
+    assert_eq!(principal["scopes"], json!(["echo:write"]), "{principal}");
+    assert_eq!(principal["iss"], json!(provider.issuer));
+    // JWTs are still checked locally.
+    let jwt = provider.token("machine", "echo:write", RESOURCE).await;
+    assert_eq!(check(&cached, &jwt).await.unwrap()["sub"], "machine");
+
+    // For another resource, or unknown: refused.
+    let elsewhere = provider
+        .token("opaque", "echo:write", "http://127.0.0.1:9/other")
+        .await;
+    assert_eq!(
+        check(&cached, &elsewhere).await,
+        Err(TokenError::WrongAudience)
+    );
+    assert_eq!(
+        check(&cached, "not-a-token-the-provider-issued").await,
+        Err(TokenError::Inactive)
+    );
+
+    // Revoked: the kept answer still holds until it expires; a server that keeps none
+    // refuses it at once.
+    let revoked = reqwest::Client::new()
+        .post(format!("{}/token/revocation", provider.issuer))
+        .basic_auth("opaque", Some("secret"))
+        .form(&[("token", opaque.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert!(revoked.status().is_success(), "{}", revoked.status());
+    assert!(check(&cached, &opaque).await.is_ok(), "kept for a while");
+    assert_eq!(
+        check(&server(Duration::ZERO), &opaque).await,
+        Err(TokenError::Inactive)
+    );
+
+    // The endpoint out of reach: the server's trouble, in bounded time.
+    let fresh = provider.token("opaque", "echo:write", RESOURCE).await;
+    let issuer = provider.issuer.clone();
+    drop(provider);
+    let unreachable = ResourceServer::new(
+        OAuthConfig::new(RESOURCE, &issuer)
+            .fetch_timeout(Duration::from_secs(2))
+            .introspection(Introspection::new(
+                format!("{issuer}/token/introspection"),
+                "machine",
+                "secret",
+            )),
+    )
+    .unwrap();
+    let refused = check(&unreachable, &fresh).await;
+    assert!(
+        matches!(&refused, Err(e @ TokenError::IntrospectionUnavailable(_)) if e.is_unavailable()),
+        "{refused:?}"
+    );
 }

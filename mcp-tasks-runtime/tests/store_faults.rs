@@ -1,7 +1,8 @@
 //! Honest answers from a store in trouble: a create whose answer was lost is either found
 //! or answered as of unknown outcome with its task id (and runs once it turns up); an
 //! outcome the store refuses fails the task with the cause; an outcome stored only after an
-//! outage longer than a lease keeps its result; a Redis that is down is answered at once.
+//! outage longer than a lease keeps its result; a Redis that is down is answered at once;
+//! questions a task asks while reads fail are neither dropped nor fatal to the tool.
 //!
 //! First against a store that loses answers on purpose (in memory), then against the real
 //! ones: a PostgreSQL table locked by the test, and a `redis-server` of the test's own that
@@ -17,7 +18,7 @@ use mcp_tasks_runtime::{CallOutcome, EngineConfig, Server, Session, Tool};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
-use support::{meta, request, text};
+use support::{Client, meta, request, text};
 
 mod support;
 
@@ -107,6 +108,9 @@ struct Faults {
     /// While set, a claim that took tasks answers only once this is notified: the process
     /// pauses between claiming a task and starting its tool.
     pause_claims: Option<Arc<tokio::sync::Notify>>,
+    /// Reads of a task asking two questions at once that find the store out of reach,
+    /// the first this many times.
+    unreachable_reads_of_two_questions: usize,
 }
 
 #[derive(Clone, Default)]
@@ -141,7 +145,17 @@ impl TaskStore for Faulty {
         if lose { Err(lost()) } else { Ok(()) }
     }
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        self.inner.get(id).await
+        let read = self.inner.get(id).await?;
+        if read.as_ref().is_some_and(|r| r.input_requests.len() == 2) {
+            let mut faults = self.faults();
+            if faults.unreachable_reads_of_two_questions > 0 {
+                faults.unreachable_reads_of_two_questions -= 1;
+                return Err(StoreError::Unavailable(
+                    "the faulty store: no answer".into(),
+                ));
+            }
+        }
+        Ok(read)
     }
     async fn compare_and_set(&self, record: TaskRecord, expected: u64) -> Result<bool, StoreError> {
         if record.status.is_terminal() {
@@ -311,6 +325,110 @@ async fn a_create_of_unknown_outcome_names_its_task_which_runs_once_it_is_stored
     let done = settled(&session, &id).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "quick late");
+}
+
+/// A keyed create whose outcome stays unknown is answered as retryable; the client's retry
+/// with the same key, once the store answers again, gets the task the first create stored,
+/// which ran once.
+#[tokio::test]
+async fn a_keyed_create_of_unknown_outcome_is_retryable_and_the_retry_finds_its_task() {
+    let store = Faulty::default();
+    store.faults().hold_creates = Some(Vec::new());
+    let server = server_on(store.clone(), Duration::from_secs(30));
+    let (session, _out) = server.session_for(None);
+    let call_keyed = async |session: &Session, word: &str| {
+        let mut params = json!({"name": "quick", "arguments": {"word": word}});
+        params["_meta"] = meta(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}));
+        params["_meta"]["io.github.mcp-tasks/idempotencyKey"] = json!("order-1");
+        request(session, 1, "tools/call", params).await
+    };
+    let r = call_keyed(&session, "once").await;
+    assert_eq!(
+        r["error"]["code"], -32000,
+        "retryable, not a plain failure: {r}"
+    );
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("call again with the same idempotency key"),
+        "{r}"
+    );
+    assert!(r["error"]["data"]["retryAfterMs"].is_u64(), "{r}");
+    // The first create lands late; the retry finds it.
+    let held = store.faults().hold_creates.take().unwrap();
+    assert_eq!(held.len(), 2, "sent once, then once more to settle it");
+    let id = held[0].id.clone();
+    store
+        .inner
+        .create(held.into_iter().next().unwrap())
+        .await
+        .unwrap();
+    let retried = call_keyed(&session, "once").await;
+    assert_eq!(retried["result"]["taskId"], id.as_str(), "{retried}");
+    let done = settled(&session, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "quick once");
+    // One task in the store: the retry started nothing.
+    assert_eq!(store.inner.count().await.unwrap().total(), 1);
+}
+
+/// A client retries a keyed create several times while every create's answer is lost:
+/// each try looks for its task in the background, and each finds the one that lands, under
+/// the same lease of this process. The tool runs once, not once per try.
+#[tokio::test(start_paused = true)]
+async fn tries_of_a_keyed_create_that_all_find_the_late_task_run_it_once() {
+    let store = Faulty::default();
+    store.faults().hold_creates = Some(Vec::new());
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&runs);
+    let server = Server::builder()
+        .tool(
+            Tool::new("counted", move |_, _| {
+                let counter = Arc::clone(&counter);
+                async move {
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    text("counted")
+                }
+            })
+            .task_support(TaskSupport::Required),
+        )
+        .engine_config(EngineConfig {
+            lease: Duration::from_secs(30),
+            ..EngineConfig::default()
+        })
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let (session, _out) = server.session_for(None);
+    let call_keyed = async |session: &Session| {
+        let mut params = json!({"name": "counted", "arguments": {}});
+        params["_meta"] = meta(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}));
+        params["_meta"]["io.github.mcp-tasks/idempotencyKey"] = json!("order-2");
+        request(session, 1, "tools/call", params).await
+    };
+    for _ in 0..3 {
+        let r = call_keyed(&session).await;
+        assert_eq!(r["error"]["code"], -32000, "retryable: {r}");
+    }
+    // The first try's create lands; every try's search finds it.
+    let held = store.faults().hold_creates.take().unwrap();
+    assert_eq!(held.len(), 6, "each try sent its create twice");
+    let id = held[0].id.clone();
+    store
+        .inner
+        .create(held.into_iter().next().unwrap())
+        .await
+        .unwrap();
+    let done = settled(&session, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    // Every search has had time to find the task (they look at least once a second).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let retried = call_keyed(&session).await;
+    assert_eq!(retried["result"]["taskId"], id.as_str(), "{retried}");
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the tool ran once"
+    );
 }
 
 #[tokio::test]
@@ -542,5 +660,90 @@ mod redis {
             .create(sample_record("after", None, SystemTime::now()))
             .await
             .unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Questions while the store is briefly out of reach: a read that fails says nothing of a
+// question, so the question is neither dropped (left unasked until the client answered the
+// others) nor turned into a failure of the tool that asked it.
+
+/// `both` asks two questions at once and answers with both answers.
+fn asking_server(store: Faulty) -> Server {
+    Server::builder()
+        .tool(
+            Tool::new("both", |cx, _| async move {
+                let client = cx.client();
+                let name = client.elicit(
+                    "name?",
+                    json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+                );
+                let ok = client.elicit(
+                    "ok?",
+                    json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}),
+                );
+                let (name, ok) = tokio::join!(name, ok);
+                let (name, ok) = (name?, ok?);
+                text(format!(
+                    "{} {}",
+                    name.content.unwrap_or_default()["name"],
+                    ok.content.unwrap_or_default()["ok"]
+                ))
+            })
+            .task_support(TaskSupport::Required),
+        )
+        .store(store)
+        .build()
+        .unwrap()
+}
+
+/// Every read of the task with both questions open fails a few times: both questions still
+/// reach the session before either is answered, and the tool gets both answers.
+#[tokio::test(start_paused = true)]
+async fn questions_asked_at_once_survive_reads_the_store_failed() {
+    for failing in [1, 2, 4, 8] {
+        let store = Faulty::default();
+        store.faults().unreachable_reads_of_two_questions = failing;
+        let (mut c, _) = Client::stateful(&asking_server(store.clone())).await;
+        let created = c
+            .request("tools/call", json!({"name": "both", "task": {}}))
+            .await;
+        let id = created["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a task: {created}"))
+            .to_owned();
+        let mut questions: Vec<Value> = Vec::new();
+        tokio::time::timeout(Duration::from_secs(60), async {
+            while questions.len() < 2 {
+                let m = c.next_outbound().await;
+                if m["method"] == "elicitation/create" {
+                    questions.push(m);
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| {
+            panic!("{failing} failed reads: both questions were not asked at once: {questions:?}")
+        });
+        assert_eq!(
+            store.faults().unreachable_reads_of_two_questions,
+            0,
+            "every failing read happened"
+        );
+        for q in &questions {
+            let content = if q["params"]["message"] == "name?" {
+                json!({"name": "Ada"})
+            } else {
+                json!({"ok": true})
+            };
+            let answer = json!({"jsonrpc": "2.0", "id": q["id"],
+                "result": {"action": "accept", "content": content}});
+            c.raw(&answer.to_string()).await;
+        }
+        let r = c.request("tasks/result", json!({"taskId": id})).await;
+        assert_eq!(
+            r["result"]["content"][0]["text"], "\"Ada\" true",
+            "{failing} failed reads: {r}"
+        );
     }
 }

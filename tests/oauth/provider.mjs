@@ -9,9 +9,13 @@
 //   for 600 s, with the scopes asked for among `echo:write tasks:read`;
 // - `short`: the same, for 2 s;
 // - `future`: the same, not valid before an hour from now;
-// - `rsa`: the same, signed with RS256.
+// - `rsa`: the same, signed with RS256;
+// - `reader`: the same, but it may ask for `tasks:read` only;
+// - `opaque`: the same as `machine`, with opaque access tokens (for introspection);
+// - `native`: a public client (no secret) signing users in by authorization code with PKCE,
+//   redirected to a loopback address on any port (`http://127.0.0.1:PORT/callback`).
 // Dynamic client registration is open, and authorization code with PKCE is served with the
-// provider's own development login page.
+// provider's own development login page (any login and password sign in).
 
 import Provider from 'oidc-provider';
 import { exportJWK, generateKeyPair } from 'jose';
@@ -48,14 +52,22 @@ if (!existsSync(keysFile)) {
 const jwks = JSON.parse(readFileSync(keysFile, 'utf8'));
 
 const SCOPES = 'echo:write tasks:read';
-const clients = ['machine', 'short', 'future', 'rsa'].map((client_id) => ({
+const clients = ['machine', 'short', 'future', 'rsa', 'reader', 'opaque'].map((client_id) => ({
   client_id,
   client_secret: 'secret',
   grant_types: ['client_credentials'],
   redirect_uris: [],
   response_types: [],
-  scope: SCOPES,
+  scope: client_id === 'reader' ? 'tasks:read' : SCOPES,
 }));
+clients.push({
+  client_id: 'native',
+  application_type: 'native',
+  token_endpoint_auth_method: 'none',
+  grant_types: ['authorization_code', 'refresh_token'],
+  redirect_uris: ['http://127.0.0.1/callback'],
+  response_types: ['code'],
+});
 
 // The port is known only once the server listens; the issuer names it.
 const server = (await import('node:http')).createServer();
@@ -80,7 +92,7 @@ const provider = new Provider(issuer, {
         scope: SCOPES,
         audience: resource,
         accessTokenTTL: client.clientId === 'short' ? 2 : 600,
-        accessTokenFormat: 'jwt',
+        accessTokenFormat: client.clientId === 'opaque' ? 'opaque' : 'jwt',
         jwt: { sign: { alg: client.clientId === 'rsa' ? 'RS256' : 'ES256' } },
       }),
     },
@@ -100,4 +112,8 @@ provider.proxy = false;
 
 server.on('request', provider.callback());
 process.stdout.write(`${JSON.stringify({ issuer })}\n`);
+// Stdout carries that one line: the tests stop reading it then. The provider's notices
+// (console.info) go to stderr instead, and a closed stdout is no reason to stop.
+console.info = (...args) => console.error(...args);
+process.stdout.on('error', () => {});
 process.on('SIGTERM', () => server.close(() => process.exit(0)));

@@ -332,6 +332,17 @@ impl Server {
         log: &Path,
         store: Option<&str>,
     ) -> Result<Self> {
+        Self::start_with(bin, addr, log, store, &[])
+    }
+
+    /// [`Server::start_on`], with `extra` arguments after the others.
+    pub(crate) fn start_with(
+        bin: &Path,
+        addr: SocketAddr,
+        log: &Path,
+        store: Option<&str>,
+        extra: &[&str],
+    ) -> Result<Self> {
         let store = match store {
             Some(url) => url.to_owned(),
             None => {
@@ -348,6 +359,7 @@ impl Server {
             .arg(addr.to_string())
             .arg("--store")
             .arg(store)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::from(fs::File::create(log)?))
             .stderr(Stdio::from(fs::File::options().append(true).open(log)?))

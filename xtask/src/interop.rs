@@ -7,12 +7,22 @@
 //! | TypeScript SDK 2.x `@modelcontextprotocol/client` 2.4.0 with `@modelcontextprotocol/ext-tasks` 0.2.2 (`ext_tasks_client.mjs`) | `package-lock.json` | 2025-11-25 (Tasks utility) |
 //! | MCP Inspector CLI `@modelcontextprotocol/inspector` 2.12.0 (`--cli`) | `package-lock.json` | both |
 //! | Python SDK `mcp` 2.3.0 (`python_client.py`) | `requirements.txt` | both |
+//! | TypeScript SDK 1.32.2's OAuth client (`typescript_oauth_client.mjs`) | `package-lock.json` | 2025-11-25 (Tasks utility) |
+//!
+//! The OAuth checks run against a second fixture instance, an OAuth resource server
+//! (`--oauth-issuer`) for a real OpenID provider (`oidc-provider` from `tests/oauth`, its own
+//! lock file): the client holds only a client id and secret, and must find its way from the
+//! fixture's 401 to a token (RFC 9728 metadata, authorization server discovery, client
+//! credentials), then run a task and call the scoped tool `scoped_echo`, which the `reader`
+//! client (no `echo:write`) must be refused with 403.
 //!
 //! 1. Node 24 from PyPI (the Inspector needs Node >= 22.19) and the Python SDK, in a venv
 //!    under `target/interop/venv`; the npm packages with `npm ci` into
-//!    `tests/interop/node_modules`. Both are reinstalled only when their lock file changes.
+//!    `tests/interop/node_modules` (and `tests/oauth/node_modules` for the OAuth checks). Each
+//!    is reinstalled only when its lock file changes.
 //! 2. `cargo build -p mcp-tasks-e2e --example conformance-server`; one instance serves HTTP on a free loopback
-//!    port for the whole run, and each stdio check starts its own.
+//!    port for the whole run, and each stdio check starts its own. The OAuth checks have the
+//!    provider and their own instance, started only when one of them is to run.
 //! 3. One line per check, then `N passed, N failed`; the command fails on any failure. Each
 //!    check's output is kept under `target/interop/logs`.
 
@@ -21,9 +31,10 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use std::ffi::OsString;
 use std::fs;
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The longest one check may take before it is killed and counted as failed.
@@ -81,6 +92,16 @@ pub(crate) fn run(args: Vec<String>) -> Result<()> {
         server_log.display()
     );
 
+    let wants_oauth = only.is_empty()
+        || OAUTH_CLIENTS
+            .iter()
+            .any(|c| only.iter().any(|o| oauth_label(c).contains(o.as_str())));
+    let mut oauth = if wants_oauth {
+        Some(OAuthFixture::start(&root, &work, &node, &server_bin)?)
+    } else {
+        None
+    };
+
     let plan = Plan {
         clients: &clients,
         node: &node.node,
@@ -88,6 +109,7 @@ pub(crate) fn run(args: Vec<String>) -> Result<()> {
         server_bin: &server_bin,
         url: &url,
         home: &home,
+        oauth: oauth.as_ref(),
     };
     let checks: Vec<Check> = plan
         .checks()
@@ -120,8 +142,12 @@ pub(crate) fn run(args: Vec<String>) -> Result<()> {
                 server_log.display()
             );
         }
+        if let Some(oauth) = &mut oauth {
+            oauth.check_running(&check.label)?;
+        }
     }
     server.stop();
+    drop(oauth);
     println!("\ninterop: {passed} passed, {failed} failed");
     if failed > 0 {
         bail!(
@@ -186,6 +212,155 @@ fn install_npm_packages(
     })
 }
 
+/// The clients of `tests/oauth/provider.mjs` the OAuth checks run as: `machine` may ask for
+/// `echo:write tasks:read`, `reader` for `tasks:read` only.
+const OAUTH_CLIENTS: [&str; 2] = ["machine", "reader"];
+
+fn oauth_label(client: &str) -> String {
+    format!("typescript-oauth http   2025-11-25  {client}")
+}
+
+/// The OpenID provider and the fixture as an OAuth resource server of it, both stopped when
+/// dropped.
+struct OAuthFixture {
+    provider: Child,
+    provider_log: PathBuf,
+    server: Server,
+    server_log: PathBuf,
+    issuer: String,
+    url: String,
+}
+
+impl OAuthFixture {
+    /// `npm ci` in `tests/oauth` when its lock file changed, then the provider (fresh keys,
+    /// a free port) and the fixture on another free port, requiring its tokens.
+    fn start(
+        root: &Path,
+        work: &Path,
+        node: &crate::conformance::Node,
+        server_bin: &Path,
+    ) -> Result<Self> {
+        let dir = root.join("tests").join("oauth");
+        let marker = work.join("installed-oauth-package-lock.json");
+        if !dir.join("node_modules").exists() {
+            let _ = fs::remove_file(&marker);
+        }
+        reinstall_on_change(&dir.join("package-lock.json"), &marker, || {
+            eprintln!("interop: npm ci in {}", dir.display());
+            exec(
+                Command::new(&node.node)
+                    .arg(&node.npm_cli)
+                    .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                    .current_dir(&dir)
+                    .env("PATH", path_with(&node.node)?),
+            )
+        })?;
+
+        let oauth_work = work.join("oauth");
+        fs::create_dir_all(&oauth_work)?;
+        let keys = oauth_work.join("keys.json");
+        let _ = fs::remove_file(&keys);
+        let provider_log = oauth_work.join("provider.log");
+        let mut provider = Command::new(&node.node)
+            .arg(dir.join("provider.mjs"))
+            .arg("--keys")
+            .arg(&keys)
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(fs::File::create(&provider_log)?)
+            .spawn()
+            .context("cannot start the OpenID provider")?;
+        // Its first stdout line names the issuer; the line is read by a thread so that a
+        // provider that never prints cannot hold the run.
+        let stdout = provider
+            .stdout
+            .take()
+            .context("no stdout of the provider")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut stdout = BufReader::new(stdout);
+            let mut line = String::new();
+            let _ = stdout.read_line(&mut line);
+            let _ = tx.send(line);
+            // Whatever follows is dropped, so the provider never writes to a closed pipe.
+            let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+        });
+        let issuer = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(line) => serde_json::from_str::<Value>(&line)
+                .ok()
+                .and_then(|v| v["issuer"].as_str().map(str::to_owned)),
+            Err(_) => None,
+        };
+        let Some(issuer) = issuer else {
+            let _ = provider.kill();
+            let _ = provider.wait();
+            bail!(
+                "the OpenID provider did not start within 30 s; see {}",
+                provider_log.display()
+            );
+        };
+
+        let port = free_port()?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        let server_log = oauth_work.join("server.log");
+        let server = Server::start_with(
+            server_bin,
+            addr,
+            &server_log,
+            None,
+            &["--oauth-issuer", &issuer, "--resource", &url],
+        );
+        let server = match server {
+            Ok(server) => server,
+            Err(e) => {
+                let _ = provider.kill();
+                let _ = provider.wait();
+                return Err(e);
+            }
+        };
+        eprintln!(
+            "interop: OpenID provider at {issuer} (log: {}), its resource server on {url} (log: {})",
+            provider_log.display(),
+            server_log.display()
+        );
+        Ok(Self {
+            provider,
+            provider_log,
+            server,
+            server_log,
+            issuer,
+            url,
+        })
+    }
+
+    /// Fails when the provider or the fixture stopped during the check `label`.
+    fn check_running(&mut self, label: &str) -> Result<()> {
+        if let Some(exit) = self.provider.try_wait()? {
+            bail!(
+                "the OpenID provider stopped during `{label}` ({exit}); see {}",
+                self.provider_log.display()
+            );
+        }
+        if let Some(exit) = self.server.exited()? {
+            bail!(
+                "the OAuth fixture server stopped during `{label}` ({exit}); see {}",
+                self.server_log.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for OAuthFixture {
+    fn drop(&mut self) {
+        self.server.stop();
+        let _ = self.provider.kill();
+        let _ = self.provider.wait();
+    }
+}
+
 /// Runs `install` unless `marker` holds a copy of `lock` from the last successful install.
 fn reinstall_on_change(
     lock: &Path,
@@ -217,6 +392,8 @@ struct Plan<'a> {
     server_bin: &'a Path,
     url: &'a str,
     home: &'a Path,
+    /// The provider and its resource server, when an OAuth check is to run.
+    oauth: Option<&'a OAuthFixture>,
 }
 
 impl Plan<'_> {
@@ -343,6 +520,24 @@ impl Plan<'_> {
                         expect,
                     });
                 }
+            }
+        }
+        if let Some(oauth) = self.oauth {
+            // The SDK's own OAuth client, from the 401 to a token; `reader` lacks
+            // `echo:write`, so its `scoped_echo` call must be refused.
+            for client in OAUTH_CLIENTS {
+                checks.push(Check {
+                    label: oauth_label(client),
+                    program: self.node.to_path_buf(),
+                    args: vec![
+                        script("typescript_oauth_client.mjs"),
+                        client.into(),
+                        oauth.issuer.clone().into(),
+                        oauth.url.clone().into(),
+                    ],
+                    envs: Vec::new(),
+                    expect: Expect::ExitZero,
+                });
             }
         }
         checks

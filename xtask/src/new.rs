@@ -4,7 +4,8 @@
 //! Templates are plain files ending in `.in`. They use `{{variable}}` substitution and
 //! line-level conditionals: a line that holds only `{{#if flag}}`, `{{else}}` or `{{/if}}`
 //! opens, flips or closes a block and is itself left out. The flags are `stdio`, `http`,
-//! `memory`, `sqlite`, `postgres` and `workspace` (the crate is a member of a workspace).
+//! `memory`, `sqlite`, `postgres`, `oauth` (an OAuth resource server) and `workspace` (the
+//! crate is a member of a workspace).
 
 use anyhow::{Context as _, Result, bail};
 use std::collections::BTreeMap;
@@ -14,7 +15,7 @@ use std::path::{Component, Path, PathBuf};
 /// The usage of `cargo xtask new`.
 pub(crate) const USAGE: &str = "\
 cargo xtask new <name> [--dir <path>] [--transport stdio|http] [--store memory|sqlite|postgres]
-                       [--force]
+                       [--auth none|oauth] [--force]
 
 Creates the server crate <dir>/<name>: one #[task_tool] that runs as a task and reports
 progress, and one plain tool, served over the chosen transport with the chosen task store,
@@ -28,6 +29,10 @@ options:
   --store <kind>        sqlite (default: durable tasks in ./data), memory, or postgres (tasks in
                         the PostgreSQL database that DATABASE_URL names, shared by every server
                         and worker on it)
+  --auth <kind>         none (default), or oauth: an OAuth 2.1 resource server over HTTP that
+                        accepts only access tokens the authorization server named by
+                        <NAME>_ISSUER issued for it, with one tool that needs a scope
+                        (implies --transport http)
   --force               write into an existing directory, replacing the template's files
   -h, --help            print this help
 ";
@@ -111,6 +116,15 @@ impl fmt::Display for Store {
     }
 }
 
+/// How the generated server authenticates its clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Auth {
+    /// It does not: anyone who reaches it may call it.
+    None,
+    /// An OAuth 2.1 resource server: bearer access tokens of one authorization server.
+    OAuth,
+}
+
 /// The command line of `cargo xtask new`.
 #[derive(Debug, PartialEq, Eq)]
 struct Args {
@@ -118,6 +132,7 @@ struct Args {
     dir: Option<PathBuf>,
     transport: Transport,
     store: Store,
+    auth: Auth,
     force: bool,
 }
 
@@ -130,6 +145,8 @@ pub(crate) struct Options {
     pub(crate) transport: Transport,
     /// The task store.
     pub(crate) store: Store,
+    /// How clients are authenticated.
+    pub(crate) auth: Auth,
     /// The crate's directory (absolute).
     pub(crate) crate_dir: PathBuf,
     /// The directory of the `mcp-tasks` facade crate (absolute).
@@ -194,6 +211,7 @@ pub(crate) fn run(args: Vec<String>) -> Result<()> {
         name: args.name.clone(),
         transport: args.transport,
         store: args.store,
+        auth: args.auth,
         crate_dir: target.clone(),
         mcp_tasks_dir: root.clone(),
         in_workspace: member.is_some(),
@@ -205,9 +223,14 @@ pub(crate) fn run(args: Vec<String>) -> Result<()> {
         .unwrap_or_else(|| target.display().to_string());
     let names: Vec<&str> = files.keys().map(String::as_str).collect();
     println!(
-        "created {shown} ({} transport, {} task store): {}",
+        "created {shown} ({} transport, {} task store{}): {}",
         args.transport,
         args.store,
+        if args.auth == Auth::OAuth {
+            ", OAuth resource server"
+        } else {
+            ""
+        },
         names.join(", ")
     );
 
@@ -243,6 +266,8 @@ fn parse(args: Vec<String>) -> Result<Args> {
     let mut dir = None;
     let mut transport = Transport::Stdio;
     let mut store = Store::Sqlite;
+    let mut auth = Auth::None;
+    let mut transport_given = false;
     let mut force = false;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -259,6 +284,7 @@ fn parse(args: Vec<String>) -> Result<Args> {
         match flag.as_str() {
             "--dir" => dir = Some(PathBuf::from(value("a path")?)),
             "--transport" => {
+                transport_given = true;
                 transport = match value("`stdio` or `http`")?.as_str() {
                     "stdio" => Transport::Stdio,
                     "http" => Transport::Http,
@@ -275,6 +301,13 @@ fn parse(args: Vec<String>) -> Result<Args> {
                     }
                 }
             }
+            "--auth" => {
+                auth = match value("`none` or `oauth`")?.as_str() {
+                    "none" => Auth::None,
+                    "oauth" => Auth::OAuth,
+                    other => bail!("unknown authentication `{other}`: expected `none` or `oauth`"),
+                }
+            }
             "--force" if inline.is_none() => force = true,
             _ if flag.starts_with('-') => bail!("unknown option `{arg}`"),
             _ if name.is_some() => bail!("unexpected argument `{arg}`: give one crate name"),
@@ -284,11 +317,20 @@ fn parse(args: Vec<String>) -> Result<Args> {
     let Some(name) = name else {
         bail!("missing the crate name");
     };
+    if auth == Auth::OAuth {
+        if transport_given && transport == Transport::Stdio {
+            bail!(
+                "`--auth oauth` protects an HTTP server: it does not go with `--transport stdio`"
+            );
+        }
+        transport = Transport::Http;
+    }
     Ok(Args {
         name,
         dir,
         transport,
         store,
+        auth,
         force,
     })
 }
@@ -380,6 +422,7 @@ pub(crate) fn render(options: &Options) -> Result<BTreeMap<String, String>> {
         ("memory", options.store == Store::Memory),
         ("sqlite", options.store == Store::Sqlite),
         ("postgres", options.store == Store::Postgres),
+        ("oauth", options.auth == Auth::OAuth),
         ("workspace", options.in_workspace),
     ];
     let mut files = BTreeMap::new();
@@ -396,13 +439,22 @@ pub(crate) fn render(options: &Options) -> Result<BTreeMap<String, String>> {
 }
 
 fn variables(options: &Options) -> BTreeMap<&'static str, String> {
-    let features = match (options.transport, options.store) {
-        (Transport::Stdio, Store::Memory) => "",
-        (Transport::Http, Store::Memory) => r#", features = ["http"]"#,
-        (Transport::Stdio, Store::Sqlite) => r#", features = ["sqlite"]"#,
-        (Transport::Http, Store::Sqlite) => r#", features = ["http", "sqlite"]"#,
-        (Transport::Stdio, Store::Postgres) => r#", features = ["postgres"]"#,
-        (Transport::Http, Store::Postgres) => r#", features = ["http", "postgres"]"#,
+    let mut wanted = Vec::new();
+    if options.transport == Transport::Http {
+        wanted.push("\"http\"");
+    }
+    if options.auth == Auth::OAuth {
+        wanted.push("\"oauth\"");
+    }
+    match options.store {
+        Store::Memory => {}
+        Store::Sqlite => wanted.push("\"sqlite\""),
+        Store::Postgres => wanted.push("\"postgres\""),
+    }
+    let features = if wanted.is_empty() {
+        String::new()
+    } else {
+        format!(", features = [{}]", wanted.join(", "))
     };
     BTreeMap::from([
         ("name", options.name.clone()),
@@ -415,7 +467,7 @@ fn variables(options: &Options) -> BTreeMap<&'static str, String> {
             "mcp_tasks_path",
             relative_path(&options.crate_dir, &options.mcp_tasks_dir),
         ),
-        ("mcp_tasks_features", features.to_owned()),
+        ("mcp_tasks_features", features),
     ])
 }
 
@@ -641,6 +693,7 @@ mod tests {
             name: name.to_owned(),
             transport,
             store,
+            auth: Auth::None,
             crate_dir,
             mcp_tasks_dir: crate::project_root(),
             in_workspace: true,
@@ -677,8 +730,14 @@ mod tests {
                 dir: Some("servers".into()),
                 transport: Transport::Http,
                 store: Store::Postgres,
+                auth: Auth::None,
                 force: true,
             }
+        );
+        let protected = args("demo --auth oauth").unwrap();
+        assert_eq!(
+            (protected.auth, protected.transport),
+            (Auth::OAuth, Transport::Http)
         );
         let defaults = args("demo").unwrap();
         assert_eq!(
@@ -700,6 +759,11 @@ mod tests {
             ("a --transport", "`--transport` needs"),
             ("a --transport tcp", "unknown transport `tcp`"),
             ("a --store redis", "unknown store `redis`"),
+            ("a --auth basic", "unknown authentication `basic`"),
+            (
+                "a --auth oauth --transport stdio",
+                "does not go with `--transport stdio`",
+            ),
             ("a --dir", "`--dir` needs a path"),
             ("a --force=yes", "unknown option `--force=yes`"),
             ("a --verbose", "unknown option `--verbose`"),
@@ -858,6 +922,9 @@ end
         if uses("serve_http") || uses("transport::http") {
             features.push("http");
         }
+        if uses("ResourceServer") {
+            features.push("oauth");
+        }
         if uses("SqliteTaskStore") {
             features.push("sqlite");
         }
@@ -900,10 +967,10 @@ end
         assert!(features_declared("mcp-tasks = { path = \"..\" }").is_empty());
     }
 
-    /// Renders every transport and store into a scratch workspace that uses this workspace's
+    /// Renders every transport and store, and a server protected by OAuth, into a scratch workspace that uses this workspace's
     /// crates by path, and checks them, sharing the workspace's build directory.
     ///
-    /// All six crates are checked in one `cargo check`, so the runtime is compiled once, with
+    /// All seven crates are checked in one `cargo check`, so the runtime is compiled once, with
     /// their features unified, instead of once per feature set. Unified features could hide a
     /// crate that uses an `mcp-tasks` feature it does not declare, so each crate's manifest is
     /// compared with the features its sources use.
@@ -917,17 +984,29 @@ end
         let long_names = scratch("xtask-new-long-names");
         let mut names = Vec::new();
         let mut sources = Vec::new();
-        for transport in [Transport::Stdio, Transport::Http] {
-            for store in [Store::Memory, Store::Sqlite, Store::Postgres] {
-                let name = format!("scaffold-{transport}-{store}");
+        let combinations = [Transport::Stdio, Transport::Http]
+            .into_iter()
+            .flat_map(|t| {
+                [Store::Memory, Store::Sqlite, Store::Postgres].map(|s| (t, s, Auth::None))
+            })
+            .chain([(Transport::Http, Store::Sqlite, Auth::OAuth)]);
+        for (transport, store, auth) in combinations {
+            {
+                let name = match auth {
+                    Auth::None => format!("scaffold-{transport}-{store}"),
+                    Auth::OAuth => format!("scaffold-oauth-{store}"),
+                };
                 let long_name = format!("{name:x<64}");
                 for (name, dir) in [
                     (&name, workspace.join(&name)),
                     (&long_name, long_names.join(&long_name)),
                 ] {
                     let _ = std::fs::remove_dir_all(&dir);
-                    let files = render(&options(name, transport, store, dir.clone()))
-                        .expect("render the templates");
+                    let options = Options {
+                        auth,
+                        ..options(name, transport, store, dir.clone())
+                    };
+                    let files = render(&options).expect("render the templates");
                     write(&files, &dir).expect("write the crate");
                     let rust = files.keys().filter(|f| f.ends_with(".rs"));
                     sources.extend(rust.map(|f| dir.join(f)));

@@ -2,6 +2,11 @@
 //!
 //! stdout carries MCP messages only, so everything else goes to stderr.
 //!
+//! It stops gracefully at SIGTERM or Ctrl-C (and when stdin closes, on stdio): it creates no
+//! new tasks, lets the running ones finish for up to 30 s (`ServerBuilder::shutdown_grace`),
+//! then hands the rest off; a second signal stops it at once. SIGUSR1 pauses task creation
+//! and SIGUSR2 resumes it.
+//!
 //! Tasks are kept in a SQLite database in `data/` under the working directory, so they outlive
 //! a restart. The environment variable in `DATA_VAR` sets another directory.
 
@@ -24,7 +29,7 @@ async fn main() -> anyhow::Result<()> {
     let store = hello_tasks::open_store(&dir)?;
     eprintln!("keeping tasks in {}", std::path::absolute(&dir)?.display());
     let server = hello_tasks::server(store)?;
-    eprintln!("serving MCP on stdin and stdout until stdin closes");
+    eprintln!("serving MCP on stdin and stdout until stdin closes or SIGTERM");
     server.serve_stdio().await?;
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! Drives the server the way an MCP client does, over an in-memory pipe: the plain tool, and
-//! a task from its creation to its result in both protocol eras.
+//! Drives the server the way an MCP client does, over an in-memory pipe: the plain tool, a
+//! task from its creation to its result in both protocol eras, and a graceful shutdown.
 
 use mcp_tasks::Server;
 use mcp_tasks::store::SqliteTaskStore;
@@ -40,6 +40,8 @@ fn server() -> Server {
 
 /// A minimal MCP client on one end of a pipe; the server serves the other end.
 struct Client {
+    /// The server it speaks to.
+    server: Server,
     lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
     writer: WriteHalf<DuplexStream>,
     next_id: u64,
@@ -52,9 +54,11 @@ impl Client {
     fn connect() -> Self {
         let (client_end, server_end) = tokio::io::duplex(64 * 1024);
         let (read, write) = tokio::io::split(server_end);
-        tokio::spawn(serve_io(server(), read, write));
+        let server = server();
+        tokio::spawn(serve_io(server.clone(), read, write));
         let (read, writer) = tokio::io::split(client_end);
         Self {
+            server,
             lines: BufReader::new(read).lines(),
             writer,
             next_id: 0,
@@ -204,4 +208,35 @@ async fn count_stops_when_its_task_is_cancelled() {
         .await;
     let task = client.wait_for_task(&id).await;
     assert_eq!(task["status"], "cancelled", "{task}");
+}
+
+#[tokio::test]
+async fn a_shutdown_refuses_new_tasks_and_hands_off_the_running_one() {
+    let mut client = Client::connect();
+    let created = client
+        .request(
+            "tools/call",
+            json!({"name": "count", "arguments": {"to": 600}, "_meta": meta()}),
+        )
+        .await;
+    let id = created["result"]["taskId"].clone();
+
+    // What SIGTERM does in `src/main.rs`, with no grace: the running task is handed off
+    // (`count` is not declared `on_restart = "rerun"`, so it ends failed), and calls that
+    // would make a task are refused with a retryable error while the process stops.
+    let handed_off = client.server.shutdown(Duration::ZERO).await;
+    assert_eq!(handed_off.failed, 1, "{handed_off:?}");
+    let refused = client
+        .request(
+            "tools/call",
+            json!({"name": "count", "arguments": {"to": 1}, "_meta": meta()}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["creation"], "draining",
+        "{refused}"
+    );
+    let task = client.wait_for_task(&id).await;
+    assert_eq!(task["status"], "failed", "{task}");
 }

@@ -156,6 +156,10 @@ fn the_registration_carries_every_argument() {
             "rerun_on_restart",
             "rerun_unresumable",
             "prelude",
+            "durable_steps",
+            "unique",
+            "unique_window_ms",
+            "scopes",
             "input_schema",
             "output_schema",
             "state",
@@ -197,6 +201,16 @@ fn the_registration_carries_every_argument() {
     );
     assert_eq!(field(&reg, "rerun_on_restart"), "true");
     assert_eq!(field(&reg, "rerun_unresumable"), "true");
+    assert_eq!(field(&reg, "durable_steps"), "false");
+    assert_eq!(
+        field(&reg, "unique"),
+        ":: mcp_tasks :: __private :: Option :: None"
+    );
+    assert_eq!(
+        field(&reg, "unique_window_ms"),
+        ":: mcp_tasks :: __private :: Option :: None"
+    );
+    assert_eq!(field(&reg, "scopes"), "& []");
     assert_eq!(
         field(&reg, "input_schema"),
         "< __McpTasksInput as :: mcp_tasks :: __private :: ToolInput > :: input_schema"
@@ -207,6 +221,43 @@ fn the_registration_carries_every_argument() {
     );
     assert_eq!(field(&reg, "call"), "__mcp_tasks_call");
     assert_eq!(field(&reg, "line"), ":: core :: line ! ()");
+}
+
+#[test]
+fn a_steps_parameter_makes_durable_steps_and_unique_is_carried() {
+    let (_, items) = expand_ok(
+        quote!(
+            mode = "required",
+            on_restart = "rerun",
+            unique = ["order", "tenant"],
+            unique_window = "1h",
+        ),
+        quote! {
+            async fn order(order: String, tenant: String, steps: mcp_tasks::Steps) {}
+        },
+    );
+    let reg = registration(&items);
+    assert_eq!(field(&reg, "durable_steps"), "true");
+    assert_eq!(
+        field(&reg, "unique"),
+        ":: mcp_tasks :: __private :: Option :: Some (:: mcp_tasks :: __private :: Option :: Some (& [\"order\" , \"tenant\"]))"
+    );
+    assert_eq!(
+        field(&reg, "unique_window_ms"),
+        ":: mcp_tasks :: __private :: Option :: Some (3600000u64)"
+    );
+    let (_, items) = expand_ok(
+        quote!(unique),
+        quote! {
+            async fn reindex(index: String) {}
+        },
+    );
+    let reg = registration(&items);
+    assert_eq!(
+        field(&reg, "unique"),
+        ":: mcp_tasks :: __private :: Option :: Some (:: mcp_tasks :: __private :: Option :: None)"
+    );
+    assert_eq!(field(&reg, "durable_steps"), "false");
 }
 
 /// The `const _: () = <check>;` inside the block, as a string.
@@ -512,4 +563,31 @@ fn an_item_that_is_not_a_function_is_returned_with_the_parse_error() {
     let text = output.to_string();
     assert!(text.starts_with("struct NotAFn ;"), "{text}");
     assert!(text.contains("compile_error"), "{text}");
+}
+
+#[test]
+fn scopes_are_carried_and_a_principal_is_injected() {
+    let (_, items) = expand_ok(
+        quote!(scopes = ["reports:write", "reports:read"]),
+        quote! {
+            async fn publish(title: String, who: mcp_tasks::Principal, maybe: Option<Principal>) {}
+        },
+    );
+    let reg = registration(&items);
+    assert_eq!(
+        field(&reg, "scopes"),
+        "& [\"reports:write\" , \"reports:read\"]"
+    );
+    let text: String = items
+        .iter()
+        .map(|item| quote::ToTokens::to_token_stream(item).to_string())
+        .collect();
+    assert!(
+        text.contains("< mcp_tasks :: Principal as :: mcp_tasks :: __private :: FromTaskContext >"),
+        "{text}"
+    );
+    assert!(
+        text.contains("< Option < Principal > as :: mcp_tasks :: __private :: FromTaskContext >"),
+        "{text}"
+    );
 }

@@ -108,9 +108,80 @@ pub enum ClientError {
     /// The handle store failed.
     #[error("the handle store failed: {0}")]
     Store(#[from] StoreError),
+    /// No random idempotency key could be made (the system's random source failed).
+    #[error("cannot make a random idempotency key: {0}")]
+    Random(String),
     /// Arguments could not be used.
     #[error("invalid arguments: {0}")]
     Arguments(String),
+    /// The server wants an access token this client does not have or could not get.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+}
+
+/// Why a protected server could not be authorized. The messages never quote a token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// The server answered `401` and no token can be had without the user.
+    #[error(
+        "the server at {server} needs authorization{}: log in (`mcp-tasks login {server}`), or give a token or client credentials",
+        .reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
+    )]
+    LoginNeeded {
+        /// The MCP endpoint.
+        server: String,
+        /// What the server's challenge said, if anything.
+        reason: Option<String>,
+    },
+    /// The server refused the token it was given, and a fresh one as well.
+    #[error("the server at {server} refused the access token{}", .reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
+    Rejected {
+        /// The MCP endpoint.
+        server: String,
+        /// What the server's challenge said, if anything.
+        reason: Option<String>,
+    },
+    /// The token lacks a scope the request needs (`403`, `insufficient_scope`).
+    #[error(
+        "the server at {server} needs the scope `{scope}` for this; log in again asking for it (`--scope`)"
+    )]
+    InsufficientScope {
+        /// The MCP endpoint.
+        server: String,
+        /// The scopes the server named.
+        scope: String,
+    },
+    /// The protected resource or authorization server metadata could not be found or is
+    /// not usable.
+    #[error("cannot discover how to authorize: {0}")]
+    Discovery(String),
+    /// Dynamic client registration failed, or the authorization server offers none.
+    #[error("cannot register this client with the authorization server: {0}")]
+    Registration(String),
+    /// The authorization server answered an OAuth error.
+    #[error("the authorization server refused: {error}{}", .description.as_ref().map(|d| format!(" ({d})")).unwrap_or_default())]
+    Refused {
+        /// The OAuth error code (`invalid_grant`, `access_denied`, …).
+        error: String,
+        /// Its description, if any.
+        description: Option<String>,
+    },
+    /// The authorization server could not be reached, or answered something that is not
+    /// OAuth.
+    #[error("the authorization server at {url} failed: {reason}")]
+    Endpoint {
+        /// The endpoint.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The browser sign-in did not come back in time, or came back wrong.
+    #[error("the sign-in did not complete: {0}")]
+    SignIn(String),
+    /// The token file could not be read or written.
+    #[error("the token store failed: {0}")]
+    Store(String),
 }
 
 /// Why the durable handle store failed.

@@ -12,6 +12,29 @@
 //! [`McpClient::resume`] goes back to the unfinished ones after a crash, without calling the
 //! tool again.
 //!
+//! **Protected servers.** Over HTTP (TLS with the system's roots), a client sends a
+//! bearer token given as is ([`ClientBuilder::bearer_token`]), or the tokens of an
+//! [`OAuth`] session ([`ClientBuilder::oauth`]): on a `401`, it discovers the authorization
+//! server from the challenge (RFC 9728, then RFC 8414), gets a token for this server alone
+//! (RFC 8707) by client credentials or by the authorization code flow with PKCE and a
+//! loopback redirect (registering itself, RFC 7591, where it may), keeps it in a
+//! [`TokenStore`] of owner-only files, refreshes it before it expires, and renews a refused
+//! one once before it gives up with an [`AuthError`]. No token is ever logged.
+//!
+//! **Idempotency keys and retries.** A call to a tool that may become a task (2025-11-25: its
+//! `execution.taskSupport` is `optional` or `required`; 2026-07-28: unless its listing says
+//! `forbidden`) carries a fresh idempotency key in `_meta`
+//! ([`IDEMPOTENCY_KEY_META`](crate::IDEMPOTENCY_KEY_META)), and
+//! [`McpClient::call_tool_with_key`] sends a key of the caller's own. With a key, the call is
+//! recorded in the handle store before it is sent ([`HandleStore::begin_call`]); when the
+//! connection fails or drops before the answer, or the server answers HTTP 429, 502, 503 or
+//! 504, JSON-RPC `-32000` or an error that says the outcome is unknown, the same call is sent
+//! again with the same key, up to [`CALL_ATTEMPTS`] times in all, with a backoff that
+//! doubles from a quarter second (or waits what the server asked) plus jitter. A server that
+//! took the first send answers a repeat with the same task or result and starts nothing.
+//! An answer removes the record; a call whose outcome stays unknown keeps it, and
+//! [`McpClient::pending_calls`] lists it for a later [`McpClient::call_tool_with_key`].
+//!
 //! ```
 //! # async fn demo(server: mcp_tasks_runtime::Server) -> Result<(), mcp_tasks_runtime::client::ClientError> {
 //! use mcp_tasks_runtime::client::{Called, McpClient, Scripted};
@@ -29,15 +52,19 @@
 //! # Ok(()) }
 //! ```
 
+mod auth;
+mod call;
 mod error;
 mod handler;
 mod store;
 mod task;
 mod transport;
 
-pub use error::{ClientError, StoreError};
+pub use auth::{OAuth, TokenInfo, TokenStore};
+pub use call::CALL_ATTEMPTS;
+pub use error::{AuthError, ClientError, StoreError};
 pub use handler::{BoxFuture, FnHandler, InputHandler, Question, Scripted};
-pub use store::{Handle, HandleStore, args_digest};
+pub use store::{Handle, HandleStore, PENDING_CALL_AGE, PendingCall, args_digest};
 pub use task::{TaskEvent, TaskHandle, TaskOutcome, TaskState, ToolOutput};
 
 use crate::server::Server;
@@ -154,6 +181,7 @@ pub struct ClientBuilder {
     capabilities: Option<Value>,
     era: Option<Era>,
     store: Option<Arc<HandleStore>>,
+    auth: Option<auth::Auth>,
     name: String,
     version: String,
     io_name: String,
@@ -194,6 +222,21 @@ impl ClientBuilder {
     /// Talks Streamable HTTP to the endpoint `url` (`http://127.0.0.1:3000/mcp`).
     pub fn http(mut self, url: impl Into<String>) -> Self {
         self.target = Some(Target::Http(url.into()));
+        self
+    }
+
+    /// Sends `token` as `Authorization: Bearer` with every HTTP request (other transports
+    /// carry no token). A `401` is then an [`AuthError::Rejected`] or
+    /// [`AuthError::LoginNeeded`].
+    pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
+        self.auth = Some(auth::Auth::Bearer(auth::Secret(token.into())));
+        self
+    }
+
+    /// Authorizes HTTP requests with the tokens of an [`OAuth`] session: stored ones,
+    /// renewed before they expire, and new ones got when the server answers `401`.
+    pub fn oauth(mut self, oauth: OAuth) -> Self {
+        self.auth = Some(auth::Auth::OAuth(oauth));
         self
     }
 
@@ -265,7 +308,7 @@ impl ClientBuilder {
             Some(Target::Io(make)) => (make(tx), format!("io:{}", self.io_name)),
             Some(Target::Http(url)) => {
                 let key = format!("http:{url}");
-                (Wire::http(&url, tx), key)
+                (Wire::http(&url, tx, self.auth), key)
             }
             Some(Target::Local(server)) => {
                 let key = format!("local:{}", server.info().name);
@@ -342,6 +385,7 @@ impl McpClient {
             capabilities: None,
             era: None,
             store: None,
+            auth: None,
             name: "mcp-tasks-client".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             io_name: String::new(),
@@ -464,167 +508,6 @@ impl McpClient {
             .into_iter()
             .find(|t| t.name == name)
             .ok_or_else(|| ClientError::UnknownTool(name.to_owned()))
-    }
-
-    /// Calls a tool. The server decides (2026-07-28), or the tool's task support does
-    /// (2025-11-25: a task whenever the tool allows one), whether it runs as a task.
-    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<Called, ClientError> {
-        self.call_tool_with(name, arguments, |_| {}).await
-    }
-
-    /// [`McpClient::call_tool`], telling `on_event` about the progress the tool reports
-    /// while the call is open (a task's own progress comes through its handle).
-    pub async fn call_tool_with(
-        &self,
-        name: &str,
-        arguments: Value,
-        mut on_event: impl FnMut(TaskEvent) + Send,
-    ) -> Result<Called, ClientError> {
-        let arguments = match arguments {
-            Value::Null => json!({}),
-            Value::Object(o) => Value::Object(o),
-            other => {
-                return Err(ClientError::Arguments(format!(
-                    "tool arguments must be a JSON object, not {other}"
-                )));
-            }
-        };
-        match self.inner.negotiated.era {
-            Era::V2026_07_28 => self.call_2026(name, arguments, &mut on_event).await,
-            Era::V2025_11_25 => self.call_2025(name, arguments, &mut on_event).await,
-        }
-    }
-
-    /// Sends a `tools/call` with a progress token and reports its progress notifications
-    /// until the answer comes.
-    async fn open_call(
-        &self,
-        mut params: Value,
-        on_event: &mut (impl FnMut(TaskEvent) + Send),
-    ) -> Result<(Value, Value), ClientError> {
-        let token = json!(format!("call-{}", self.inner.wire.next_id()));
-        params["_meta"] = json!({ "progressToken": token });
-        let mut notifications = self.inner.wire.notifications();
-        let mut report = |n: &Value| {
-            if n["method"] == "notifications/progress" && n["params"]["progressToken"] == token {
-                on_event(TaskEvent::Progress {
-                    progress: n["params"]["progress"].as_f64().unwrap_or(0.0),
-                    total: n["params"]["total"].as_f64(),
-                    message: n["params"]["message"].as_str().map(str::to_owned),
-                });
-            }
-        };
-        let answer = self.request("tools/call", params);
-        tokio::pin!(answer);
-        let result = loop {
-            tokio::select! {
-                result = &mut answer => break result,
-                n = notifications.recv() => match n {
-                    Ok(n) => report(&n),
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break (&mut answer).await,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                },
-            }
-        };
-        // Notifications sent before the answer are already queued: report them too.
-        while let Ok(n) = notifications.try_recv() {
-            report(&n);
-        }
-        Ok((result?, token))
-    }
-
-    async fn call_2026(
-        &self,
-        name: &str,
-        arguments: Value,
-        on_event: &mut (impl FnMut(TaskEvent) + Send),
-    ) -> Result<Called, ClientError> {
-        let mut params = json!({"name": name, "arguments": arguments});
-        for _ in 0..MAX_INPUT_ROUNDS {
-            let (result, _) = self.open_call(params.clone(), on_event).await?;
-            match result["resultType"].as_str() {
-                Some("task") => {
-                    let handle = self.created(&result, name, &arguments)?;
-                    return Ok(Called::Task(handle));
-                }
-                Some("input_required") => {
-                    let mut responses = Map::new();
-                    for (key, request) in result["inputRequests"].as_object().into_iter().flatten()
-                    {
-                        let question = Question {
-                            method: request["method"].as_str().unwrap_or_default().to_owned(),
-                            params: request.get("params").cloned().unwrap_or_default(),
-                            task_id: None,
-                        };
-                        responses.insert(key.clone(), self.ask(&question, None).await?);
-                    }
-                    params["inputResponses"] = Value::Object(responses);
-                    match result.get("requestState") {
-                        Some(state) => params["requestState"] = state.clone(),
-                        None => {
-                            params
-                                .as_object_mut()
-                                .expect("object")
-                                .remove("requestState");
-                        }
-                    }
-                }
-                _ => return Ok(Called::Done(ToolOutput::from_value(result)?)),
-            }
-        }
-        Err(ClientError::Protocol(format!(
-            "tool `{name}` asked for input more than {MAX_INPUT_ROUNDS} times"
-        )))
-    }
-
-    async fn call_2025(
-        &self,
-        name: &str,
-        arguments: Value,
-        on_event: &mut (impl FnMut(TaskEvent) + Send),
-    ) -> Result<Called, ClientError> {
-        let support = self.tool(name).await?.task_support;
-        let as_task = match (self.inner.negotiated.tasks, support.as_deref()) {
-            (true, Some("optional" | "required")) => true,
-            (false, Some("required")) => return Err(ClientError::ToolRequiresTasks(name.into())),
-            _ => false,
-        };
-        let mut params = json!({"name": name, "arguments": arguments});
-        if as_task {
-            params["task"] = json!({});
-        }
-        let (result, token) = self.open_call(params, on_event).await?;
-        match result.get("task") {
-            Some(task) if as_task => {
-                let mut handle = self.created(task, name, &arguments)?;
-                handle.progress_token = Some(token);
-                Ok(Called::Task(handle))
-            }
-            _ => Ok(Called::Done(ToolOutput::from_value(result)?)),
-        }
-    }
-
-    /// Makes the handle of a task the server just created, and records it first of all.
-    fn created(
-        &self,
-        task: &Value,
-        tool: &str,
-        arguments: &Value,
-    ) -> Result<TaskHandle, ClientError> {
-        let state = TaskState::from_value(task)?;
-        if let Some(store) = &self.inner.store {
-            store.record(&Handle {
-                server: self.inner.server_key.clone(),
-                era: self.inner.negotiated.era,
-                task_id: state.task_id.clone(),
-                tool: tool.to_owned(),
-                args_digest: args_digest(tool, arguments),
-                created_at_ms: store::now_ms(),
-                status: state.status.clone(),
-                finished: state.is_terminal(),
-            })?;
-        }
-        Ok(TaskHandle::new(self.clone(), state, Some(tool.to_owned())))
     }
 
     /// A handle on a task known by id (from a store, or given by hand).

@@ -5,7 +5,8 @@
 //! responses to the request waiting for them, server-to-client requests to the client's
 //! question handler and notifications to whoever listens.
 
-use super::ClientError;
+use super::auth::{Auth, Challenge};
+use super::{AuthError, ClientError};
 use crate::jsonrpc::Message;
 use crate::router::Session;
 use crate::server::Server;
@@ -60,6 +61,7 @@ enum Kind {
 struct Http {
     client: reqwest::Client,
     url: String,
+    auth: Option<Auth>,
     session_id: Mutex<Option<String>>,
     version: Mutex<Option<&'static str>>,
 }
@@ -237,12 +239,13 @@ impl Wire {
         wire
     }
 
-    /// Speaks Streamable HTTP to the endpoint `url`.
-    pub(crate) fn http(url: &str, requests: mpsc::Sender<Value>) -> Arc<Self> {
+    /// Speaks Streamable HTTP to the endpoint `url`, authorizing requests with `auth`.
+    pub(crate) fn http(url: &str, requests: mpsc::Sender<Value>, auth: Option<Auth>) -> Arc<Self> {
         Arc::new(Self::new(
             Kind::Http(Http {
                 client: reqwest::Client::new(),
                 url: url.to_owned(),
+                auth,
                 session_id: Mutex::new(None),
                 version: Mutex::new(None),
             }),
@@ -266,7 +269,12 @@ impl Wire {
             Kind::Http(http) => {
                 let id = http.session_id.locked().take();
                 if let Some(id) = id {
-                    let delete = self.http_headers(http.client.delete(&http.url), None);
+                    let mut delete = self.http_headers(http.client.delete(&http.url), None);
+                    if let Some(auth) = &http.auth
+                        && let Ok(Some(token)) = auth.token().await
+                    {
+                        delete = delete.bearer_auth(token.expose());
+                    }
                     let _ = tokio::time::timeout(grace, delete.header("mcp-session-id", id).send())
                         .await;
                 }
@@ -274,6 +282,12 @@ impl Wire {
             Kind::Local { session } => session.close(),
         }
         self.close_all();
+    }
+
+    /// Whether a request can be sent again after its connection failed: each HTTP request
+    /// makes its own, while a stream that closed stays closed.
+    pub(crate) fn reconnects(&self) -> bool {
+        matches!(self.kind, Kind::Http(_))
     }
 
     /// Subscribes to the server's notifications.
@@ -294,8 +308,15 @@ impl Wire {
                 None,
             );
             let dropped = self.dropped.clone();
+            let auth = http.auth.clone();
             tokio::spawn(async move {
                 let read = async {
+                    let mut request = request;
+                    if let Some(auth) = auth
+                        && let Ok(Some(token)) = auth.token().await
+                    {
+                        request = request.bearer_auth(token.expose());
+                    }
                     if let Ok(response) = request.send().await
                         && response.status().is_success()
                     {
@@ -501,18 +522,60 @@ impl Wire {
         message: Value,
         method: Option<&str>,
     ) -> Result<(), ClientError> {
-        let request = self.http_headers(
-            http.client
-                .post(&http.url)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .body(message.to_string()),
-            Some(&message),
-        );
-        let response = request.send().await.map_err(|e| ClientError::Connect {
-            url: http.url.clone(),
-            reason: error_chain(&e),
-        })?;
+        let mut token = match &http.auth {
+            Some(auth) => auth.token().await?,
+            None => None,
+        };
+        let mut retried = false;
+        let response = loop {
+            let mut request = self.http_headers(
+                http.client
+                    .post(&http.url)
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .body(message.to_string()),
+                Some(&message),
+            );
+            if let Some(token) = &token {
+                request = request.bearer_auth(token.expose());
+            }
+            let response = request.send().await.map_err(|e| ClientError::Connect {
+                url: http.url.clone(),
+                reason: error_chain(&e),
+            })?;
+            match refusal(&response) {
+                None => break response,
+                Some(Refusal::Scope(scope)) => {
+                    return Err(AuthError::InsufficientScope {
+                        server: http.url.clone(),
+                        scope,
+                    }
+                    .into());
+                }
+                Some(Refusal::Unauthorized(challenge)) => {
+                    let Some(auth) = &http.auth else {
+                        return Err(AuthError::LoginNeeded {
+                            server: http.url.clone(),
+                            reason: challenge.as_ref().and_then(Challenge::reason),
+                        }
+                        .into());
+                    };
+                    if retried {
+                        return Err(AuthError::Rejected {
+                            server: http.url.clone(),
+                            reason: challenge.as_ref().and_then(Challenge::reason),
+                        }
+                        .into());
+                    }
+                    // One renewal (or sign-in) and one more send.
+                    token = Some(
+                        auth.refused(&http.url, token.as_ref(), challenge.as_ref())
+                            .await?,
+                    );
+                    retried = true;
+                }
+            }
+        };
         if method == Some("initialize")
             && let Some(id) = response
                 .headers()
@@ -580,6 +643,36 @@ impl Wire {
             }),
             _ => Ok(()),
         }
+    }
+}
+
+/// Why the server refused a request for its authorization.
+enum Refusal {
+    /// `401`: no token, or not a good one; the challenge, if it sent one.
+    Unauthorized(Option<Challenge>),
+    /// `403` with `insufficient_scope`: the scopes it needs.
+    Scope(String),
+}
+
+/// The refusal a response is, if it is one.
+fn refusal(response: &reqwest::Response) -> Option<Refusal> {
+    let status = response.status().as_u16();
+    if status != 401 && status != 403 {
+        return None;
+    }
+    let challenge = response
+        .headers()
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(Challenge::parse);
+    match (status, challenge) {
+        (401, challenge) => Some(Refusal::Unauthorized(challenge)),
+        (_, Some(c)) if c.error.as_deref() == Some("insufficient_scope") => {
+            Some(Refusal::Scope(c.scope.unwrap_or_default()))
+        }
+        // A `403` of the transport (a bad origin, another principal's session) is its own.
+        _ => None,
     }
 }
 

@@ -4,12 +4,12 @@ use super::run::{keep_readable, settle};
 use super::{Engine, Run, shard_of};
 use crate::error::{CallOutcome, Error};
 use crate::sync::LockExt;
-use crate::task::{Lease, ShortId, TaskRecord, TaskStatus};
+use crate::task::{ShortId, TaskRecord, TaskStatus};
 use crate::tool::RestartPolicy;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 impl Engine {
     /// Starts the background loops once: the sweeper, the lapsed-lease scan, the claim loop
@@ -41,6 +41,23 @@ impl Engine {
                 engine.uncount_expired();
             }
         });
+        if let Some((path, every)) = self.pause_file.clone() {
+            // Read once before anything is claimed, so that a process started while the
+            // file pauses a tool never starts a task of it.
+            self.creation
+                .set_file(crate::creation::read_pause_file_now(&path));
+            let weak = self.this.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let read = crate::creation::read_pause_file(&path).await;
+                    {
+                        let Some(engine) = weak.upgrade() else { break };
+                        engine.creation.set_file(read);
+                    }
+                }
+            });
+        }
         if self.config.execute {
             let weak = self.this.clone();
             let wake = Arc::clone(&self.claim_wake);
@@ -176,8 +193,13 @@ impl Engine {
             if free == 0 || self.stopping.load(Ordering::Acquire) {
                 return;
             }
+            // The kill switch: tools whose creation is off here start nothing here either.
+            let Ok(paused) = self.creation.paused_set() else {
+                return;
+            };
             let asked = free.min(BATCH);
-            let skip = self.full_tools();
+            let mut skip = self.full_tools();
+            skip.extend(paused);
             let until = SystemTime::now() + self.config.lease;
             let claimed = match self.store.claim(&self.worker, until, asked, &skip).await {
                 Ok(c) => c,
@@ -242,10 +264,7 @@ impl Engine {
                 }
                 let (id, tool, lapsed_lease) =
                     (rec.id.clone(), rec.tool.clone(), rec.lease.clone());
-                let rerun = self
-                    .registry
-                    .get(&rec.tool)
-                    .is_some_and(|t| t.on_restart == RestartPolicy::Rerun);
+                let rerun = self.reruns(&rec);
                 let retention = self.config.min_retention;
                 let now = SystemTime::now();
                 let written = self
@@ -257,25 +276,7 @@ impl Engine {
                         {
                             return false;
                         }
-                        r.input_requests.clear();
-                        r.lease = None;
-                        if rerun {
-                            r.status = TaskStatus::Working;
-                            r.status_message =
-                                Some("Running again: the process running it stopped.".into());
-                            r.input_responses.clear();
-                        } else {
-                            r.status = TaskStatus::Failed;
-                            r.status_message =
-                                Some("The server restarted before the task finished.".into());
-                            r.outcome = Some(CallOutcome::Error(
-                                Error::Internal(
-                                    "the task was interrupted by a server restart".into(),
-                                )
-                                .into(),
-                            ));
-                            keep_readable(r, retention);
-                        }
+                        requeue_or_fail(r, rerun, Interruption::Lapsed, retention);
                         true
                     })
                     .await?;
@@ -378,16 +379,55 @@ impl Engine {
         total
     }
 
-    /// Stops claiming, waits up to `grace` for the tools running here to finish, then stops
-    /// the rest and hands their leases back (their lease ends now), so another process
-    /// settles them by their restart policies at once.
-    pub(crate) async fn shutdown(&self, grace: Duration) {
+    /// Whether the task's tool runs again when its run is cut short (`on_restart =
+    /// "rerun"`). A synchronous call's record never runs again: its caller got no answer,
+    /// and a repeat of the call gets the failure.
+    fn reruns(&self, rec: &TaskRecord) -> bool {
+        !rec.synchronous
+            && self
+                .registry
+                .get(&rec.tool)
+                .is_some_and(|t| t.on_restart == RestartPolicy::Rerun)
+    }
+
+    /// Stops this process's part in the tasks, as a deploy needs it:
+    /// 1. creates and claims nothing more (creation drains, see
+    ///    [`TaskCreation::drain`](crate::creation::TaskCreation::drain));
+    /// 2. lets the tools running here finish, up to `grace` (or until `force` fires), while
+    ///    everything else goes on being served;
+    /// 3. hands off the rest at once ([`hand_off`](Self::hand_off)).
+    pub(crate) async fn shutdown(
+        &self,
+        grace: Duration,
+        force: &tokio_util::sync::CancellationToken,
+    ) -> HandOff {
+        self.creation.drain();
         self.stopping.store(true, Ordering::Release);
         self.claim_wake.notify_one();
-        let deadline = Instant::now() + grace;
-        while self.slots.locked().running > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let ended = self.run_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            let running = self.slots.locked().running;
+            if running == 0 {
+                break;
+            }
+            tracing::debug!(running, "waiting for the tasks running here to finish");
+            tokio::select! {
+                () = ended => {}
+                () = tokio::time::sleep_until(deadline) => break,
+                () = force.cancelled() => break,
+            }
         }
+        self.hand_off().await
+    }
+
+    /// Hands off every task still running here: its tool is stopped (its future dropped)
+    /// and its lease released, fenced by its epoch, so that no process waits for it to
+    /// lapse: a `rerun` tool's task goes back to the queue, where another process claims it
+    /// at once; any other ends `failed`, interrupted by the shutdown.
+    pub(crate) async fn hand_off(&self) -> HandOff {
         let runs: Vec<(String, Arc<Run>)> = self
             .live
             .iter()
@@ -399,24 +439,114 @@ impl Engine {
                     .collect::<Vec<_>>()
             })
             .collect();
+        let mut report = HandOff::default();
+        let retention = self.config.min_retention;
         for (id, run) in runs {
-            let now = SystemTime::now();
-            let _ = self
-                .update(&id, |rec| {
-                    if !rec.is_held_by(&self.worker, run.epoch) {
+            if run.lost.swap(true, Ordering::AcqRel) {
+                continue;
+            }
+            // Stopped before the release, so that it does nothing once another process may
+            // run the task.
+            run.cancel.cancel();
+            let mut rerun = false;
+            let written = self
+                .update(&id, |r| {
+                    if !r.is_held_by(&self.worker, run.epoch) {
                         return false;
                     }
-                    rec.lease = Some(Lease {
-                        worker: self.worker.clone(),
-                        until: now,
-                    });
+                    rerun = self.reruns(r);
+                    requeue_or_fail(r, rerun, Interruption::Shutdown, retention);
                     true
                 })
                 .await;
-            self.lose(&id, &run);
-            tracing::info!(task = %ShortId(&id), "handed the task's lease back at shutdown");
+            match written {
+                Ok(Some((rec, true))) => {
+                    metrics::counter!(
+                        "mcp_tasks_handed_off_total",
+                        "tool" => rec.tool.clone(),
+                        "policy" => if rerun { "rerun" } else { "fail" }
+                    )
+                    .increment(1);
+                    if rerun {
+                        tracing::info!(task = %ShortId(&id), tool = %rec.tool, "handed the task off at shutdown: queued to run again");
+                        report.requeued += 1;
+                    } else {
+                        tracing::info!(task = %ShortId(&id), tool = %rec.tool, "handed the task off at shutdown: settled as failed");
+                        report.failed += 1;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(task = %ShortId(&id), error = %e, "cannot hand the task off; its lease will lapse");
+                    report.unreleased += 1;
+                }
+            }
         }
+        report
     }
+}
+
+/// Why a task's run was cut short, for its status message and error.
+#[derive(Clone, Copy)]
+enum Interruption {
+    /// Its lease lapsed: the process running it died or froze.
+    Lapsed,
+    /// The process running it shut down before it finished.
+    Shutdown,
+}
+
+/// Puts a task whose run was cut short back in the queue (`rerun`), or settles it as
+/// failed, and releases its lease.
+fn requeue_or_fail(r: &mut TaskRecord, rerun: bool, why: Interruption, retention: Duration) {
+    r.input_requests.clear();
+    r.lease = None;
+    if rerun {
+        r.status = TaskStatus::Working;
+        r.status_message = Some(
+            match why {
+                Interruption::Lapsed => "Running again: the process running it stopped.",
+                Interruption::Shutdown => {
+                    "Running again: the process running it shut down and handed it off."
+                }
+            }
+            .into(),
+        );
+        r.input_responses.clear();
+    } else {
+        r.status = TaskStatus::Failed;
+        r.status_message = Some(
+            match why {
+                Interruption::Lapsed => "The server restarted before the task finished.",
+                Interruption::Shutdown => "The server shut down before the task finished.",
+            }
+            .into(),
+        );
+        let cause = match (r.synchronous, why) {
+            (true, Interruption::Lapsed) => {
+                "the first call with this idempotency key was interrupted by a server restart before it answered; it may have had effects (call again with a new key to run it again)"
+            }
+            (true, Interruption::Shutdown) => {
+                "the first call with this idempotency key was interrupted by a server shutdown before it answered; it may have had effects (call again with a new key to run it again)"
+            }
+            (false, Interruption::Lapsed) => "the task was interrupted by a server restart",
+            (false, Interruption::Shutdown) => "the task was interrupted by a server shutdown",
+        };
+        r.outcome = Some(CallOutcome::Error(Error::Internal(cause.into()).into()));
+        keep_readable(r, retention);
+    }
+}
+
+/// What a shutdown did with the tasks still running when its grace ran out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HandOff {
+    /// Tasks put back in the queue, for another process to run (`on_restart = "rerun"`).
+    pub requeued: usize,
+    /// Tasks settled as `failed`, interrupted by the shutdown.
+    pub failed: usize,
+    /// Tasks whose lease could not be released (the store was out of reach): they are taken
+    /// over once their lease lapses.
+    pub unreleased: usize,
 }
 
 /// What [`Server::recover`](crate::Server::recover) did.

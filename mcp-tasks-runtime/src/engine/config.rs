@@ -34,6 +34,10 @@ pub struct EngineConfig {
     /// works from any session, so a client can resume a task after a reconnect or restart
     /// (`tasks/list` still shows a session only what it created).
     pub strict_session_binding: bool,
+    /// How long the result of a synchronous call made with an idempotency key is kept, so
+    /// that a repeat of the call gets it instead of a second run. A task made with a key
+    /// keeps its key as long as the task itself is kept.
+    pub idempotency_retention: Duration,
 }
 
 impl Default for EngineConfig {
@@ -50,6 +54,7 @@ impl Default for EngineConfig {
             signal_interval: Duration::from_millis(50),
             execute: true,
             strict_session_binding: false,
+            idempotency_retention: Duration::from_secs(24 * 60 * 60),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! How a task's questions, progress and logs reach its client, and who waits on a task.
 
 use super::{Engine, Run};
-use crate::context::{BoxFuture, CallBackend};
+use crate::context::{BoxFuture, CallBackend, StepError};
 use crate::error::ToolError;
 use crate::jsonrpc::RequestId;
 use crate::model::{InputRequest, LogLevel};
@@ -116,5 +116,18 @@ impl CallBackend for TaskBackend {
         if let Some(delivery) = self.delivery() {
             delivery.log(level, logger, data);
         }
+    }
+
+    fn step_output(&self, name: &str) -> Option<Value> {
+        self.run.steps.locked().get(name).cloned()
+    }
+
+    fn store_step(&self, name: &str, output: Value) -> BoxFuture<'_, Result<(), StepError>> {
+        let name = name.to_owned();
+        Box::pin(async move {
+            self.engine
+                .store_step(&self.id, &self.run, name, output)
+                .await
+        })
     }
 }

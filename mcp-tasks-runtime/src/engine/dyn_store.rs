@@ -12,6 +12,7 @@ use std::time::SystemTime;
 pub(crate) trait DynStore: Send + Sync {
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreError>>;
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>>;
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
     fn compare_and_set(
         &self,
         record: TaskRecord,
@@ -62,6 +63,9 @@ impl<S: TaskStore + ClaimStore> DynStore for S {
     }
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>> {
         Box::pin(TaskStore::get(self, id))
+    }
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(TaskStore::delete(self, id))
     }
     fn compare_and_set(
         &self,

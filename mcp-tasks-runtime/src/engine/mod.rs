@@ -21,8 +21,9 @@
 //! Its files: `config` (limits and timings), `dyn_store` (the store behind it), `run`
 //! (creating a task and running its tool under a lease to a settled end), `tasks` (what
 //! clients do with tasks: read, list, cancel, answer, watch), `input` (the questions a tool
-//! asks), `delivery` (the seam to a wire adapter, and waiters), and `background` (the change
-//! feed, claims, lapsed leases, expiry and shutdown).
+//! asks), `delivery` (the seam to a wire adapter, and waiters), `steps` (storing the outputs
+//! of a tool's durable steps) and `background` (the change feed, claims, lapsed leases,
+//! expiry and shutdown).
 
 use crate::error::Error;
 use crate::model::JsonObject;
@@ -33,7 +34,7 @@ use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus, random_id};
 use crate::tool::{Registry, Tool};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{Notify, watch};
@@ -44,13 +45,17 @@ mod config;
 mod delivery;
 mod dyn_store;
 mod input;
+mod keyed;
+mod keys;
 mod run;
+mod steps;
 mod tasks;
 
-pub use background::Recovery;
+pub use background::{HandOff, Recovery};
 pub use config::EngineConfig;
 pub(crate) use delivery::{Delivery, TaskWatch};
 pub(crate) use dyn_store::DynStore;
+pub(crate) use keyed::KeyedCall;
 pub(crate) use tasks::{Access, is_expired, listing_error, unexpired};
 
 /// A run of a task's tool in this process.
@@ -60,6 +65,9 @@ struct Run {
     cancel: CancellationToken,
     /// Set when the lease was lost to another process: the run stops and writes nothing.
     lost: AtomicBool,
+    /// The outputs of the tool's durable steps: those of the record the run started from,
+    /// and those it stored since.
+    steps: Mutex<BTreeMap<String, Value>>,
 }
 
 /// What this process keeps of a task it runs, watches or delivers.
@@ -68,6 +76,9 @@ struct Live {
     /// The version and status last handed on, so each version is handed on once.
     seen: Mutex<(u64, Option<TaskStatus>)>,
     run: Mutex<Option<Arc<Run>>>,
+    /// The highest lease epoch a run of the task started under here: a lease epoch runs
+    /// once per process (see [`Engine::launch`]).
+    started: AtomicU64,
     delivery: Mutex<Option<Arc<dyn Delivery>>>,
 }
 
@@ -77,6 +88,7 @@ impl Live {
             changed: watch::Sender::new(0),
             seen: Mutex::new((0, None)),
             run: Mutex::default(),
+            started: AtomicU64::new(0),
             delivery: Mutex::default(),
         })
     }
@@ -122,7 +134,22 @@ pub(crate) struct Engine {
     retained: Mutex<BTreeSet<Retained>>,
     /// The client capabilities of recent tasks, shared by new records.
     capabilities: crate::task::SharedValues,
+    /// The calls with a derived id being created or run here, one at a time per id.
+    flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The kill switch of task creation (and of starting queued tasks) in this process.
+    pub(crate) creation: crate::creation::TaskCreation,
+    /// The pause file, and how often it is read.
+    pause_file: Option<(std::path::PathBuf, Duration)>,
+    /// Wakes [`Engine::shutdown`] when a run here ends.
+    run_ended: Notify,
     this: Weak<Engine>,
+}
+
+/// What an engine is switched by from outside: the kill switch, and the file that turns it.
+#[derive(Clone, Default)]
+pub(crate) struct Controls {
+    pub(crate) creation: crate::creation::TaskCreation,
+    pub(crate) pause_file: Option<(std::path::PathBuf, Duration)>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -140,6 +167,8 @@ pub(crate) struct NewTask {
     pub(crate) tool: Tool,
     pub(crate) args: JsonObject,
     pub(crate) owner: Option<String>,
+    /// The authenticated principal that asked, as the task keeps it.
+    pub(crate) principal: Option<Arc<crate::principal::Principal>>,
     /// Who the task is charged to for the quotas (see [`Connection::requestor`]).
     ///
     /// [`Connection::requestor`]: crate::session::Connection::requestor
@@ -148,6 +177,8 @@ pub(crate) struct NewTask {
     pub(crate) requested_ttl: Option<Duration>,
     pub(crate) client_capabilities: Arc<Value>,
     pub(crate) delivery: Option<Arc<dyn Delivery>>,
+    /// The call's idempotency key: a repeat with it gets this task back.
+    pub(crate) key: Option<crate::idempotency::IdempotencyKey>,
 }
 
 fn shard_of(id: &str) -> usize {
@@ -157,9 +188,17 @@ fn shard_of(id: &str) -> usize {
         % LIVE_SHARDS
 }
 
-/// The principal of an owner key, for the tool's context.
-fn principal_of(owner: Option<&str>) -> Option<Arc<str>> {
-    owner?.strip_prefix("principal:").map(Into::into)
+/// The principal of a task, for the tool's context: the one it kept, else (a task stored
+/// before tasks kept their principal) one named by its owner key.
+fn principal_of(rec: &TaskRecord) -> Option<Arc<crate::principal::Principal>> {
+    match &rec.principal {
+        Some(p) => Some(Arc::clone(p)),
+        None => rec
+            .owner
+            .as_deref()?
+            .strip_prefix("principal:")
+            .map(|name| Arc::new(crate::principal::Principal::new(name))),
+    }
 }
 
 impl Engine {
@@ -169,6 +208,7 @@ impl Engine {
         registry: Registry,
         quotas: Quotas,
         state: crate::state::StateMap,
+        controls: Controls,
     ) -> Arc<Self> {
         let tool_limits = registry
             .iter()
@@ -204,6 +244,10 @@ impl Engine {
             counted: std::array::from_fn(|_| Mutex::default()),
             retained: Mutex::default(),
             capabilities: crate::task::SharedValues::new(),
+            flights: Mutex::default(),
+            creation: controls.creation,
+            pause_file: controls.pause_file,
+            run_ended: Notify::new(),
             this: this.clone(),
         })
     }
@@ -280,6 +324,7 @@ impl Engine {
                 }
             }
         }
+        self.run_ended.notify_waiters();
         self.claim_wake.notify_one();
     }
 
@@ -291,6 +336,15 @@ impl Engine {
             .filter(|(tool, limit)| slots.per_tool.get(*tool).copied().unwrap_or(0) >= **limit)
             .map(|(tool, _)| tool.clone())
             .collect()
+    }
+
+    /// Refuses a new task of `tool` while task creation is off here (the kill switch, or a
+    /// drain).
+    fn creation_open(&self, tool: &Tool) -> Result<(), Error> {
+        match self.creation.is_paused(&tool.name) {
+            None => Ok(()),
+            Some(off) => Err(Error::CreationOff(off, tool.name.to_string())),
+        }
     }
 
     /// Refuses a new task when this process already has as many running and waiting as it
@@ -312,6 +366,7 @@ impl Engine {
         TaskRecord {
             id,
             owner: new.owner.clone(),
+            principal: new.principal.clone(),
             tool: new.tool.name.to_string(),
             arguments: new.args.clone(),
             settle: new.settle,
@@ -330,6 +385,9 @@ impl Engine {
             lease,
             cancel_requested: None,
             version: 0,
+            steps: BTreeMap::new(),
+            unique_key: None,
+            synchronous: false,
         }
     }
 

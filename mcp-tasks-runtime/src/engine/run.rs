@@ -1,6 +1,7 @@
 //! Creating a task and running its tool under a lease, to its settled end.
 
 use super::delivery::TaskBackend;
+use super::keyed::{Identity, REPEAT_TRIES};
 use super::{Delivery, Engine, NewTask, Run, principal_of, shard_of};
 use crate::context::{CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
@@ -28,6 +29,23 @@ pub(super) enum Confirmed {
     Stop(Tool),
 }
 
+/// What became of a create.
+pub(super) enum Created {
+    /// The record is stored; its id as the engine's indexes share it.
+    Stored(Arc<str>),
+    /// Nothing was stored: the task with this id is in the way (the same derived id, or the
+    /// same unique key).
+    Exists(String),
+}
+
+/// What became of one try to start a task.
+enum Started {
+    /// It is stored, and runs or waits.
+    Stored(Box<TaskRecord>),
+    /// The task with this id is in the way.
+    Exists(String),
+}
+
 impl Engine {
     /// Stores a new record, with its delivery attached first so no change is missed, and
     /// counts it against `requestor`'s quotas.
@@ -38,36 +56,60 @@ impl Engine {
     /// settle it either, the call fails with [`Error::TaskOutcomeUnknown`] and the task is
     /// looked for in the background for a lease; if it turns up, it goes on as `then`
     /// says (which takes over the slot a `Run` or `Stop` reserved).
+    ///
+    /// A record with a derived id or a unique key may find an earlier task in its way: then
+    /// nothing is stored or counted, and the answer names that task ([`Created::Exists`]).
+    /// A create that stays unknown for such a record is answered as retryable (a repeat with
+    /// the same key or arguments finds the task if it was stored).
     pub(super) async fn create(
         &self,
         record: &TaskRecord,
         requestor: &str,
         delivery: Option<Arc<dyn Delivery>>,
         then: Confirmed,
-    ) -> Result<Arc<str>, Error> {
+        derived: bool,
+    ) -> Result<Created, Error> {
         self.ensure_background();
         let ticket = self.quotas.admit(requestor)?;
         let id: Arc<str> = record.id.as_str().into();
-        self.counted[shard_of(&record.id)]
-            .locked()
-            .insert(Arc::clone(&id), ticket.requestor_key());
+        // A derived id may be a live task's here: its count stays as it is.
+        let fresh = {
+            let mut counted = self.counted[shard_of(&record.id)].locked();
+            let fresh = !counted.contains_key(record.id.as_str());
+            if fresh {
+                counted.insert(Arc::clone(&id), ticket.requestor_key());
+            }
+            fresh
+        };
         if let Some(delivery) = &delivery {
             *self.live_entry(&record.id).delivery.locked() = Some(Arc::clone(delivery));
         }
+        let in_the_way = |holder: String| {
+            self.forget_create(record, delivery.as_ref(), fresh);
+            Ok(Created::Exists(holder))
+        };
         let unknown = match self.store.create(record.clone()).await {
             Ok(()) => None,
+            Err(StoreError::Duplicate(_)) if derived => return in_the_way(record.id.clone()),
+            Err(StoreError::Taken(holder)) => return in_the_way(holder),
             Err(StoreError::Ambiguous(first)) => match self.store.create(record.clone()).await {
-                Ok(()) | Err(StoreError::Duplicate(_)) => {
+                Ok(()) => None,
+                Err(StoreError::Duplicate(_)) if derived && !self.stored_as_mine(record).await => {
+                    return in_the_way(record.id.clone());
+                }
+                Err(StoreError::Duplicate(_)) => {
                     tracing::info!(task = %record.id, cause = %first, "the store's answer to a create was lost; creating it again found it stored");
                     None
                 }
+                // The first create did not land: its id would be a duplicate.
+                Err(StoreError::Taken(holder)) => return in_the_way(holder),
                 Err(again) => {
                     tracing::warn!(task = %record.id, cause = %first, again = %again, "cannot tell whether the task was created; looking for it in the background");
                     Some(first)
                 }
             },
             Err(e) => {
-                self.forget_create(record);
+                self.forget_create(record, delivery.as_ref(), fresh);
                 return Err(e.into());
             }
         };
@@ -86,17 +128,40 @@ impl Engine {
         metrics::counter!("mcp_tasks_created_total", "tool" => record.tool.clone()).increment(1);
         tracing::info!(task = %ShortId(&record.id), tool = %record.tool, "task created");
         tracing::debug!(task = %record.id, tool = %record.tool, leased = record.lease.is_some(), "task created (whole id)");
-        Ok(id)
+        Ok(Created::Stored(id))
     }
 
-    /// Undoes what [`create`](Self::create) counted and attached for a task that was not
-    /// stored.
-    fn forget_create(&self, record: &TaskRecord) {
-        self.counted[shard_of(&record.id)]
-            .locked()
-            .remove(record.id.as_str());
+    /// Whether the stored task of `record`'s (derived) id is the one this create wrote,
+    /// rather than another process's with the same id.
+    async fn stored_as_mine(&self, record: &TaskRecord) -> bool {
+        match self.store.get(&record.id).await {
+            Ok(Some(rec)) => rec.lease == record.lease && rec.created_at == record.created_at,
+            _ => false,
+        }
+    }
+
+    /// Undoes what [`create`](Self::create) counted (when `counted`) and attached for a
+    /// task that was not stored. Only the delivery this create attached is taken off (a
+    /// task with the same derived id may be live here, with a delivery of its own).
+    fn forget_create(
+        &self,
+        record: &TaskRecord,
+        delivery: Option<&Arc<dyn Delivery>>,
+        counted: bool,
+    ) {
+        if counted {
+            self.counted[shard_of(&record.id)]
+                .locked()
+                .remove(record.id.as_str());
+        }
         if let Some(live) = self.live(&record.id) {
-            *live.delivery.locked() = None;
+            let mut slot = live.delivery.locked();
+            if slot
+                .as_ref()
+                .is_some_and(|d| delivery.is_none_or(|mine| Arc::ptr_eq(d, mine)))
+            {
+                *slot = None;
+            }
         }
         self.release(&record.id);
     }
@@ -108,6 +173,8 @@ impl Engine {
     fn resolve_create(&self, record: TaskRecord, ticket: crate::quota::Ticket, then: Confirmed) {
         let engine = self.arc();
         tokio::spawn(async move {
+            // Keeps the task's entry here while it is looked for (see `launch`).
+            let _watch = engine.watch(&record.id);
             let give_up = tokio::time::Instant::now() + engine.config.lease;
             let mut pause = Duration::from_millis(50);
             let found = loop {
@@ -126,7 +193,7 @@ impl Engine {
             };
             let Some(rec) = found else {
                 tracing::warn!(task = %record.id, tool = %record.tool, "the task whose create had an unknown outcome was not found; forgetting it");
-                engine.forget_create(&record);
+                engine.forget_create(&record, None, true);
                 drop(ticket);
                 if let Confirmed::Run(tool) | Confirmed::Stop(tool) = then {
                     engine.unreserve(&tool.name);
@@ -171,23 +238,74 @@ impl Engine {
     /// Starts a task: stores it, then runs the tool here if a slot is free, or leaves it
     /// queued for whichever process frees a slot first. When this returns, `tasks/get`
     /// finds the task in every process sharing the store.
+    ///
+    /// A call with an idempotency key, or of a unique tool, that finds an earlier task in
+    /// its way gets that task back and starts nothing (see [`keyed`](super::keyed)).
     pub(crate) async fn start(&self, new: NewTask) -> Result<TaskRecord, Error> {
+        let identity = self.identity(&new);
+        let _flight = match &identity.id {
+            Some(id) => Some(self.flight(id).await),
+            None => None,
+        };
+        for _ in 0..REPEAT_TRIES {
+            let holder = match self.start_as(&new, &identity).await? {
+                Started::Stored(record) => return Ok(*record),
+                Started::Exists(holder) => holder,
+            };
+            let found = self.store.get(&holder).await?;
+            if let Some(rec) = self.repeat(found, &new, &identity).await? {
+                return Ok(rec);
+            }
+        }
+        Err(Error::StoreUnavailable(
+            "the task this call repeats keeps vanishing; try again".into(),
+        ))
+    }
+
+    /// One try of [`start`](Self::start): the record is stored, or the answer names the
+    /// task in its way.
+    async fn start_as(&self, new: &NewTask, identity: &Identity) -> Result<Started, Error> {
+        self.creation_open(&new.tool)?;
         self.admit()?;
-        let id = random_id()?;
+        let id = match &identity.id {
+            Some(id) => id.clone(),
+            None => random_id()?,
+        };
         let run_now = self.config.execute && self.reserve(&new.tool.name);
-        let record = self.new_record(id, &new, run_now.then(|| self.my_lease()));
+        let mut record = self.new_record(id, new, run_now.then(|| self.my_lease()));
+        record.unique_key.clone_from(&identity.unique_key);
         let then = if run_now {
             Confirmed::Run(new.tool.clone())
         } else {
             Confirmed::Queue
         };
-        let id = match self
-            .create(&record, &new.requestor, new.delivery.clone(), then)
-            .await
-        {
-            Ok(id) => id,
+        let created = self
+            .create(
+                &record,
+                &new.requestor,
+                new.delivery.clone(),
+                then,
+                identity.id.is_some(),
+            )
+            .await;
+        let id = match created {
+            Ok(Created::Stored(id)) => id,
+            Ok(Created::Exists(holder)) => {
+                if run_now {
+                    self.unreserve(&new.tool.name);
+                }
+                return Ok(Started::Exists(holder));
+            }
+            // An unknown outcome's resolution holds the slot. A repeat of a call with a
+            // derived id or a unique key finds the task if it was stored: retryable.
+            Err(Error::TaskOutcomeUnknown { task_id, cause })
+                if identity.id.is_some() || identity.unique_key.is_some() =>
+            {
+                return Err(Error::StoreUnavailable(format!(
+                    "cannot tell whether task {task_id} was created ({cause}); call again with the same idempotency key or arguments, which finds it if it was"
+                )));
+            }
             Err(e) => {
-                // An unknown outcome's resolution holds the slot.
                 if run_now && !matches!(e, Error::TaskOutcomeUnknown { .. }) {
                     self.unreserve(&new.tool.name);
                 }
@@ -195,7 +313,7 @@ impl Engine {
             }
         };
         if run_now {
-            self.launch(new.tool, record.clone(), None);
+            self.launch(new.tool.clone(), record.clone(), None);
         } else {
             let queued = {
                 let mut queued = self.queued_here.locked();
@@ -206,7 +324,7 @@ impl Engine {
             tracing::debug!(task = %record.id, tool = %record.tool, "no free slot here; the task waits in the store");
             self.claim_wake.notify_one();
         }
-        Ok(record)
+        Ok(Started::Stored(Box::new(record)))
     }
 
     /// Turns a call that has already started into a task (calls whose tool ran a
@@ -229,14 +347,22 @@ impl Engine {
         }
         let record = self.new_record(id, &new, Some(self.my_lease()));
         let then = Confirmed::Stop(new.tool.clone());
-        if let Err(e) = self
-            .create(&record, &new.requestor, new.delivery.clone(), then)
+        match self
+            .create(&record, &new.requestor, new.delivery.clone(), then, false)
             .await
         {
-            if !matches!(e, Error::TaskOutcomeUnknown { .. }) {
+            Ok(Created::Stored(_)) => {}
+            Ok(Created::Exists(_)) => {
+                // A random id and no unique key: nothing can be in the way.
                 self.unreserve(&new.tool.name);
+                return Err(Error::Internal("a new task's random id is taken".into()));
             }
-            return Err(e);
+            Err(e) => {
+                if !matches!(e, Error::TaskOutcomeUnknown { .. }) {
+                    self.unreserve(&new.tool.name);
+                }
+                return Err(e);
+            }
         }
         let run = self.begin_run(&record, cancel);
         attach(&record.id, self.backend(&record, &run));
@@ -249,8 +375,11 @@ impl Engine {
             epoch: record.epoch,
             cancel,
             lost: AtomicBool::new(false),
+            steps: Mutex::new(record.steps.clone()),
         });
-        *self.live_entry(&record.id).run.locked() = Some(Arc::clone(&run));
+        let live = self.live_entry(&record.id);
+        live.started.fetch_max(record.epoch, Ordering::AcqRel);
+        *live.run.locked() = Some(Arc::clone(&run));
         run
     }
 
@@ -263,15 +392,31 @@ impl Engine {
         })
     }
 
-    /// Runs the tool of a task this process holds the lease on (a slot is reserved).
+    /// Runs the tool of a task this process holds the lease on (a slot is reserved),
+    /// unless a run already started here under the same lease epoch: then the slot is
+    /// freed and nothing starts. Several tries of one keyed create (a client retrying while
+    /// the store's answers are lost) each look for the task in the background, and every
+    /// one that finds it stored finds it under the same lease; only the first may run it,
+    /// and none may run it again after it ended (each search keeps the task's entry here,
+    /// and with it the epoch that started, for as long as it looks).
     pub(super) fn launch(&self, tool: Tool, record: TaskRecord, future: Option<ToolFuture>) {
+        let started = self
+            .live_entry(&record.id)
+            .started
+            .fetch_max(record.epoch, Ordering::AcqRel);
+        if started >= record.epoch {
+            tracing::debug!(task = %record.id, epoch = record.epoch, "a run of the task already started here under this lease");
+            self.unreserve(&tool.name);
+            self.release(&record.id);
+            return;
+        }
         let run = self.begin_run(&record, CancellationToken::new());
         let future = future.unwrap_or_else(|| {
             let cx = TaskContext::new(
                 Arc::clone(&tool.name),
                 run.cancel.clone(),
                 record.client_capabilities.clone(),
-                principal_of(record.owner.as_deref()),
+                principal_of(&record),
                 self.backend(&record, &run),
                 self.state.clone(),
             );
@@ -350,6 +495,7 @@ impl Engine {
         if !self.still_held_at_start(id, run, lease_until).await {
             return None;
         }
+        tracing::debug!(task = %id, "the tool starts");
         let cancel = &run.cancel;
         let mut future = CatchUnwind::new(future);
         let deadline = async {
@@ -366,6 +512,11 @@ impl Engine {
             tokio::select! {
                 end = &mut future => break end,
                 () = cancel.cancelled() => {
+                    // Handed off or taken over: the task is no longer this run's, and the
+                    // tool is dropped at once.
+                    if run.lost.load(Ordering::Acquire) {
+                        return None;
+                    }
                     // Cooperative first: the tool sees its token fire and may finish cleanly.
                     let end = tokio::time::timeout(self.config.cancel_grace, &mut future).await;
                     if run.lost.load(Ordering::Acquire) {
@@ -555,7 +706,7 @@ impl Engine {
 }
 
 /// How many leases a run keeps trying to store its outcome while the store is out of reach.
-const OUTCOME_LEASES: u32 = 10;
+pub(super) const OUTCOME_LEASES: u32 = 10;
 
 /// Writes a finished run's outcome into the record, by the task's settle policy. Returns
 /// `false` when the task cannot move there.

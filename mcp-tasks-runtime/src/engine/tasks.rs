@@ -136,7 +136,11 @@ impl Engine {
     /// `rec` if it has not expired and `owner` may see it. A task owned by a principal is
     /// visible only to that principal; a task owned by a session is a bearer handle unless
     /// sessions are strictly bound; a task without an owner is a bearer handle.
+    /// The record of a synchronous call (kept for its idempotency key) is no task.
     pub(super) fn visible(&self, rec: TaskRecord, owner: Option<&str>) -> Option<TaskRecord> {
+        if rec.synchronous {
+            return None;
+        }
         let bearer = rec.owner.is_none()
             || (!self.config.strict_session_binding
                 && rec
@@ -373,7 +377,8 @@ impl Engine {
     }
 
     /// Runs a finished task's tool again with its arguments, as a new task of the same
-    /// owner; only tools whose restart policy reruns them (declared idempotent).
+    /// owner; only tools whose restart policy reruns them (declared idempotent, or made of
+    /// durable steps).
     pub(crate) async fn rerun(
         &self,
         id: &str,
@@ -387,7 +392,7 @@ impl Engine {
         })?;
         if tool.on_restart != crate::tool::RestartPolicy::Rerun {
             return Err(Error::InvalidParams(format!(
-                "the tool {:?} does not rerun (declare it idempotent with on_restart = \"rerun\")",
+                "the tool {:?} does not rerun (declare on_restart = \"rerun\" on a tool that is idempotent or uses durable steps)",
                 old.tool
             )));
         }
@@ -409,10 +414,12 @@ impl Engine {
                     .or_else(|| access.who())
                     .unwrap_or_else(|| "anonymous".into()),
                 owner: old.owner,
+                principal: old.principal,
                 settle: old.settle,
                 requested_ttl: old.ttl,
                 client_capabilities: old.client_capabilities,
                 delivery: None,
+                key: None,
             })
             .await?;
         tracing::info!(task = %crate::task::ShortId(&record.id), rerun_of = %crate::task::ShortId(id), tool = %record.tool, by = ?access.who(), "task rerun");

@@ -17,6 +17,7 @@ pub struct OAuthConfig {
     pub(super) scopes_supported: Vec<String>,
     pub(super) resource_name: Option<String>,
     pub(super) kept_claims: Vec<String>,
+    pub(super) introspection: Option<super::Introspection>,
 }
 
 /// Why a [`ResourceServer`](super::ResourceServer) could not be made.
@@ -72,6 +73,7 @@ impl OAuthConfig {
             scopes_supported: Vec::new(),
             resource_name: None,
             kept_claims: Vec::new(),
+            introspection: None,
         }
     }
 
@@ -144,6 +146,14 @@ impl OAuthConfig {
         self
     }
 
+    /// Accepts opaque access tokens (those that are not JWTs) by asking the authorization
+    /// server about them (RFC 7662 introspection); JWTs are still validated locally.
+    #[must_use]
+    pub fn introspection(mut self, introspection: super::Introspection) -> Self {
+        self.introspection = Some(introspection);
+        self
+    }
+
     /// The protected resource's canonical URI.
     pub fn resource(&self) -> &str {
         &self.resource
@@ -158,6 +168,9 @@ impl OAuthConfig {
         check_uri("resource", &self.resource)?;
         for issuer in &self.issuers {
             check_uri("issuer", issuer)?;
+        }
+        if let Some(introspection) = &self.introspection {
+            introspection.check()?;
         }
         if self.algorithms.is_empty() {
             return Err(ConfigError::Algorithms("none is allowed".into()));
@@ -177,33 +190,11 @@ impl OAuthConfig {
 
 /// An absolute `https` URI without a fragment, or `http` on a loopback host.
 pub(super) fn check_uri(what: &'static str, uri: &str) -> Result<Url, ConfigError> {
-    let fail = |why| ConfigError::Uri {
+    crate::oauth_urls::usable(uri).map_err(|why| ConfigError::Uri {
         what,
         uri: uri.to_owned(),
         why,
-    };
-    let url = Url::parse(uri).map_err(|_| fail("not an absolute URI"))?;
-    if url.fragment().is_some() {
-        return Err(fail("it has a fragment"));
-    }
-    match url.scheme() {
-        "https" => Ok(url),
-        "http" if is_loopback(&url) => Ok(url),
-        "http" => Err(fail("plain http is allowed on loopback hosts only")),
-        _ => Err(fail("not an https URI")),
-    }
-}
-
-fn is_loopback(url: &Url) -> bool {
-    match url.host_str() {
-        Some("localhost") => true,
-        Some(host) => host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback()),
-        None => false,
-    }
+    })
 }
 
 #[cfg(test)]

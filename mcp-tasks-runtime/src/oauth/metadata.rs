@@ -6,7 +6,7 @@ use reqwest::Url;
 use serde_json::{Value, json};
 
 /// The well-known path of RFC 9728 Protected Resource Metadata.
-pub const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+pub const WELL_KNOWN: &str = crate::oauth_urls::RESOURCE_METADATA;
 
 impl ResourceServer {
     /// The Protected Resource Metadata document (RFC 9728): the resource, the authorization
@@ -32,10 +32,10 @@ impl ResourceServer {
     /// the resource's path after it, e.g. `/.well-known/oauth-protected-resource/mcp` for
     /// `https://mcp.example.com/mcp`.
     pub fn metadata_path(&self) -> String {
-        let path = Url::parse(&self.inner.config.resource)
-            .map(|u| u.path().trim_end_matches('/').to_owned())
-            .unwrap_or_default();
-        format!("{WELL_KNOWN}{path}")
+        Url::parse(&self.inner.config.resource).map_or_else(
+            |_| WELL_KNOWN.to_owned(),
+            |url| crate::oauth_urls::resource_metadata_path(&url),
+        )
     }
 
     /// The metadata's absolute URL, as the challenges name it.

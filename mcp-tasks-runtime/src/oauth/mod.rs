@@ -15,6 +15,9 @@
 //!   with a small [`leeway`](OAuthConfig::leeway).
 //! - Only asymmetric algorithms from an allow-list are accepted (`none` and HMAC never), and a
 //!   key's own `alg`, when it names one, must be the token's.
+//! - Opaque tokens, with [`Introspection`] configured, are introspected (RFC 7662) and the
+//!   answer held to the same rules (active, a trusted issuer, this resource, not expired),
+//!   then kept for a short while under the token's SHA-256.
 //!
 //! It also answers for the server: the RFC 9728 Protected Resource Metadata document
 //! ([`metadata`](ResourceServer::metadata), served at
@@ -37,34 +40,42 @@
 //! ```
 
 //!
-//! Mounted in an axum app, [`require_bearer`] in front of the MCP endpoint makes the server
+//! As the HTTP transport's authenticator ([`HttpConfig::authenticate`]) it makes the server
 //! a resource server: a `401` with the challenge for a request without a valid token, a
-//! `503` while the issuer's keys cannot be fetched, and the token's owner as the
-//! [`Principal`](crate::transport::http::Principal) that owns the tasks it creates;
-//! [`metadata_router`](ResourceServer::metadata_router) serves the metadata beside it.
+//! `503` while the issuer's keys cannot be fetched, the token's
+//! [`Principal`] (subject, scopes, client, issuer) for the
+//! tools and their scopes, a `403` with `error="insufficient_scope"` for a call of a tool
+//! whose scopes the token lacks, and the metadata served beside the endpoint.
 //!
 //! ```no_run
-//! use mcp_tasks_runtime::axum::{Router, middleware};
-//! use mcp_tasks_runtime::oauth::{OAuthConfig, ResourceServer, require_bearer};
+//! use mcp_tasks_runtime::oauth::{OAuthConfig, ResourceServer};
 //! use mcp_tasks_runtime::transport::http::HttpConfig;
 //!
-//! # fn app(server: mcp_tasks_runtime::Server) -> Result<Router, Box<dyn std::error::Error>> {
-//! let rs = ResourceServer::new(OAuthConfig::new("https://mcp.example.com/mcp", "https://id.example.com"))?;
-//! let app = Router::new()
-//!     .merge(server.http_router(HttpConfig::new().path("/mcp")))
-//!     .layer(middleware::from_fn_with_state(rs.clone(), require_bearer))
-//!     .merge(rs.metadata_router());
-//! # Ok(app)
+//! # async fn run(server: mcp_tasks_runtime::Server) -> Result<(), Box<dyn std::error::Error>> {
+//! let rs = ResourceServer::new(
+//!     OAuthConfig::new("https://mcp.example.com/mcp", "https://id.example.com")
+//!         .scopes_supported(["reports:write"]),
+//! )?;
+//! let handle = server.serve_http(HttpConfig::new().authenticate(rs)).await?;
+//! # handle.wait().await?;
+//! # Ok(())
 //! # }
 //! ```
+//!
+//! Mounted in an axum app, [`require_bearer`] in front of other routes checks the same
+//! tokens; a request it lets through carries the principal to the MCP endpoint.
+//!
+//! [`HttpConfig::authenticate`]: crate::transport::http::HttpConfig::authenticate
 
 mod config;
+mod introspect;
 mod keys;
 mod layer;
 mod metadata;
 mod token;
 
 pub use config::{ConfigError, DEFAULT_ALGORITHMS, OAuthConfig};
+pub use introspect::Introspection;
 pub use jsonwebtoken::Algorithm;
 pub use layer::require_bearer;
 pub use metadata::WELL_KNOWN;
@@ -86,6 +97,8 @@ pub struct ResourceServer {
 struct Inner {
     config: OAuthConfig,
     issuers: Vec<IssuerKeys>,
+    http: reqwest::Client,
+    introspected: introspect::Cache,
 }
 
 impl ResourceServer {
@@ -106,7 +119,12 @@ impl ResourceServer {
             .collect();
         install_crypto();
         Ok(Self {
-            inner: Arc::new(Inner { config, issuers }),
+            inner: Arc::new(Inner {
+                config,
+                issuers,
+                http,
+                introspected: introspect::Cache::default(),
+            }),
         })
     }
 
@@ -115,9 +133,24 @@ impl ResourceServer {
         &self.inner.config
     }
 
-    /// Validates a bearer access token; the principal it names.
+    /// Validates a bearer access token; the principal it names. A JWT is checked here; with
+    /// [`OAuthConfig::introspection`], any other token is introspected (its answer kept for
+    /// a short while, under the token's hash).
     pub async fn authenticate(&self, token: &str) -> Result<Principal, TokenError> {
-        token::validate(&self.inner.config, &self.inner.issuers, token).await
+        let inner = &self.inner;
+        match &inner.config.introspection {
+            Some(introspection) if introspect::is_opaque(token) => {
+                introspect::introspect(
+                    &inner.config,
+                    introspection,
+                    &inner.http,
+                    &inner.introspected,
+                    token,
+                )
+                .await
+            }
+            _ => token::validate(&inner.config, &inner.issuers, token).await,
+        }
     }
 }
 

@@ -47,12 +47,21 @@ pub enum TokenError {
     /// The issuer's signing keys could not be fetched: the token could not be checked.
     #[error("the issuer's signing keys cannot be fetched: {0}")]
     KeysUnavailable(String),
+    /// Introspection says the (opaque) token is not active: unknown, expired or revoked.
+    #[error("the access token is not active")]
+    Inactive,
+    /// The introspection endpoint could not be asked: the token could not be checked.
+    #[error("the token introspection endpoint cannot be asked: {0}")]
+    IntrospectionUnavailable(String),
 }
 
 impl TokenError {
     /// `true` when the server, not the token, is at fault: answer `503`, not `401`.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Self::KeysUnavailable(_))
+        matches!(
+            self,
+            Self::KeysUnavailable(_) | Self::IntrospectionUnavailable(_)
+        )
     }
 }
 

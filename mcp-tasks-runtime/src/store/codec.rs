@@ -195,6 +195,45 @@ pub(super) fn to_i64(id: &str, what: &str, n: u64) -> Result<i64, StoreError> {
     })
 }
 
+/// The key of the `client` column that keeps the principal that created the task, beside
+/// the client's capabilities (no capability starts with `$`).
+const PRINCIPAL: &str = "$principal";
+/// The key that keeps capabilities that are not an object, when a principal is kept too.
+const CAPABILITIES: &str = "$capabilities";
+
+/// What the `client` column keeps: the capabilities, with the principal when there is one.
+fn with_principal<'a>(
+    capabilities: &'a Value,
+    principal: Option<&crate::principal::Principal>,
+) -> std::borrow::Cow<'a, Value> {
+    let Some(principal) = principal else {
+        return std::borrow::Cow::Borrowed(capabilities);
+    };
+    let mut kept = match capabilities {
+        Value::Object(map) => map.clone(),
+        other => serde_json::Map::from_iter([(CAPABILITIES.to_owned(), other.clone())]),
+    };
+    kept.insert(PRINCIPAL.to_owned(), principal.to_stored());
+    std::borrow::Cow::Owned(Value::Object(kept))
+}
+
+/// The capabilities and the principal a `client` column keeps.
+fn without_principal(
+    mut client: Value,
+) -> (Value, Option<std::sync::Arc<crate::principal::Principal>>) {
+    let Some(map) = client.as_object_mut() else {
+        return (client, None);
+    };
+    let Some(principal) = map.remove(PRINCIPAL) else {
+        return (client, None);
+    };
+    let principal = crate::principal::Principal::from_stored(principal).map(std::sync::Arc::new);
+    match map.remove(CAPABILITIES) {
+        Some(other) => (other, principal),
+        None => (client, principal),
+    }
+}
+
 /// A record ready to be written: the indexed columns plus JSON text for the rest.
 #[derive(Debug)]
 pub(super) struct Row {
@@ -221,9 +260,22 @@ pub(super) struct Row {
     pub(super) epoch: i64,
     pub(super) cancel_at: Option<i64>,
     pub(super) cancel_by: Option<String>,
+    /// The durable steps' outputs, as a JSON object.
+    pub(super) steps: String,
+    pub(super) unique_key: Option<String>,
+    pub(super) synchronous: bool,
 }
 
 impl Row {
+    /// The unique key this record holds: its key while it is unfinished, else none.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(super) fn held_key(&self) -> Option<&str> {
+        match self.status {
+            "working" | "input_required" => self.unique_key.as_deref(),
+            _ => None,
+        }
+    }
+
     pub(super) fn encode(record: TaskRecord, max_outcome_bytes: usize) -> Result<Self, StoreError> {
         let id = record.id;
         // Computed here rather than with `TaskRecord::expires_at`, which panics when
@@ -255,12 +307,19 @@ impl Row {
             input_requests: to_json(&id, "the input requests", &record.input_requests)?,
             input_responses: to_json(&id, "the input responses", &record.input_responses)?,
             outcome,
-            client: to_json(&id, "the client capabilities", &*record.client_capabilities)?,
+            client: to_json(
+                &id,
+                "the client capabilities",
+                &with_principal(&record.client_capabilities, record.principal.as_deref()),
+            )?,
             lease_until: record.lease.as_ref().map(|l| millis(l.until)),
             lease_worker: record.lease.map(|l| l.worker),
             epoch: to_i64(&id, "epoch", record.epoch)?,
             cancel_at: record.cancel_requested.as_ref().map(|c| millis(c.at)),
             cancel_by: record.cancel_requested.and_then(|c| c.by),
+            steps: to_json(&id, "the steps", &record.steps)?,
+            unique_key: record.unique_key,
+            synchronous: record.synchronous,
             id,
         })
     }
@@ -304,6 +363,10 @@ pub(super) struct Stored<'a> {
     pub(super) epoch: i64,
     pub(super) cancel_at: Option<i64>,
     pub(super) cancel_by: Option<String>,
+    /// The durable steps' outputs, as a JSON object.
+    pub(super) steps: &'a str,
+    pub(super) unique_key: Option<String>,
+    pub(super) synchronous: bool,
 }
 
 impl Stored<'_> {
@@ -353,8 +416,11 @@ impl Stored<'_> {
             },
         };
         let unsigned = |n: i64| n.max(0).unsigned_abs();
+        let (client, principal) =
+            without_principal(json(self.client, "client capabilities", &field)?);
         let record = TaskRecord {
             owner: self.owner,
+            principal,
             tool: self.tool,
             arguments: json(self.arguments, "arguments", &field)?,
             settle,
@@ -368,11 +434,7 @@ impl Stored<'_> {
             input_requests: json(self.input_requests, "input requests", &field)?,
             input_responses: json(self.input_responses, "input responses", &field)?,
             input_seq: unsigned(self.input_seq),
-            client_capabilities: CLIENT_CAPABILITIES.share_owned(json(
-                self.client,
-                "client capabilities",
-                &field,
-            )?),
+            client_capabilities: CLIENT_CAPABILITIES.share_owned(client),
             lease: self.lease_worker.map(|worker| crate::task::Lease {
                 worker,
                 until: from_millis(self.lease_until.unwrap_or(0)),
@@ -384,6 +446,9 @@ impl Stored<'_> {
             }),
             version: unsigned(self.version),
             id: String::new(),
+            steps: json(self.steps, "steps", &field)?,
+            unique_key: self.unique_key,
+            synchronous: self.synchronous,
         };
         Ok(TaskRecord { id, ..record })
     }
@@ -425,14 +490,50 @@ mod tests {
             epoch: row.epoch,
             cancel_at: row.cancel_at,
             cancel_by: row.cancel_by.clone(),
+            steps: &row.steps,
+            unique_key: row.unique_key.clone(),
+            synchronous: row.synchronous,
         };
         damage(&mut stored);
         stored.decode(unreadable)
     }
 
     #[test]
+    fn the_principal_is_kept_beside_the_capabilities_and_nothing_more() {
+        use crate::principal::Principal;
+        let mut record = sample_record("t1", Some("principal:ann"), SystemTime::now());
+        let mut who = Principal::new("ann")
+            .with_scopes(["a", "b"])
+            .with_issuer("https://id.example");
+        who.claims.insert("email".into(), serde_json::json!("x"));
+        record.principal = Some(std::sync::Arc::new(who.for_record()));
+        for capabilities in [
+            serde_json::json!({"elicitation": {}}),
+            serde_json::Value::Null,
+        ] {
+            record.client_capabilities = std::sync::Arc::new(capabilities);
+            let row = Row::encode(record.clone(), usize::MAX).unwrap();
+            assert!(!row.client.contains("email"), "{}", row.client);
+            let read = round_trip(record.clone(), Unreadable::Fail, |_| {}).unwrap();
+            assert_eq!(read.principal, record.principal);
+            assert_eq!(read.client_capabilities, record.client_capabilities);
+        }
+        // A record without one keeps its capabilities as they are.
+        record.principal = None;
+        record.client_capabilities = std::sync::Arc::new(serde_json::json!({"roots": {}}));
+        let row = Row::encode(record, usize::MAX).unwrap();
+        assert_eq!(row.client, r#"{"roots":{}}"#);
+    }
+
+    #[test]
     fn a_record_reads_back_as_written() {
-        let record = sample_record("t1", Some("alice"), SystemTime::now());
+        let mut record = sample_record("t1", Some("alice"), SystemTime::now());
+        record.steps.insert(
+            "fetch".into(),
+            serde_json::json!({"rows": [1, {"a": null}]}),
+        );
+        record.unique_key = Some("report:7".into());
+        record.synchronous = true;
         let read = round_trip(record.clone(), Unreadable::Fail, |_| {}).unwrap();
         // Times are kept in whole milliseconds.
         assert_eq!(millis(read.created_at), millis(record.created_at));

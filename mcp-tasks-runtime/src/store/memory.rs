@@ -32,9 +32,16 @@ const SHARDS: usize = 32;
 ///   [`ScanTasks`].
 ///
 /// Listing cursors encode that sequence number, so a cursor stays valid when the task it
-/// points after is deleted.
+/// points after is deleted. Records of synchronous calls are kept out of the owner, status
+/// and tool indexes, so listings and counts never see them.
+///
+/// One more map, shared by all shards, holds the [`unique_key`](TaskRecord::unique_key) of
+/// every unfinished task that has one, with the task's id. It is locked after a shard's
+/// lock, never before.
 pub struct MemoryTaskStore {
     shards: Box<[Mutex<Shard>]>,
+    /// The unique keys unfinished tasks hold, with the holder's id.
+    held: Held,
     /// The last creation sequence number handed out; the first task gets 1.
     last_seq: AtomicU64,
 }
@@ -61,6 +68,27 @@ struct Shard {
     /// Tasks by tool and status, then by creation sequence number; their sizes are the
     /// counts by status and tool.
     by_tool: HashMap<String, [BTreeMap<u64, Arc<str>>; 5]>,
+}
+
+/// Unique keys held by unfinished tasks, each with the holder's id.
+type Held = Mutex<HashMap<String, Arc<str>>>;
+
+/// The unique key `record` holds: its key while it is unfinished.
+fn held_key(record: &TaskRecord) -> Option<&str> {
+    if record.status.is_terminal() {
+        return None;
+    }
+    record.unique_key.as_deref()
+}
+
+/// Frees `key` if `id` holds it.
+fn release(held: &Held, key: Option<&str>, id: &str) {
+    if let Some(key) = key {
+        let mut held = held.locked();
+        if held.get(key).is_some_and(|holder| **holder == *id) {
+            held.remove(key);
+        }
+    }
 }
 
 /// Where a status's tasks are in [`Shard::by_status`].
@@ -210,9 +238,19 @@ impl Shard {
         merged
     }
 
-    /// Removes a task and its index entries.
-    fn remove(&mut self, id: &str) -> Option<Box<Slot>> {
+    /// Adds a task to the owner, status and tool indexes, unless it is the record of a
+    /// synchronous call, which no listing shows.
+    fn index_listed(&mut self, record: &TaskRecord, seq: u64, id: &Arc<str>) {
+        if !record.synchronous {
+            self.index_owner(record.owner.as_deref(), seq, Arc::clone(id));
+            self.index_scan(record.status, &record.tool, seq, id);
+        }
+    }
+
+    /// Removes a task and its index entries, and frees the unique key it holds.
+    fn remove(&mut self, id: &str, held: &Held) -> Option<Box<Slot>> {
         let (key, slot) = self.tasks.remove_entry(id)?;
+        release(held, held_key(&slot.record), id);
         self.unindex_scan(slot.record.status, &slot.record.tool, slot.seq);
         self.unindex_claim(claim_key(&slot.record), slot.seq, &key);
         if let Some(at) = slot.record.expires_at() {
@@ -228,6 +266,7 @@ impl MemoryTaskStore {
     pub fn new() -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            held: Mutex::default(),
             last_seq: AtomicU64::new(0),
         }
     }
@@ -272,14 +311,20 @@ impl TaskStore for MemoryTaskStore {
         if shard.tasks.contains_key(record.id.as_str()) {
             return Err(StoreError::Duplicate(record.id));
         }
-        let seq = self.last_seq.fetch_add(1, Ordering::Relaxed) + 1;
         let id: Arc<str> = Arc::from(record.id.as_str());
+        if let Some(key) = held_key(&record) {
+            let mut held = self.held.locked();
+            if let Some(holder) = held.get(key) {
+                return Err(StoreError::Taken(holder.to_string()));
+            }
+            held.insert(key.to_owned(), Arc::clone(&id));
+        }
+        let seq = self.last_seq.fetch_add(1, Ordering::Relaxed) + 1;
         if let Some(at) = record.expires_at() {
             shard.expiry.insert((at, Arc::clone(&id)));
         }
-        shard.index_owner(record.owner.as_deref(), seq, Arc::clone(&id));
         shard.index_claim(claim_key(&record), seq, &id);
-        shard.index_scan(record.status, &record.tool, seq, &id);
+        shard.index_listed(&record, seq, &id);
         shard.tasks.insert(id, Box::new(Slot { record, seq }));
         Ok(())
     }
@@ -295,21 +340,45 @@ impl TaskStore for MemoryTaskStore {
     ) -> Result<bool, StoreError> {
         let mut guard = self.shard(&record.id);
         let shard = &mut *guard;
-        let Some(slot) = shard.tasks.get_mut(record.id.as_str()) else {
+        let Some((id, slot)) = shard.tasks.get_key_value(record.id.as_str()) else {
             return Ok(false);
         };
         if slot.record.version != expected_version {
             return Ok(false);
         }
+        let (old_key, new_key) = (held_key(&slot.record), held_key(&record));
+        if old_key != new_key {
+            let mut held = self.held.locked();
+            if let Some(key) = new_key {
+                if let Some(holder) = held.get(key) {
+                    return Err(StoreError::backend(format!(
+                        "task {}: its unique key is held by the unfinished task {holder}",
+                        record.id
+                    )));
+                }
+                held.insert(key.to_owned(), Arc::clone(id));
+            }
+            if let Some(key) = old_key
+                && held.get(key).is_some_and(|holder| **holder == *record.id)
+            {
+                held.remove(key);
+            }
+        }
+        let slot = shard
+            .tasks
+            .get_mut(record.id.as_str())
+            .expect("the task was just read");
         record.version = expected_version + 1;
         let old = std::mem::replace(&mut slot.record, record);
         let seq = slot.seq;
         let new = &slot.record;
         let (old_expiry, new_expiry) = (old.expires_at(), new.expires_at());
-        let new_owner = (old.owner != new.owner).then(|| new.owner.clone());
+        let relist = old.synchronous != new.synchronous;
+        let new_owner =
+            (old.owner != new.owner || relist).then(|| (new.owner.clone(), new.synchronous));
         let (old_claim, new_claim) = (claim_key(&old), claim_key(new));
-        let rescan = (old.status != new.status || old.tool != new.tool)
-            .then(|| (new.status, new.tool.clone()));
+        let rescan = (old.status != new.status || old.tool != new.tool || relist)
+            .then(|| (new.status, new.tool.clone(), new.synchronous));
         if old_expiry == new_expiry
             && new_owner.is_none()
             && old_claim == new_claim
@@ -322,9 +391,11 @@ impl TaskStore for MemoryTaskStore {
             .get_key_value(old.id.as_str())
             .expect("the task was just written");
         let key = Arc::clone(key);
-        if let Some((status, tool)) = rescan {
+        if let Some((status, tool, synchronous)) = rescan {
             shard.unindex_scan(old.status, &old.tool, seq);
-            shard.index_scan(status, &tool, seq, &key);
+            if !synchronous {
+                shard.index_scan(status, &tool, seq, &key);
+            }
         }
         if old_claim != new_claim {
             shard.unindex_claim(old_claim, seq, &key);
@@ -338,15 +409,17 @@ impl TaskStore for MemoryTaskStore {
                 shard.expiry.insert((at, Arc::clone(&key)));
             }
         }
-        if let Some(new_owner) = new_owner {
+        if let Some((new_owner, synchronous)) = new_owner {
             shard.unindex_owner(old.owner.as_deref(), seq);
-            shard.index_owner(new_owner.as_deref(), seq, key);
+            if !synchronous {
+                shard.index_owner(new_owner.as_deref(), seq, key);
+            }
         }
         Ok(true)
     }
 
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
-        Ok(self.shard(id).remove(id).is_some())
+        Ok(self.shard(id).remove(id, &self.held).is_some())
     }
 
     async fn list(
@@ -414,7 +487,7 @@ impl TaskStore for MemoryTaskStore {
             let mut shard = self.lock(index);
             let key = (at, id);
             if shard.expiry.contains(&key)
-                && let Some(slot) = shard.remove(&key.1)
+                && let Some(slot) = shard.remove(&key.1, &self.held)
             {
                 expired.push(slot.record.id);
             }
@@ -633,11 +706,8 @@ mod tests {
             }
             let owner_entries: usize =
                 shard.owned.values().map(BTreeMap::len).sum::<usize>() + shard.unowned.len();
-            assert_eq!(
-                owner_entries,
-                shard.tasks.len(),
-                "shard {index}: owner index"
-            );
+            let listed = shard.tasks.values().filter(|s| !s.record.synchronous);
+            assert_eq!(owner_entries, listed.count(), "shard {index}: owner index");
             for (owner, tasks) in &shard.owned {
                 assert!(
                     !tasks.is_empty(),

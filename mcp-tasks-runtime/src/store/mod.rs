@@ -23,6 +23,7 @@ mod redis;
 #[cfg(any(feature = "postgres", feature = "redis"))]
 mod remote;
 mod scan;
+mod shared;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(any(test, feature = "testing"))]
@@ -51,6 +52,10 @@ pub enum StoreError {
     /// `create` was given an id that already exists.
     #[error("task {0} already exists")]
     Duplicate(String),
+    /// `create` was given a record with a [`unique_key`](TaskRecord::unique_key) that an
+    /// unfinished task already holds: nothing was stored. Holds the id of that task.
+    #[error("an unfinished task ({0}) holds the same unique key")]
+    Taken(String),
     /// A listing cursor the store did not make.
     #[error("invalid cursor {0:?}")]
     InvalidCursor(String),
@@ -108,6 +113,7 @@ impl PartialEq for StoreError {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::Duplicate(a), Self::Duplicate(b))
+            | (Self::Taken(a), Self::Taken(b))
             | (Self::InvalidCursor(a), Self::InvalidCursor(b))
             | (Self::Unavailable(a), Self::Unavailable(b))
             | (Self::Ambiguous(a), Self::Ambiguous(b)) => a == b,

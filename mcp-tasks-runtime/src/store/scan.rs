@@ -298,7 +298,8 @@ pub(crate) struct ScanQuery {
 
 /// The query of a scan on a SQL store whose `tasks` table has `status, seq` and
 /// `tool, status, seq` indexes: one branch per status, each reading its index newest first
-/// from below `before`, merged newest first, `wanted` rows in all. `columns` must include
+/// from below `before`, merged newest first, `wanted` rows in all. Records of synchronous
+/// calls (a true `synchronous` column) are left out. `columns` must include
 /// `seq`; `placeholder(n)` spells the n-th parameter (from 1).
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn scan_query(
@@ -312,7 +313,7 @@ pub(crate) fn scan_query(
     use super::codec::millis;
     let mut params = vec![SqlValue::Int(before), SqlValue::Int(wanted)];
     let (before, wanted) = (placeholder(1), placeholder(2));
-    let mut conditions = format!("seq < {before}");
+    let mut conditions = format!("seq < {before} AND NOT synchronous");
     let mut add = |params: &mut Vec<SqlValue>, test: &str, value: SqlValue| {
         params.push(value);
         conditions.push_str(&format!(" AND {test} {}", placeholder(params.len())));
@@ -364,8 +365,10 @@ pub(crate) fn scan_query(
     }
 }
 
-/// Counts a SQL store's tasks by status and tool.
+/// Counts a SQL store's tasks by status and tool, leaving out records of synchronous calls.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn count_query(table: &str) -> String {
-    format!("SELECT status, tool, count(*) FROM {table} GROUP BY tool, status")
+    format!(
+        "SELECT status, tool, count(*) FROM {table} WHERE NOT synchronous GROUP BY tool, status"
+    )
 }

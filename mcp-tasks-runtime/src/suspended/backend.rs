@@ -1,7 +1,7 @@
 //! Where the questions of a synchronous call go: a question the client has not answered yet
 //! suspends the call; and the backend of a call with a prelude, which becomes a task.
 
-use crate::context::{BoxFuture, CallBackend};
+use crate::context::{BoxFuture, CallBackend, StepError};
 use crate::error::{Error, ToolError};
 use crate::model::{InputRequest, JsonObject, LogLevel, input_key};
 use crate::notify::{LogGate, Notifier};
@@ -203,6 +203,17 @@ impl CallBackend for Prelude {
         match self.task.get() {
             Some(task) => task.log(level, logger, data),
             None => self.mrtr.log(level, logger, data),
+        }
+    }
+
+    fn step_output(&self, name: &str) -> Option<Value> {
+        self.task.get()?.step_output(name)
+    }
+
+    fn store_step(&self, name: &str, output: Value) -> BoxFuture<'_, Result<(), StepError>> {
+        match self.task.get() {
+            Some(task) => task.store_step(name, output),
+            None => self.mrtr.store_step(name, output),
         }
     }
 

@@ -64,7 +64,7 @@ pub(crate) struct Suspended {
 pub(crate) struct Caller {
     pub(crate) name: Arc<str>,
     pub(crate) client_capabilities: Arc<Value>,
-    pub(crate) principal: Option<Arc<str>>,
+    pub(crate) principal: Option<Arc<crate::principal::Principal>>,
     pub(crate) notifier: Notifier,
     pub(crate) state: crate::state::StateMap,
 }

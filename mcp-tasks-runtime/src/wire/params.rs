@@ -122,6 +122,24 @@ pub(crate) fn progress_token(meta: Option<&Value>) -> Option<Value> {
         .cloned()
 }
 
+/// The idempotency key of a `tools/call`, from its `_meta`
+/// ([`IDEMPOTENCY_KEY_META`](crate::idempotency::IDEMPOTENCY_KEY_META)): `None` without
+/// one; `-32602` for one that is not a valid key.
+pub(crate) fn idempotency_key(
+    meta: Option<&Value>,
+) -> Result<Option<crate::idempotency::IdempotencyKey>, Error> {
+    use crate::idempotency::{IDEMPOTENCY_KEY_META, IdempotencyKey};
+    match meta.and_then(|m| m.get(IDEMPOTENCY_KEY_META)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(key)) => IdempotencyKey::new(key.as_str())
+            .map(Some)
+            .map_err(|e| Error::InvalidParams(format!("`_meta[\"{IDEMPOTENCY_KEY_META}\"]`: {e}"))),
+        Some(_) => Err(Error::InvalidParams(format!(
+            "`_meta[\"{IDEMPOTENCY_KEY_META}\"]` must be a string"
+        ))),
+    }
+}
+
 /// The params of `prompts/get`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct GetPromptParams {

@@ -4,13 +4,16 @@
 //!
 //! Exit codes: 0 completed, 1 failed (a tool error or a failed task), 2 bad usage,
 //! 3 cancelled, 4 input needed, 5 connection error, 6 still running (detached or past the
-//! deadline), 7 task unknown or expired.
+//! deadline), 7 task unknown or expired, 8 not authorized (log in).
 
+mod admin;
 mod args;
+mod auth;
 mod terminal;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use mcp_tasks::IdempotencyKey;
 use mcp_tasks::client::{
     Called, ClientError, Era, Handle, HandleStore, InputHandler, McpClient, TaskEvent, TaskHandle,
     TaskOutcome,
@@ -30,6 +33,7 @@ const INPUT_NEEDED: u8 = 4;
 const CONNECTION: u8 = 5;
 const RUNNING: u8 = 6;
 const UNKNOWN_TASK: u8 = 7;
+const UNAUTHORIZED: u8 = 8;
 
 /// Call MCP tools and follow their tasks, on MCP 2026-07-28 or 2025-11-25.
 #[derive(Debug, Parser)]
@@ -55,7 +59,8 @@ struct Cli {
 }
 
 const EXIT_CODES: &str = "Exit codes: 0 completed, 1 failed, 2 bad usage, 3 cancelled, \
-    4 input needed, 5 connection error, 6 still running, 7 task unknown or expired";
+    4 input needed, 5 connection error, 6 still running, 7 task unknown or expired, \
+    8 not authorized (log in)";
 
 #[derive(Debug, Args)]
 struct ServerArgs {
@@ -68,6 +73,8 @@ struct ServerArgs {
     /// Use this protocol version only (2026-07-28 or 2025-11-25) instead of the best.
     #[arg(long, global = true, value_name = "VERSION", value_parser = parse_era)]
     era: Option<Era>,
+    #[command(flatten)]
+    auth: auth::AuthArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -81,12 +88,33 @@ enum Command {
         /// The arguments as a JSON object (instead of `key=value`).
         #[arg(long, value_name = "JSON")]
         args: Option<String>,
+        /// Send the call with this idempotency key (1 to 255 visible ASCII characters): a call
+        /// repeated with the key of an earlier one gets its task or result and starts nothing
+        /// new. Without it, a call to a tool that may become a task gets a fresh key. Either
+        /// way a call whose answer is lost is sent again with its key (4 sends at most).
+        #[arg(long, value_name = "KEY", value_parser = parse_key)]
+        idempotency_key: Option<IdempotencyKey>,
     },
     /// List the server's tools and their task support.
     Tools,
     /// Work on tasks: known handles, or ids given by hand.
     #[command(subcommand)]
     Tasks(TasksCommand),
+    /// An operator's commands, for every owner's tasks: against a server's admin API
+    /// (`--url` of its console and an admin token), or read-only against a task store.
+    Admin(admin::AdminArgs),
+    /// Sign in to a protected server and keep its tokens (beside the handle store, readable
+    /// by you only): in a browser (the address to open is printed), or by client
+    /// credentials with --client-id and --client-secret.
+    Login {
+        /// The server's MCP endpoint (else --url).
+        url: Option<String>,
+    },
+    /// Forget a server's tokens, revoking them where its authorization server allows.
+    Logout {
+        /// The server's MCP endpoint (else --url).
+        url: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -122,6 +150,10 @@ fn parse_era(s: &str) -> Result<Era, String> {
     Era::parse(s).ok_or_else(|| format!("`{s}` is not 2026-07-28 or 2025-11-25"))
 }
 
+fn parse_key(s: &str) -> Result<IdempotencyKey, String> {
+    IdempotencyKey::new(s).map_err(|e| e.to_string())
+}
+
 /// A failure, with the exit code it means.
 struct Failure(u8, String);
 
@@ -140,6 +172,7 @@ impl From<ClientError> for Failure {
             ClientError::BadCommand(_)
             | ClientError::Arguments(_)
             | ClientError::UnknownTool(_) => USAGE,
+            ClientError::Auth(_) => UNAUTHORIZED,
             _ => FAILED,
         };
         let text = match &e {
@@ -191,6 +224,8 @@ fn main() -> ExitCode {
 struct Context {
     cli: Cli,
     store: Arc<HandleStore>,
+    /// Where the handle store is: the tokens are kept beside it.
+    store_path: std::path::PathBuf,
     bar: Bar,
     /// Every connection made, closed when the command is done.
     clients: std::sync::Mutex<Vec<McpClient>>,
@@ -210,6 +245,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
     let cx = Context {
         cli,
         store,
+        store_path: path,
         bar: Bar::default(),
         clients: std::sync::Mutex::default(),
     };
@@ -227,7 +263,17 @@ async fn command(cx: &Context) -> Result<u8, Failure> {
             tool,
             arguments,
             args,
-        } => call(cx, tool, arguments, args.as_deref()).await,
+            idempotency_key,
+        } => {
+            call(
+                cx,
+                tool,
+                arguments,
+                args.as_deref(),
+                idempotency_key.clone(),
+            )
+            .await
+        }
         Command::Tools => tools(cx).await,
         Command::Tasks(TasksCommand::List { remote }) => list(cx, *remote).await,
         Command::Tasks(TasksCommand::Get { id }) => get(cx, id).await,
@@ -238,10 +284,13 @@ async fn command(cx: &Context) -> Result<u8, Failure> {
             follow(cx, &handle, Interrupts::listen()).await
         }
         Command::Tasks(TasksCommand::Resume) => resume(cx).await,
+        Command::Admin(args) => admin::run(cx, args).await,
+        Command::Login { url } => auth::login(cx, url.as_deref()).await,
+        Command::Logout { url } => auth::logout(cx, url.as_deref()).await,
     }
 }
 
-fn interactive(cx: &Context) -> bool {
+pub(crate) fn interactive(cx: &Context) -> bool {
     !cx.cli.no_input && std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }
 
@@ -256,10 +305,10 @@ async fn connect(
         .store(cx.store.clone());
     builder = match (&cx.cli.server.stdio, &cx.cli.server.url, server_key) {
         (Some(cmd), _, _) => builder.stdio(cmd),
-        (None, Some(url), _) => builder.http(url),
+        (None, Some(url), _) => auth::authorize(cx, builder.http(url), url)?,
         (None, None, Some(key)) => match key.split_once(':') {
             Some(("stdio", cmd)) => builder.stdio(cmd),
-            Some(("http", url)) => builder.http(url),
+            Some(("http", url)) => auth::authorize(cx, builder.http(url), url)?,
             _ => {
                 return Err(Failure(
                     USAGE,
@@ -329,6 +378,7 @@ async fn call(
     tool: &str,
     words: &[String],
     json_args: Option<&str>,
+    key: Option<IdempotencyKey>,
 ) -> Result<u8, Failure> {
     let client = connect(cx, None, None).await?;
     let info = client.tool(tool).await?;
@@ -352,9 +402,14 @@ async fn call(
     };
     let (bar, on_progress) = progress_bar(cx, tool);
     bar.set_message("calling…");
-    let called = client.call_tool_with(tool, arguments, on_progress).await;
+    let called = client
+        .call_tool_keyed(tool, arguments.clone(), key, on_progress)
+        .await;
     bar.finish_and_clear();
     *cx.bar.lock().unwrap() = None;
+    if called.is_err() {
+        explain_pending(&client, tool, &arguments);
+    }
     match called? {
         Called::Done(output) => Ok(print_result(cx, None, &TaskOutcome::Completed(output))),
         Called::Task(handle) => {
@@ -366,6 +421,23 @@ async fn call(
             );
             follow(cx, &handle, interrupts).await
         }
+    }
+}
+
+/// After a failed call: when its outcome stayed unknown (its pending call is still in the
+/// handle store), how to repeat it safely.
+fn explain_pending(client: &McpClient, tool: &str, arguments: &Value) {
+    let pending = client.pending_calls().unwrap_or_default();
+    if let Some(call) = pending
+        .iter()
+        .rev()
+        .find(|p| p.tool == tool && p.arguments == *arguments)
+    {
+        eprintln!(
+            "the outcome of the call is unknown: the same command with `--idempotency-key {}` \
+             repeats it safely (it gets the first call's task or result if the server took it)",
+            call.key
+        );
     }
 }
 

@@ -824,6 +824,85 @@ async fn idle_sessions_end_when_a_new_one_opens_and_the_session_cap_holds() {
     handle.shutdown().await.unwrap();
 }
 
+/// A stranger that asked for a task's result and keeps its stream open without reading it
+/// holds the task's question only until the session that created the task can be asked:
+/// once the owner listens, the question is taken back and asked there.
+#[tokio::test]
+async fn a_question_held_by_a_stranger_s_unread_stream_moves_to_its_owner() {
+    let (handle, url) = start(HttpConfig::new()).await;
+    let owner = open_session(&url, json!({"elicitation": {}})).await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "confirm_later", "arguments": {}, "task": {}}});
+    let (status, created) = json_of(stateful(&url, &owner, call).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{created}");
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Another session waits for the result and gets the question, the owner not listening
+    // yet; it keeps its stream open and never answers.
+    let stranger = open_session(&url, json!({"elicitation": {}})).await;
+    let wait = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result",
+        "params": {"taskId": task}});
+    let mut held = Events::new(stateful(&url, &stranger, wait).send().await.unwrap());
+    let first = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let event = held.next().await.expect("the stream stays open");
+            if !event.data.is_empty() && event.json()["method"] == "elicitation/create" {
+                return event.json();
+            }
+        }
+    })
+    .await
+    .expect("the stranger's stream carried the question while the owner could not be asked");
+
+    // The owner starts listening: the question comes to it, and the stranger is told.
+    let mut listening = Events::new(get_stream(&url, &owner, None).send().await.unwrap());
+    let asked = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let event = listening.next().await.expect("the stream stays open");
+            if !event.data.is_empty() && event.json()["method"] == "elicitation/create" {
+                return event.json();
+            }
+        }
+    })
+    .await
+    .expect("the owner got its task's question back from the stranger");
+    assert_eq!(
+        asked["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        task.as_str()
+    );
+    let cancelled = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let event = held.next().await.expect("the stream stays open");
+            if !event.data.is_empty() && event.json()["method"] == "notifications/cancelled" {
+                return event.json();
+            }
+        }
+    })
+    .await
+    .expect("the stranger was told its question was withdrawn");
+    assert_eq!(cancelled["params"]["requestId"], first["id"]);
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+        "result": {"action": "accept", "content": {"sure": true}}});
+    assert_eq!(
+        stateful(&url, &owner, answer)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
+    let done = json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result",
+        "params": {"taskId": task}});
+    let (status, result) = json_of(stateful(&url, &owner, done).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{result}");
+    assert!(result["result"].is_object(), "{result}");
+    drop(held);
+    handle.shutdown().await.unwrap();
+}
+
 /// A task id is a bearer handle among anonymous sessions: another session may wait for the
 /// task's result. When it asks and walks away, the question must not be stranded on its
 /// unread stream: the session that created the task, listening on its own stream, comes

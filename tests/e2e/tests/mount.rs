@@ -86,7 +86,9 @@ async fn the_endpoint_mounted_in_an_app_takes_the_apps_principal() {
     let store = MemoryTaskStore::new();
     store.create(left_over("left-over", "alice")).await.unwrap();
     let whoami = Tool::new("whoami", |cx: TaskContext, _| async move {
-        let me = cx.principal().unwrap_or("nobody").to_owned();
+        let me = cx
+            .principal()
+            .map_or_else(|| "nobody".to_owned(), |p| p.subject.clone());
         Ok(CallToolResult::success(vec![Content::text(me)]))
     })
     .task_support(TaskSupport::Optional);

@@ -135,7 +135,22 @@ async fn requests_pipelined_after_initialize_are_served_by_the_process() {
 
 #[tokio::test]
 async fn the_process_exits_at_eof_while_a_2025_task_runs() {
-    let mut child = fixture();
+    // The end of stdin stops the server as a signal does: the task may run on for the
+    // shutdown grace, then it is handed off and the process exits.
+    let mut child = Command::new(example("conformance-server"))
+        .args([
+            "--stdio",
+            "--store",
+            "memory",
+            "--shutdown-grace-ms",
+            "1000",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the conformance server");
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut send = async |message: Value| {

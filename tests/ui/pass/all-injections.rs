@@ -29,7 +29,7 @@ impl FromTaskContext for Principal {
 
     fn from_task_context(cx: &TaskContext) -> Result<Self, ToolError> {
         cx.principal()
-            .map(|p| Principal(p.to_owned()))
+            .map(|p| Principal(p.subject.clone()))
             .ok_or_else(|| ToolError::new("sign in first"))
     }
 }

@@ -6,9 +6,11 @@ use super::row::{Columns, decode, decode_all};
 use crate::store::StoreError;
 use crate::store::codec::Row;
 use crate::task::TaskRecord;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio_postgres::error::SqlState;
 
 /// The most statements of batched `get`s in flight at once. Few, so that the `get`s that
 /// arrive while they run gather into the next statement: one statement (one parse, one
@@ -90,11 +92,108 @@ pub(super) async fn gather<T>(
     }
 }
 
+/// How many times a batch's statement runs for rows still unsettled: rows whose unique key
+/// was refused but whose holder finished before it could be named, and batches PostgreSQL
+/// chose as a deadlock's victim.
+const INSERT_ROUNDS: usize = 5;
+
+/// What became of one row of a batched create.
+enum Verdict {
+    /// Stored, with this change sequence number.
+    Inserted(i64),
+    /// Refused: the id exists.
+    Duplicate,
+    /// Refused: an unfinished task, this one, holds the unique key.
+    Taken(String),
+    /// Still unsettled after every round.
+    Contended,
+}
+
+/// Inserts `rows` with the batch statement, then sorts out each row it left out: a
+/// duplicate when its id exists, else taken by the unfinished task holding its key. A row
+/// whose holder finished in between is inserted again, as is a batch that lost a deadlock
+/// (two batches waiting on each other's keys), up to [`INSERT_ROUNDS`] times in all.
+async fn insert_rows(
+    client: &deadpool_postgres::Object,
+    shared: &Shared,
+    rows: &[&Row],
+) -> Result<Vec<Verdict>, tokio_postgres::Error> {
+    let mut verdicts: Vec<Option<Verdict>> = rows.iter().map(|_| None).collect();
+    let mut pending: Vec<usize> = (0..rows.len()).collect();
+    let insert = client.prepare_cached(&shared.sql.insert).await?;
+    for round in 1..=INSERT_ROUNDS {
+        let batch: Vec<&Row> = pending.iter().map(|&n| rows[n]).collect();
+        let columns = Columns::of(&batch);
+        let inserted = match client.query(&insert, &columns.params()).await {
+            Ok(inserted) => inserted,
+            Err(error)
+                if round < INSERT_ROUNDS
+                    && error.code() == Some(&SqlState::T_R_DEADLOCK_DETECTED) =>
+            {
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
+        let mut seqs: HashMap<String, i64> = HashMap::with_capacity(inserted.len());
+        for row in &inserted {
+            seqs.insert(row.try_get(0)?, row.try_get(1)?);
+        }
+        let mut left = Vec::new();
+        for &n in &pending {
+            // With one id twice in a batch, the first create wins.
+            match seqs.remove(&rows[n].id) {
+                Some(seq) => verdicts[n] = Some(Verdict::Inserted(seq)),
+                None => left.push(n),
+            }
+        }
+        if left.is_empty() {
+            pending.clear();
+            break;
+        }
+        let ids: Vec<&str> = left.iter().map(|&n| rows[n].id.as_str()).collect();
+        let keys: Vec<&str> = left.iter().filter_map(|&n| rows[n].held_key()).collect();
+        let existing = client.prepare_cached(&shared.sql.existing).await?;
+        let existing: HashSet<String> = client
+            .query(&existing, &[&ids])
+            .await?
+            .iter()
+            .map(|row| row.try_get(0))
+            .collect::<Result<_, _>>()?;
+        let mut holders: HashMap<String, String> = HashMap::new();
+        if !keys.is_empty() {
+            let statement = client.prepare_cached(&shared.sql.holders).await?;
+            for row in client.query(&statement, &[&keys]).await? {
+                holders.insert(row.try_get(0)?, row.try_get(1)?);
+            }
+        }
+        pending.clear();
+        for n in left {
+            let row = rows[n];
+            if existing.contains(&row.id) {
+                verdicts[n] = Some(Verdict::Duplicate);
+            } else if let Some(holder) = row.held_key().and_then(|key| holders.get(key)) {
+                verdicts[n] = Some(Verdict::Taken(holder.clone()));
+            } else {
+                // The holder finished (or the duplicate went) in between: try again.
+                pending.push(n);
+            }
+        }
+        if pending.is_empty() {
+            break;
+        }
+    }
+    Ok(verdicts
+        .into_iter()
+        .map(|verdict| verdict.unwrap_or(Verdict::Contended))
+        .collect())
+}
+
 /// Inserts a batch in one statement and answers each caller once it committed and its
 /// change notifications were sent. The statement slot is handed back as soon as the
 /// statement is done, so the next batch is inserted while this one's notifications go out.
 /// The rows go in id order (the first of one id in the batch wins), so concurrent batches
-/// that share ids take their index locks in the same order and cannot deadlock.
+/// that share ids take their index locks in the same order; batches whose unique keys cross
+/// may still deadlock, and the one PostgreSQL aborts runs again ([`insert_rows`]).
 pub(super) async fn insert_batch(
     shared: Arc<Shared>,
     mut batch: Vec<CreateOp>,
@@ -107,43 +206,37 @@ pub(super) async fn insert_batch(
     }
     let rows: Vec<&Row> = batch.iter().map(|op| &op.row).collect();
     let result = {
-        let columns = Columns::of(&rows);
-        let sql = &shared.sql.insert;
+        let (shared, rows) = (&shared, &rows);
         shared
             .run("cannot create the task", |client| async move {
-                let statement = client.prepare_cached(sql).await?;
-                let params = columns.params();
-                let inserted = client.query(&statement, &params).await?;
-                inserted
-                    .iter()
-                    .map(|row| Ok((row.try_get::<_, String>(0)?, row.try_get::<_, i64>(1)?)))
-                    .collect::<Result<Vec<(String, i64)>, tokio_postgres::Error>>()
+                insert_rows(&client, shared, rows).await
             })
             .await
     };
     drop(slot);
     match result {
-        Ok(inserted) => {
-            let status: std::collections::HashMap<&str, &str> = rows
+        Ok(verdicts) => {
+            let payloads = rows
                 .iter()
-                .map(|row| (row.id.as_str(), row.status))
-                .collect();
-            let payloads = inserted
-                .iter()
-                .map(|(id, seq)| {
-                    let status = status.get(id.as_str()).copied().unwrap_or("working");
-                    format!("{seq} created {status} {id}")
+                .zip(&verdicts)
+                .filter_map(|(row, verdict)| match verdict {
+                    Verdict::Inserted(seq) => {
+                        Some(format!("{seq} created {} {}", row.status, row.id))
+                    }
+                    _ => None,
                 })
                 .collect();
             shared.announce(payloads).await;
-            let mut inserted: std::collections::HashSet<String> =
-                inserted.into_iter().map(|(id, _)| id).collect();
-            for op in batch {
-                // With one id twice in a batch, the first create wins.
-                let answer = if inserted.remove(&op.row.id) {
-                    Ok(())
-                } else {
-                    Err(StoreError::Duplicate(op.row.id))
+            for (op, verdict) in batch.into_iter().zip(verdicts) {
+                let answer = match verdict {
+                    Verdict::Inserted(_) => Ok(()),
+                    Verdict::Duplicate => Err(StoreError::Duplicate(op.row.id)),
+                    Verdict::Taken(holder) => Err(StoreError::Taken(holder)),
+                    Verdict::Contended => Err(shared.remote.unavailable(format!(
+                        "cannot create the task {}: its unique key was held, then freed, \
+                         {INSERT_ROUNDS} times in a row; nothing was stored",
+                        op.row.id
+                    ))),
                 };
                 let _ = op.reply.send(answer);
             }

@@ -339,7 +339,7 @@ impl TaskStore for PostgresTaskStore {
             .shared
             .run("cannot write a task", |client| async move {
                 let statement = client.prepare_cached(sql).await?;
-                let params: [&(dyn ToSql + Sync); 23] = [
+                let params: [&(dyn ToSql + Sync); 26] = [
                     &row.id,
                     &expected,
                     &row.owner,
@@ -363,6 +363,9 @@ impl TaskStore for PostgresTaskStore {
                     &row.epoch,
                     &row.cancel_at,
                     &row.cancel_by,
+                    &row.steps,
+                    &row.unique_key,
+                    &row.synchronous,
                 ];
                 let rows = client.query(&statement, &params).await?;
                 rows.first().map(|r| r.try_get::<_, i64>(0)).transpose()

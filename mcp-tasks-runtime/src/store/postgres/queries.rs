@@ -6,10 +6,11 @@ use crate::store::scan::count_query;
 pub(super) const COLUMNS: &str = "id, owner, tool, settle, status, status_message, created_at, \
     updated_at, ttl_ms, poll_interval_ms, version, input_seq, arguments::text, \
     input_requests::text, input_responses::text, outcome::text, seq, client::text, \
-    lease_worker, lease_until, epoch, cancel_at, cancel_by";
+    lease_worker, lease_until, epoch, cancel_at, cancel_by, steps::text, unique_key, \
+    synchronous";
 
 /// The number of [`COLUMNS`].
-pub(super) const COLUMN_COUNT: usize = 23;
+pub(super) const COLUMN_COUNT: usize = 26;
 
 /// [`COLUMNS`] with each column qualified by `table`.
 pub(super) fn qualified_columns(table: &str) -> String {
@@ -26,6 +27,10 @@ pub(super) const UNFINISHED: &str = "status IN ('working', 'input_required')";
 /// The SQL of every statement, with the schema filled in.
 pub(super) struct Sql {
     pub(super) insert: String,
+    /// Which of some ids exist.
+    pub(super) existing: String,
+    /// The unfinished tasks that hold some unique keys: `unique_key, id`.
+    pub(super) holders: String,
     pub(super) update: String,
     pub(super) get: String,
     pub(super) get_many: String,
@@ -49,23 +54,26 @@ impl Sql {
                 "INSERT INTO {s}.tasks (id, owner, tool, settle, status, status_message, \
                     created_at, updated_at, ttl_ms, poll_interval_ms, expires_at, version, \
                     input_seq, arguments, input_requests, input_responses, outcome, client, \
-                    lease_worker, lease_until, epoch, cancel_at, cancel_by) \
+                    lease_worker, lease_until, epoch, cancel_at, cancel_by, steps, \
+                    unique_key, synchronous) \
                  SELECT id, owner, tool, settle, status, status_message, created_at, \
                     updated_at, ttl_ms, poll_interval_ms, expires_at, version, input_seq, \
                     arguments::jsonb, input_requests::jsonb, input_responses::jsonb, \
                     outcome::jsonb, client::jsonb, lease_worker, lease_until, epoch, \
-                    cancel_at, cancel_by \
+                    cancel_at, cancel_by, steps::jsonb, unique_key, synchronous \
                  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
                     $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], \
                     $12::int8[], $13::int8[], $14::text[], $15::text[], $16::text[], \
                     $17::text[], $18::text[], $19::text[], $20::int8[], $21::int8[], \
-                    $22::int8[], $23::text[]) WITH ORDINALITY \
+                    $22::int8[], $23::text[], $24::text[], $25::text[], $26::bool[]) \
+                    WITH ORDINALITY \
                     AS u(id, owner, tool, settle, status, status_message, created_at, \
                     updated_at, ttl_ms, poll_interval_ms, expires_at, version, input_seq, \
                     arguments, input_requests, input_responses, outcome, client, \
-                    lease_worker, lease_until, epoch, cancel_at, cancel_by, n) \
+                    lease_worker, lease_until, epoch, cancel_at, cancel_by, steps, \
+                    unique_key, synchronous, n) \
                  ORDER BY id, n \
-                 ON CONFLICT (id) DO NOTHING RETURNING id, change_seq"
+                 ON CONFLICT DO NOTHING RETURNING id, change_seq"
             ),
             update: format!(
                 "UPDATE {s}.tasks SET owner = $3, tool = $4, settle = $5, status = $6, \
@@ -75,19 +83,25 @@ impl Sql {
                     input_requests = $15::text::jsonb, input_responses = $16::text::jsonb, \
                     outcome = $17::text::jsonb, client = $18::text::jsonb, \
                     lease_worker = $19, lease_until = $20, epoch = $21, cancel_at = $22, \
-                    cancel_by = $23, change_seq = nextval('{s}.change_seq') \
+                    cancel_by = $23, steps = $24::text::jsonb, unique_key = $25, \
+                    synchronous = $26, change_seq = nextval('{s}.change_seq') \
                  WHERE id = $1 AND version = $2 RETURNING change_seq"
+            ),
+            existing: format!("SELECT id FROM {s}.tasks WHERE id = ANY($1::text[])"),
+            holders: format!(
+                "SELECT unique_key, id FROM {s}.tasks \
+                 WHERE unique_key = ANY($1::text[]) AND {UNFINISHED}"
             ),
             get: format!("SELECT {COLUMNS} FROM {s}.tasks WHERE id = $1"),
             get_many: format!("SELECT {COLUMNS} FROM {s}.tasks WHERE id = ANY($1::text[])"),
             delete: format!("DELETE FROM {s}.tasks WHERE id = $1"),
             list_owner: format!(
                 "SELECT {COLUMNS} FROM {s}.tasks WHERE owner = $1 AND seq > $2 \
-                 ORDER BY seq LIMIT $3"
+                 AND NOT synchronous ORDER BY seq LIMIT $3"
             ),
             list_unowned: format!(
                 "SELECT {COLUMNS} FROM {s}.tasks WHERE owner IS NULL AND seq > $1 \
-                 ORDER BY seq LIMIT $2"
+                 AND NOT synchronous ORDER BY seq LIMIT $2"
             ),
             expire: format!(
                 "WITH due AS MATERIALIZED ( \

@@ -30,6 +30,9 @@ pub(super) struct Columns {
     pub(super) epoch: Vec<i64>,
     pub(super) cancel_at: Vec<Option<i64>>,
     pub(super) cancel_by: Vec<Option<String>>,
+    pub(super) steps: Vec<String>,
+    pub(super) unique_key: Vec<Option<String>>,
+    pub(super) synchronous: Vec<bool>,
 }
 
 impl Columns {
@@ -58,10 +61,13 @@ impl Columns {
             epoch: rows.iter().map(|r| r.epoch).collect(),
             cancel_at: rows.iter().map(|r| r.cancel_at).collect(),
             cancel_by: rows.iter().map(|r| r.cancel_by.clone()).collect(),
+            steps: rows.iter().map(|r| r.steps.clone()).collect(),
+            unique_key: rows.iter().map(|r| r.unique_key.clone()).collect(),
+            synchronous: rows.iter().map(|r| r.synchronous).collect(),
         }
     }
 
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 23] {
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 26] {
         [
             &self.id,
             &self.owner,
@@ -86,6 +92,9 @@ impl Columns {
             &self.epoch,
             &self.cancel_at,
             &self.cancel_by,
+            &self.steps,
+            &self.unique_key,
+            &self.synchronous,
         ]
     }
 }
@@ -102,6 +111,7 @@ pub(super) fn check_storable(row: &Row) -> Result<(), StoreError> {
         row.status_message.as_deref(),
         row.lease_worker.as_deref(),
         row.cancel_by.as_deref(),
+        row.unique_key.as_deref(),
     ];
     let jsons = [
         Some(row.arguments.as_str()),
@@ -109,6 +119,7 @@ pub(super) fn check_storable(row: &Row) -> Result<(), StoreError> {
         Some(row.input_responses.as_str()),
         row.outcome.as_deref(),
         Some(row.client.as_str()),
+        Some(row.steps.as_str()),
     ];
     let nul = texts.into_iter().flatten().any(|t| t.contains('\0'))
         || jsons.into_iter().flatten().any(json_has_nul);
@@ -176,6 +187,9 @@ pub(super) fn decode(
         epoch: row.try_get(20)?,
         cancel_at: row.try_get(21)?,
         cancel_by: row.try_get(22)?,
+        steps: row.try_get(23)?,
+        unique_key: row.try_get(24)?,
+        synchronous: row.try_get(25)?,
     };
     let record = columns.decode_or_default();
     Ok((record, row.try_get(16)?))

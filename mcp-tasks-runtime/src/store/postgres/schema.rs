@@ -53,6 +53,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 2: listing across owners by status and by tool, newest first, and counts.
     "CREATE INDEX tasks_status_seq ON {s}.tasks (status, seq);
     CREATE INDEX tasks_tool_status_seq ON {s}.tasks (tool, status, seq);",
+    // 3: durable step outputs, unique keys (held by one unfinished task at a time) and
+    // the records of synchronous calls, which no listing shows.
+    "ALTER TABLE {s}.tasks ADD COLUMN steps jsonb NOT NULL DEFAULT '{}';
+    ALTER TABLE {s}.tasks ADD COLUMN unique_key text;
+    ALTER TABLE {s}.tasks ADD COLUMN synchronous boolean NOT NULL DEFAULT false;
+    CREATE UNIQUE INDEX tasks_unique_key ON {s}.tasks (unique_key)
+        WHERE unique_key IS NOT NULL AND status IN ('working', 'input_required');",
 ];
 
 /// Creates the schema or brings it to the newest version, or refuses one that is not a

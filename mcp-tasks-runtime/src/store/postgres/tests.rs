@@ -4,7 +4,7 @@ use super::*;
 use crate::store::testing::{check_recovers, check_store, sample_record};
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Instant, UNIX_EPOCH};
 
 static SCHEMAS: AtomicUsize = AtomicUsize::new(0);
 
@@ -218,6 +218,75 @@ async fn a_dropped_store_closes_its_connections() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_one_schema_refuse_a_taken_unique_key() {
+    let Some(db) = TestDatabase::create("unique") else {
+        return;
+    };
+    let a = Arc::new(open(&db, "unique").await);
+    let b = Arc::new(open(&db, "unique").await);
+    crate::store::testing::check_unique_race(a, b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_2_schema_with_a_task_upgrades_to_durable_fields() {
+    let Some(db) = TestDatabase::create("upgrade") else {
+        return;
+    };
+    let old_schema: String = MIGRATIONS[..2]
+        .iter()
+        .map(|migration| migration.replace("{s}", "\"upgrade\""))
+        .collect::<Vec<_>>()
+        .join(";\n");
+    db.execute(&format!(
+        "CREATE SCHEMA upgrade; \
+         CREATE TABLE upgrade.meta (key text PRIMARY KEY, value bigint NOT NULL); \
+         INSERT INTO upgrade.meta (key, value) VALUES ('schema_version', 2); \
+         {old_schema}; \
+         INSERT INTO upgrade.tasks (id, owner, tool, settle, status, created_at, updated_at, \
+            poll_interval_ms, version, input_seq, arguments, input_requests, input_responses, \
+            client, epoch) \
+         VALUES ('old', 'alice', 'sample', 'complete', 'working', 1800000000000, \
+            1800000000000, 1000, 0, 0, '{{\"n\": 1}}', '{{}}', '{{}}', '{{}}', 0);"
+    ))
+    .await;
+    // Two stores open at once: one migrates under the lock, the other then finds it done.
+    let (a, b) = tokio::join!(open(&db, "upgrade"), open(&db, "upgrade"));
+    let created = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let want = sample_record("old", Some("alice"), created);
+    let old = b.get("old").await.unwrap().expect("the old task");
+    assert_eq!(old, want);
+    assert_eq!(a.list(Some("alice"), None, 10).await.unwrap().tasks, [want]);
+
+    // The old task can take a key, and then holds it.
+    let mut keyed = old;
+    keyed.unique_key = Some("k".into());
+    keyed
+        .steps
+        .insert("s".into(), serde_json::json!({"n": [1]}));
+    assert!(a.compare_and_set(keyed.clone(), 0).await.unwrap());
+    let mut second = sample_record("new", Some("alice"), created);
+    second.unique_key = Some("k".into());
+    assert_eq!(b.create(second).await, Err(StoreError::Taken("old".into())));
+    keyed.version = 1;
+    assert_eq!(b.get("old").await.unwrap(), Some(keyed));
+    drop((a, b));
+    let (client, connection) = tokio_postgres::connect(&db.url(), NoTls).await.unwrap();
+    let driver = tokio::spawn(connection);
+    let version: i64 = client
+        .query_one(
+            "SELECT value FROM upgrade.meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, PostgresTaskStore::SCHEMA_VERSION);
+    assert_eq!(version, 3);
+    drop(client);
+    let _ = driver.await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

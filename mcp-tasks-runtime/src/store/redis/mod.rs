@@ -247,11 +247,15 @@ impl TaskStore for RedisTaskStore {
             .arg(shared.grace_ms())
             .arg(shared.options.feed_len.max(1))
             .arg(&pairs);
-        let created: i64 = shared.run("cannot create the task", call).await?;
-        if created == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::Duplicate(row.id))
+        let answer: Vec<String> = shared.run("cannot create the task", call).await?;
+        match answer.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+            ["ok"] => Ok(()),
+            ["duplicate"] => Err(StoreError::Duplicate(row.id)),
+            ["taken", holder] => Err(StoreError::Taken(holder.to_owned())),
+            _ => Err(StoreError::backend(format!(
+                "cannot create the task {}: the create script answered {answer:?}",
+                row.id
+            ))),
         }
     }
 

@@ -55,6 +55,13 @@ pub(super) fn encode(
     if let Some(by) = &row.cancel_by {
         put("cancel_by", by.clone());
     }
+    put("steps", row.steps.clone());
+    if let Some(key) = &row.unique_key {
+        put("unique_key", key.clone());
+    }
+    if row.synchronous {
+        put("synchronous", "1".to_owned());
+    }
     Ok((row, pairs))
 }
 
@@ -78,6 +85,7 @@ pub(super) fn decode(flat: Vec<String>) -> (TaskRecord, u64) {
     let (arguments, input_requests) = (take("arguments"), take("input_requests"));
     let (input_responses, outcome, client) =
         (take("input_responses"), take("outcome"), take("client"));
+    let steps = take("steps");
     // A missing JSON field reads as `null`, which the decoder takes as unreadable (logged,
     // then its default), except for the capabilities, where `null` is a value.
     fn text(value: &Option<String>) -> &str {
@@ -106,6 +114,10 @@ pub(super) fn decode(flat: Vec<String>) -> (TaskRecord, u64) {
         epoch: int(take("epoch")).unwrap_or(0),
         cancel_at: int(take("cancel_at")),
         cancel_by: take("cancel_by"),
+        // Written before tasks kept steps: none.
+        steps: steps.as_deref().unwrap_or("{}"),
+        unique_key: take("unique_key"),
+        synchronous: take("synchronous").is_some_and(|s| s == "1"),
     };
     let seq = int(take("seq")).unwrap_or(0).max(0).unsigned_abs();
     let record = columns.decode_or_default();

@@ -15,6 +15,11 @@
 //!   change number trimmed from it;
 //! - `P:stt:STATUS:TOOL`: sorted sets of ids by creation number, one per status and tool
 //!   (listing across owners, counts), and `P:pairs`, the set of `STATUS:TOOL` that have one;
+//!   records of synchronous calls (field `synchronous` = `1`) are in neither these nor the
+//!   owners' listings;
+//! - `P:unique:KEY`: the id of the unfinished task that holds the unique key `KEY`, set by
+//!   the create and write that give it the key, deleted (when it still names that task) by
+//!   the write that ends it, its deletion or its expiry;
 //!   `P:scan-indexed` marks a store whose tasks all have their entry (see `BACKFILL`);
 //! - the channel `P:signal`, where every write publishes its change number.
 
@@ -104,6 +109,31 @@ local function changed(id, max)
   end
   return c
 end
+-- The key of a unique key's holder.
+local function pointer(ukey)
+  return P .. 'unique:' .. ukey
+end
+-- Frees the unique key `ukey` if the task `id` holds it.
+local function release(id, ukey)
+  if ukey and redis.call('GET', pointer(ukey)) == id then
+    redis.call('DEL', pointer(ukey))
+  end
+end
+-- The unfinished task that holds `ukey`, if any; a pointer to a task that no longer holds
+-- it is dropped.
+local function holder(ukey)
+  local id = redis.call('GET', pointer(ukey))
+  if not id then return nil end
+  local got = redis.call('HMGET', P .. 'task:' .. id, 'status', 'unique_key')
+  if got[1] and unfinished(got[1]) and got[2] == ukey then return id end
+  redis.call('DEL', pointer(ukey))
+  return nil
+end
+-- The unique key a task with these fields holds: its key while it is unfinished.
+local function held_key(status, ukey)
+  if ukey and unfinished(status) then return ukey end
+  return nil
+end
 local function fields(from)
   local h = {}
   for i = from, #ARGV, 2 do h[ARGV[i]] = ARGV[i + 1] end
@@ -112,44 +142,67 @@ end
 "#;
 
 /// `create`: ARGV = prefix, id, expiry grace ms, feed size, then field/value pairs.
-/// Returns 1, or 0 when the id exists.
+/// Returns `{'ok'}`, `{'duplicate'}` when the id exists, or `{'taken', HOLDER}` when an
+/// unfinished task holds the unique key.
 const CREATE: &str = r#"
 local id = ARGV[2]
 local key = P .. 'task:' .. id
-if redis.call('EXISTS', key) == 1 then return 0 end
+if redis.call('EXISTS', key) == 1 then return {'duplicate'} end
 local h = fields(5)
+local ukey = held_key(h.status, h.unique_key)
+if ukey then
+  local other = holder(ukey)
+  if other then return {'taken', other} end
+end
 local seq = string.format('%d', redis.call('INCR', P .. 'seq'))
 redis.call('HSET', key, 'seq', seq, unpack(ARGV, 5))
-redis.call('ZADD', owner_key(h.owner), seq, id)
-index_pair(id, h.status, h.tool, seq)
+if h.synchronous ~= '1' then
+  redis.call('ZADD', owner_key(h.owner), seq, id)
+  index_pair(id, h.status, h.tool, seq)
+end
 index(id, key, h, seq, tonumber(ARGV[3]))
+if ukey then redis.call('SET', pointer(ukey), id) end
 redis.call('PUBLISH', P .. 'signal', changed(id, tonumber(ARGV[4])))
-return 1
+return {'ok'}
 "#;
 
 /// `compare_and_set`: ARGV = prefix, id, expected version, expiry grace ms, feed size, then
 /// field/value pairs (with the new version). Returns 1, or 0 when the version differs or the
-/// task is gone.
+/// task is gone; fails, changing nothing, when it would give the task a unique key another
+/// unfinished task holds.
 const UPDATE: &str = r#"
 local id = ARGV[2]
 local key = P .. 'task:' .. id
-local old = redis.call('HMGET', key, 'version', 'status', 'owner', 'lease_worker', 'expires', 'seq', 'tool')
+local old = redis.call('HMGET', key, 'version', 'status', 'owner', 'lease_worker', 'expires', 'seq', 'tool', 'unique_key', 'synchronous')
 if not old[1] or old[1] ~= ARGV[3] then return 0 end
 local h = fields(6)
 local seq = old[6]
-if old[2] ~= h.status or old[7] ~= h.tool then
-  unindex_pair(id, old[2], old[7] or '')
-  index_pair(id, h.status, h.tool, seq)
+local old_ukey = held_key(old[2], old[8] or nil)
+local ukey = held_key(h.status, h.unique_key)
+if ukey and ukey ~= old_ukey then
+  local other = holder(ukey)
+  if other and other ~= id then
+    return redis.error_reply('task ' .. id .. ': its unique key is held by the unfinished task ' .. other)
+  end
+end
+local old_listed, listed = old[9] ~= '1', h.synchronous ~= '1'
+if old[2] ~= h.status or old[7] ~= h.tool or old_listed ~= listed then
+  if old_listed then unindex_pair(id, old[2], old[7] or '') end
+  if listed then index_pair(id, h.status, h.tool, seq) end
 end
 unindex(id, old[2], old[3] or nil, old[4], old[5])
 local old_owner = old[3] or nil
-if old_owner ~= h.owner then
-  redis.call('ZREM', owner_key(old_owner), id)
-  redis.call('ZADD', owner_key(h.owner), seq, id)
+if old_owner ~= h.owner or old_listed ~= listed then
+  if old_listed then redis.call('ZREM', owner_key(old_owner), id) end
+  if listed then redis.call('ZADD', owner_key(h.owner), seq, id) end
 end
 redis.call('DEL', key)
 redis.call('HSET', key, 'seq', seq, unpack(ARGV, 6))
 index(id, key, h, seq, tonumber(ARGV[4]))
+if old_ukey ~= ukey then
+  release(id, old_ukey)
+  if ukey then redis.call('SET', pointer(ukey), id) end
+end
 redis.call('PUBLISH', P .. 'signal', changed(id, tonumber(ARGV[5])))
 return 1
 "#;
@@ -158,8 +211,9 @@ return 1
 const DELETE: &str = r#"
 local id = ARGV[2]
 local key = P .. 'task:' .. id
-local old = redis.call('HMGET', key, 'status', 'owner', 'lease_worker', 'expires', 'tool')
+local old = redis.call('HMGET', key, 'status', 'owner', 'lease_worker', 'expires', 'tool', 'unique_key')
 if not old[1] then return 0 end
+release(id, old[6] or nil)
 unindex(id, old[1], old[2] or nil, old[3], old[4])
 unindex_pair(id, old[1], old[5] or '')
 redis.call('ZREM', owner_key(old[2] or nil), id)
@@ -214,7 +268,7 @@ while #out < limit do
     redis.call('ZREM', P .. 'expiry', m)
     local id, owner = parse_member(m)
     local key = P .. 'task:' .. id
-    local old = redis.call('HMGET', key, 'status', 'owner', 'lease_worker', 'expires', 'tool')
+    local old = redis.call('HMGET', key, 'status', 'owner', 'lease_worker', 'expires', 'tool', 'unique_key')
     if not old[1] then
       -- Redis removed the record at its own expiry; clean its listing entries.
       redis.call('ZREM', owner_key(owner), id)
@@ -224,6 +278,7 @@ while #out < limit do
         out[#out + 1] = id
       end
     elseif (old[2] or nil) == owner and old[4] and tonumber(old[4]) <= now then
+      release(id, old[6] or nil)
       unindex(id, old[1], old[2] or nil, old[3], old[4])
       unindex_pair(id, old[1], old[5] or '')
       redis.call('ZREM', owner_key(old[2] or nil), id)
@@ -392,8 +447,8 @@ return out
 const BACKFILL: &str = r#"
 local got = redis.call('SCAN', ARGV[2], 'MATCH', P .. 'task:*', 'COUNT', 500)
 for _, key in ipairs(got[2]) do
-  local h = redis.call('HMGET', key, 'seq', 'status', 'tool', 'id')
-  if h[1] and h[2] and h[3] and h[4] then index_pair(h[4], h[2], h[3], h[1]) end
+  local h = redis.call('HMGET', key, 'seq', 'status', 'tool', 'id', 'synchronous')
+  if h[1] and h[2] and h[3] and h[4] and h[5] ~= '1' then index_pair(h[4], h[2], h[3], h[1]) end
 end
 if got[1] == '0' then redis.call('SET', P .. 'scan-indexed', '1') end
 return got[1]

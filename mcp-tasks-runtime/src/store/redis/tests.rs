@@ -78,6 +78,16 @@ fn prefixes_and_urls_are_read_exactly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_one_prefix_refuse_a_taken_unique_key() {
+    let Some(redis) = TestRedis::create("unique") else {
+        return;
+    };
+    let a = Arc::new(open(&redis, "unique").await);
+    let b = Arc::new(open(&redis, "unique").await);
+    crate::store::testing::check_unique_race(a, b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stores_share_tasks_claims_and_changes_and_wake_each_other() {
     let Some(redis) = TestRedis::create("two") else {
         return;

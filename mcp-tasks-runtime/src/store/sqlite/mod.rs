@@ -351,8 +351,18 @@ fn thread_error(path: &Path, error: io::Error) -> StoreError {
     )
 }
 
+/// A failed statement as a store error: the database held by another connection for longer
+/// than the busy timeout is out of reach for now, with nothing changed (a failed write is
+/// rolled back), so trying again later may succeed; anything else is a backend failure.
 fn sql_error(what: &str, error: rusqlite::Error) -> StoreError {
-    StoreError::backend_caused_by(format!("{what}: {error}"), error)
+    match error.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            StoreError::Unavailable(format!(
+                "{what}: {error} (another connection held it for longer than the busy timeout)"
+            ))
+        }
+        _ => StoreError::backend_caused_by(format!("{what}: {error}"), error),
+    }
 }
 
 impl TaskStore for SqliteTaskStore {

@@ -1,7 +1,7 @@
 //! The read queries the reader threads and the watcher run.
 
 use super::super::paging::{self, clamp_limit};
-use super::row::{COLUMNS, SIZED_COLUMNS, UNFINISHED, decode};
+use super::row::{COLUMNS, SIZED_COLUMNS, STEPS_COLUMN, UNFINISHED, decode};
 use super::sql_error;
 use crate::store::scan::{SqlValue, count_query, scan_query};
 use crate::store::{Changes, StoreError, TaskCounts, TaskFilter, TaskPage};
@@ -23,7 +23,7 @@ pub(super) fn get_record(
     };
     let (record, _) = decode(row)?;
     let mut bytes = 256;
-    for column in 0..SIZED_COLUMNS {
+    for column in (0..SIZED_COLUMNS).chain([STEPS_COLUMN]) {
         if let Ok(rusqlite::types::ValueRef::Text(text)) = row.get_ref(column) {
             bytes += text.len();
         }
@@ -41,7 +41,7 @@ pub(super) fn list_records(
     let mut statement = conn
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM tasks INDEXED BY tasks_owner_seq \
-             WHERE owner IS ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"
+             WHERE owner IS ?1 AND seq > ?2 AND NOT synchronous ORDER BY seq LIMIT ?3"
         ))
         .map_err(sql)?;
     let wanted = clamp_limit(limit).saturating_add(1);

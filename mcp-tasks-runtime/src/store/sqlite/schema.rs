@@ -69,6 +69,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 3: listing across owners by status and by tool, newest first, and counts.
     "CREATE INDEX tasks_status_seq ON tasks (status, seq);
     CREATE INDEX tasks_tool_status_seq ON tasks (tool, status, seq);",
+    // 4: durable step outputs, unique keys (held by one unfinished task at a time) and
+    // the records of synchronous calls, which no listing shows.
+    "ALTER TABLE tasks ADD COLUMN steps TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE tasks ADD COLUMN unique_key TEXT;
+    ALTER TABLE tasks ADD COLUMN synchronous INTEGER NOT NULL DEFAULT 0;
+    CREATE UNIQUE INDEX tasks_unique_key ON tasks (unique_key)
+        WHERE unique_key IS NOT NULL AND status IN ('working', 'input_required');",
 ];
 
 pub(super) fn open_connection(path: &Path, busy_timeout: Duration) -> rusqlite::Result<Connection> {

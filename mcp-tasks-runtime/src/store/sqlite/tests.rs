@@ -421,6 +421,58 @@ fn migrations_run_forward_once_at_open() {
     assert_eq!(extra, 0);
 }
 
+#[tokio::test]
+async fn a_schema_3_database_with_a_task_upgrades_to_durable_fields() {
+    let dir = TempDir::new("upgrade-3");
+    let path = dir.db();
+    let mut conn = Connection::open(&path).unwrap();
+    migrate(&mut conn, &path, &MIGRATIONS[..3]).unwrap();
+    conn.execute_batch(
+        "INSERT INTO tasks (id, seq, owner, tool, settle, status, created_at, updated_at, \
+            poll_interval_ms, version, input_seq, arguments, input_requests, input_responses, \
+            client, epoch, change_seq) \
+         VALUES ('old', 1, 'alice', 'sample', 'complete', 'working', 1800000000000, \
+            1800000000000, 1000, 0, 0, '{\"n\":1}', '{}', '{}', '{}', 0, 1); \
+         UPDATE meta SET value = 1 WHERE key IN ('last_seq', 'change_seq');",
+    )
+    .unwrap();
+    drop(conn);
+
+    let store = SqliteTaskStore::open(&path).unwrap();
+    let mut want = sample_record("old", Some("alice"), at_ms(0));
+    want.status = TaskStatus::Working;
+    let old = store.get("old").await.unwrap().expect("the old task");
+    assert_eq!(old, want);
+    let page = store.list(Some("alice"), None, 10).await.unwrap();
+    assert_eq!(page.tasks, [want.clone()]);
+
+    // The old task can take a key, and then holds it.
+    let mut keyed = old.clone();
+    keyed.unique_key = Some("k".into());
+    keyed.steps.insert("s".into(), json!([1]));
+    assert!(store.compare_and_set(keyed, 0).await.unwrap());
+    let mut second = sample_record("new", Some("alice"), at_ms(1));
+    second.unique_key = Some("k".into());
+    assert_eq!(
+        store.create(second).await,
+        Err(StoreError::Taken("old".into()))
+    );
+    let conn = Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_handles_on_one_file_refuse_a_taken_unique_key() {
+    let dir = TempDir::new("unique-race");
+    let path = dir.db();
+    let a = Arc::new(SqliteTaskStore::open(&path).unwrap());
+    let b = Arc::new(SqliteTaskStore::open(&path).unwrap());
+    crate::store::testing::check_unique_race(a, b).await;
+}
+
 #[test]
 fn another_applications_database_is_refused() {
     let dir = TempDir::new("foreign");

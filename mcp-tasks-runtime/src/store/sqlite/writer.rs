@@ -6,7 +6,7 @@ use super::sql_error;
 use crate::store::StoreError;
 use crate::store::codec::Row;
 use crate::task::TaskRecord;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -46,6 +46,8 @@ pub(super) enum WriteOp {
 /// What a write did, before its batch commits.
 pub(super) enum Answer {
     Changed(bool),
+    /// A create refused: an unfinished task, this one, holds the same unique key.
+    Taken(String),
     Ids(Vec<String>),
     Records(Vec<TaskRecord>),
 }
@@ -59,6 +61,7 @@ impl WriteOp {
                 let _ = reply.send(match answer {
                     Ok(Answer::Changed(true)) => Ok(()),
                     Ok(Answer::Changed(false)) => Err(StoreError::Duplicate(row.id)),
+                    Ok(Answer::Taken(holder)) => Err(StoreError::Taken(holder)),
                     Ok(_) => Err(mismatch()),
                     Err(error) => Err(error),
                 });
@@ -258,6 +261,33 @@ impl Writer {
         Ok(())
     }
 
+    /// What a create that failed with `error` gets: a constraint the id broke is a
+    /// duplicate, one the unique key broke names the unfinished task that holds it.
+    fn refused(&self, row: &Row, error: rusqlite::Error) -> rusqlite::Result<Answer> {
+        if error.sqlite_error_code() != Some(rusqlite::ErrorCode::ConstraintViolation) {
+            return Err(error);
+        }
+        let exists = self
+            .conn
+            .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
+            .exists([&row.id])?;
+        if exists {
+            return Ok(Answer::Changed(false));
+        }
+        let holder: Option<String> = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT id FROM tasks INDEXED BY tasks_unique_key \
+                 WHERE unique_key = ?1 AND unique_key IS NOT NULL AND {UNFINISHED}"
+            ))?
+            .query_row([&row.unique_key], |r| r.get(0))
+            .optional()?;
+        match holder {
+            Some(holder) => Ok(Answer::Taken(holder)),
+            None => Err(error),
+        }
+    }
+
     pub(super) fn apply(&mut self, op: &WriteOp) -> rusqlite::Result<Answer> {
         match op {
             WriteOp::Create { row, .. } => {
@@ -289,7 +319,14 @@ impl Writer {
                     row.cancel_at,
                     row.cancel_by,
                     change,
-                ])? == 1;
+                    row.steps,
+                    row.unique_key,
+                    row.synchronous,
+                ]);
+                let inserted = match inserted {
+                    Ok(n) => n == 1,
+                    Err(error) => return self.refused(row, error),
+                };
                 if inserted {
                     self.last_seq = seq;
                     self.change_seq = change;
@@ -324,6 +361,9 @@ impl Writer {
                     row.cancel_at,
                     row.cancel_by,
                     change,
+                    row.steps,
+                    row.unique_key,
+                    row.synchronous,
                 ])?;
                 if updated == 1 {
                     self.change_seq = change;

@@ -22,6 +22,8 @@ enum Flaw {
     ScanIgnoresCursor,
     ScanIgnoresTimes,
     CountIgnoresDeletes,
+    DropsSteps,
+    TakenNamesNobody,
 }
 
 /// A correct store with one [`Flaw`].
@@ -37,6 +39,9 @@ impl<S> Flawed<S> {
         {
             error.data = None;
         }
+        if self.flaw == Flaw::DropsSteps {
+            record.steps.clear();
+        }
         if self.flaw == Flaw::TruncatesToSeconds {
             let secs = |t: SystemTime| {
                 let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -51,7 +56,12 @@ impl<S> Flawed<S> {
 
 impl<S: TaskStore> TaskStore for Flawed<S> {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
-        self.inner.create(record).await
+        match self.inner.create(record).await {
+            Err(StoreError::Taken(_)) if self.flaw == Flaw::TakenNamesNobody => {
+                Err(StoreError::Taken(String::new()))
+            }
+            result => result,
+        }
     }
 
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
@@ -221,17 +231,34 @@ where
         (Flaw::LosesErrorData, &["fields_round_trip"][..]),
         (Flaw::TruncatesToSeconds, &["fields_round_trip"][..]),
         (Flaw::ExpireIgnoresLimit, &["expire"][..]),
-        (Flaw::ListIgnoresCursor, &["list_pagination"][..]),
-        (Flaw::UnfinishedIncludesTerminal, &["unfinished"][..]),
+        (
+            Flaw::ListIgnoresCursor,
+            &["list_pagination", "synchronous_records_are_not_listed"][..],
+        ),
+        (
+            Flaw::UnfinishedIncludesTerminal,
+            &["unfinished", "synchronous_records_are_not_listed"][..],
+        ),
         (Flaw::ClaimIgnoresSkip, &["claims"][..]),
         (Flaw::LapsedIgnoresTime, &["lapsed_leases"][..]),
         (Flaw::ClaimTwice, &["claims", "concurrent_claims"][..]),
-        (Flaw::ScanIgnoresCursor, &["scan_filters_and_order"][..]),
+        (
+            Flaw::ScanIgnoresCursor,
+            &[
+                "scan_filters_and_order",
+                "synchronous_records_are_not_listed",
+            ][..],
+        ),
         (
             Flaw::ScanIgnoresTimes,
             &["scan_filters_and_order", "scan_sparse_matches"][..],
         ),
-        (Flaw::CountIgnoresDeletes, &["counts"][..]),
+        (
+            Flaw::CountIgnoresDeletes,
+            &["counts", "synchronous_records_are_not_listed"][..],
+        ),
+        (Flaw::DropsSteps, &["durable_fields_round_trip"][..]),
+        (Flaw::TakenNamesNobody, &["unique_keys"][..]),
     ];
     for (flaw, failing) in cases {
         let run = tokio::spawn(check_store(move || async move {
@@ -245,7 +272,7 @@ where
         };
         let message = *error.into_panic().downcast::<String>().expect("a message");
         assert!(
-            message.contains(&format!("failed {} of 18 checks", failing.len())),
+            message.contains(&format!("failed {} of 21 checks", failing.len())),
             "{flaw:?}: {message}"
         );
         for check in failing {

@@ -32,6 +32,13 @@
 //!   bump `epoch` and `version` by one, and never hand one task to two concurrent claims;
 //!   [`ClaimStore::lapsed`] returns exactly the unfinished tasks whose lease ended; a
 //!   shared store reports every write in [`ClaimStore::changes`].
+//! - `steps`, `unique_key` and `synchronous` survive every write and read. While a task is
+//!   unfinished, `create` refuses another task with its unique key as
+//!   [`StoreError::Taken`] (a duplicate id is [`StoreError::Duplicate`] first); the key is
+//!   free again once its holder is terminal, deleted or expired. [`check_unique_race`]
+//!   checks the refusal holds between two handles on one store.
+//! - Records of synchronous calls are found by `get` and `unfinished` but left out of `list`
+//!   and of every listing and count of [`ScanTasks`].
 
 use super::{ClaimStore, ScanTasks, StoreError, TaskStore};
 use crate::model::JsonObject;
@@ -44,13 +51,25 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A plain task for tests: `working` and queued (no lease), tool `sample` with arguments
 /// `{"n": 1}`, settled `completed` by an error result, no TTL, a one-second poll interval,
-/// `updated_at` equal to `created_at`, nothing else set and version 0.
+/// `updated_at` equal to `created_at`, nothing else set and version 0. An owner `principal:NAME`
+/// comes with the principal NAME (scopes, client and issuer), which a store must keep.
 pub fn sample_record(id: &str, owner: Option<&str>, created_at: SystemTime) -> TaskRecord {
     let mut arguments = JsonObject::new();
     arguments.insert("n".into(), json!(1));
     TaskRecord {
         id: id.to_owned(),
         owner: owner.map(str::to_owned),
+        // A principal's task keeps who asked: every store must give it back.
+        principal: owner
+            .and_then(|o| o.strip_prefix("principal:"))
+            .map(|subject| {
+                Arc::new(
+                    crate::principal::Principal::new(subject)
+                        .with_scopes(["reports:read", "reports:write"])
+                        .with_client_id("cli")
+                        .with_issuer("https://id.example"),
+                )
+            }),
         tool: "sample".into(),
         arguments,
         settle: SettlePolicy::Complete,
@@ -69,6 +88,9 @@ pub fn sample_record(id: &str, owner: Option<&str>, created_at: SystemTime) -> T
         epoch: 0,
         cancel_requested: None,
         version: 0,
+        steps: BTreeMap::new(),
+        unique_key: None,
+        synchronous: false,
     }
 }
 
@@ -164,6 +186,9 @@ where
         scan_filters_and_order,
         scan_sparse_matches,
         counts,
+        durable_fields_round_trip,
+        unique_keys,
+        synchronous_records_are_not_listed,
     );
     if !failures.is_empty() {
         panic!(
@@ -221,6 +246,9 @@ pub(crate) mod flawed;
 mod listing;
 mod records;
 mod scan;
+mod unique;
+
+pub use unique::check_unique_race;
 
 use claims::{changes_feed, claims, concurrent_claims, fenced_writes, lapsed_leases};
 use listing::{
@@ -230,6 +258,7 @@ use records::{
     compare_and_set, concurrent_compare_and_set, create_then_get, delete, fields_round_trip,
 };
 use scan::{counts, scan_filters_and_order, scan_sparse_matches};
+use unique::{durable_fields_round_trip, synchronous_records_are_not_listed, unique_keys};
 
 /// Turns a store error into a check failure that says which call failed.
 trait Step<T> {

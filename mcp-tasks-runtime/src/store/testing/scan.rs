@@ -16,7 +16,7 @@ fn task(id: &str, owner: Option<&str>, tool: &str, status: TaskStatus, secs: u64
 }
 
 /// Every page of `filter`, `limit` at a time: the ids in order, and the number of calls.
-async fn scan_all<S: ScanTasks>(
+pub(super) async fn scan_all<S: ScanTasks>(
     store: &S,
     filter: &TaskFilter,
     limit: usize,

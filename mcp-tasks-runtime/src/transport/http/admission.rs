@@ -2,7 +2,7 @@
 //! media types of the Streamable HTTP rules (`Content-Type`, `Accept`), before a request's
 //! body is read.
 
-use super::config::{AuthError, Principal, ProxyHeader};
+use super::config::{AuthError, Principal, ProxyHeader, RequestParts};
 use super::response::plain_error;
 use super::{App, sessions};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -13,11 +13,11 @@ use std::sync::Arc;
 impl App {
     /// Checks `Host` and `Origin` (DNS-rebinding protection) and authenticates: the
     /// [`Principal`] an application's layer set comes first, then the authenticator.
-    pub(super) fn admit(
+    pub(super) async fn admit(
         &self,
-        headers: &HeaderMap,
-        given: Option<&Principal>,
-    ) -> Result<Option<String>, Refused> {
+        parts: &axum::http::request::Parts,
+    ) -> Result<Option<Arc<Principal>>, Refused> {
+        let headers = &parts.headers;
         if !self.config.any_host
             && let Some(host) = headers.get(header::HOST)
         {
@@ -42,24 +42,39 @@ impl App {
                 return Err(Refused::new(StatusCode::FORBIDDEN, "Origin not allowed"));
             }
         }
-        if let Some(principal) = given {
-            return Ok(Some(principal.0.clone()));
+        if let Some(principal) = parts.extensions.get::<Principal>() {
+            return Ok(Some(Arc::new(principal.clone())));
         }
+        let Some(auth) = &self.config.authenticator else {
+            return Ok(None);
+        };
+        let peer = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0);
+        let request = RequestParts {
+            method: &parts.method,
+            uri: &parts.uri,
+            headers,
+            peer,
+        };
+        match auth.authenticate(request).await {
+            Ok(principal) => Ok(principal.map(Arc::new)),
+            Err(e) => {
+                tracing::debug!(reason = %e, "request refused by the authenticator");
+                Err(Refused::of(e))
+            }
+        }
+    }
+
+    /// The `WWW-Authenticate` value of a `403` for a caller that lacks `scopes`.
+    pub(super) fn insufficient_scope(&self, scopes: &[&str]) -> String {
         match &self.config.authenticator {
-            None => Ok(None),
-            Some(auth) => auth(headers).map_err(|e| {
-                let (status, challenge) = match &e {
-                    AuthError::Unauthorized { challenge, .. } => {
-                        (StatusCode::UNAUTHORIZED, challenge.clone())
-                    }
-                    AuthError::Forbidden(_) => (StatusCode::FORBIDDEN, None),
-                };
-                Refused {
-                    status,
-                    message: e.to_string(),
-                    challenge,
-                }
-            }),
+            Some(auth) => auth.insufficient_scope(scopes),
+            None => format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{}\"",
+                scopes.join(" ")
+            ),
         }
     }
 }
@@ -242,6 +257,7 @@ pub(super) struct Refused {
     pub(super) status: StatusCode,
     pub(super) message: String,
     pub(super) challenge: Option<String>,
+    pub(super) retry_after: Option<std::time::Duration>,
 }
 
 impl Refused {
@@ -250,6 +266,30 @@ impl Refused {
             status,
             message: message.to_owned(),
             challenge: None,
+            retry_after: None,
+        }
+    }
+
+    /// The answer to an authenticator's refusal.
+    fn of(error: AuthError) -> Self {
+        let message = error.to_string();
+        let (status, challenge, retry_after) = match error {
+            AuthError::Unauthorized { challenge, .. } => {
+                (StatusCode::UNAUTHORIZED, challenge, None)
+            }
+            AuthError::Forbidden(_) => (StatusCode::FORBIDDEN, None, None),
+            AuthError::InsufficientScope { challenge, .. } => {
+                (StatusCode::FORBIDDEN, Some(challenge), None)
+            }
+            AuthError::Unavailable { retry_after, .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, None, Some(retry_after))
+            }
+        };
+        Self {
+            status,
+            message,
+            challenge,
+            retry_after,
         }
     }
 }
@@ -259,6 +299,12 @@ impl IntoResponse for Refused {
         let mut response = plain_error(self.status, &self.message);
         if let Some(c) = self.challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, c);
+        }
+        if let Some(after) = self.retry_after {
+            let seconds = after.as_secs_f64().ceil().max(1.0) as u64;
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }

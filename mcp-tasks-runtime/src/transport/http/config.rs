@@ -1,17 +1,134 @@
 //! The settings of the HTTP transport and the authenticator hook.
 
-use axum::http::HeaderMap;
+use crate::context::BoxFuture;
+use axum::http::{HeaderMap, Method, Uri, header};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// Decides who makes a request, from its headers (a bearer token, say).
+/// Decides who makes each request: a [`Principal`] for an authenticated caller, `None` for
+/// an anonymous one (allow it only if the server is meant to be open), or an [`AuthError`]
+/// to refuse the request (`401` with a challenge, `403`, or `503` with `Retry-After`). Tasks
+/// belong to the principal that created them: no other principal can read, answer or
+/// cancel them.
 ///
-/// `Ok(Some(principal))` for an authenticated caller, `Ok(None)` for an anonymous one (allow
-/// it only if the server is meant to be open), `Err` to refuse the request. Tasks belong to the
-/// principal that created them: no other principal can read, answer or cancel them.
-pub type Authenticator = Arc<dyn Fn(&HeaderMap) -> Result<Option<String>, AuthError> + Send + Sync>;
+/// Asynchronous, so that it may fetch keys or ask an introspection endpoint. The OAuth
+/// resource server (`oauth::ResourceServer`, feature `oauth`) is one;
+/// [`HttpConfig::authenticator`] makes one of a function of the headers.
+///
+/// ```
+/// use mcp_tasks_runtime::context::BoxFuture;
+/// use mcp_tasks_runtime::principal::Principal;
+/// use mcp_tasks_runtime::transport::http::{AuthError, Authenticate, HttpConfig, RequestParts};
+///
+/// /// Callers named by a header a gateway in front of the server sets.
+/// struct Gateway;
+///
+/// impl Authenticate for Gateway {
+///     fn authenticate<'a>(
+///         &'a self,
+///         request: RequestParts<'a>,
+///     ) -> BoxFuture<'a, Result<Option<Principal>, AuthError>> {
+///         Box::pin(async move {
+///             let user = request.headers.get("x-user").and_then(|v| v.to_str().ok());
+///             match user {
+///                 Some(user) => Ok(Some(Principal::new(user).with_scopes(["reports:read"]))),
+///                 None => Err(AuthError::unauthorized("no x-user header")),
+///             }
+///         })
+///     }
+/// }
+///
+/// let config = HttpConfig::new().authenticate(Gateway);
+/// # drop(config);
+/// ```
+pub trait Authenticate: Send + Sync + 'static {
+    /// Who makes `request`.
+    fn authenticate<'a>(
+        &'a self,
+        request: RequestParts<'a>,
+    ) -> BoxFuture<'a, Result<Option<Principal>, AuthError>>;
+
+    /// The `WWW-Authenticate` value of a `403` for a caller that lacks `scopes` (a tool's,
+    /// at its call or a later request about its task); by default a bare `Bearer` challenge
+    /// (RFC 6750 §3.1) naming them.
+    fn insufficient_scope(&self, scopes: &[&str]) -> String {
+        format!(
+            "Bearer error=\"insufficient_scope\", scope=\"{}\"",
+            scopes.join(" ")
+        )
+    }
+
+    /// Routes the endpoint's router serves beside it without authentication, such as the
+    /// OAuth resource server's metadata; none by default.
+    fn routes(&self) -> Option<axum::Router> {
+        None
+    }
+}
+
+/// What an [`Authenticate`] sees of a request: its method, URI, headers and the peer's
+/// address (`None` when the router is served without it).
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct RequestParts<'a> {
+    /// The HTTP method.
+    pub method: &'a Method,
+    /// The request's URI.
+    pub uri: &'a Uri,
+    /// The request's headers.
+    pub headers: &'a HeaderMap,
+    /// The peer's address.
+    pub peer: Option<SocketAddr>,
+}
+
+impl<'a> RequestParts<'a> {
+    /// The parts of a request to show an authenticator (outside the transport: tests, or an
+    /// authenticator that asks another).
+    pub fn new(method: &'a Method, uri: &'a Uri, headers: &'a HeaderMap) -> Self {
+        Self {
+            method,
+            uri,
+            headers,
+            peer: None,
+        }
+    }
+
+    /// The same, from `peer`.
+    #[must_use]
+    pub fn with_peer(mut self, peer: SocketAddr) -> Self {
+        self.peer = Some(peer);
+        self
+    }
+
+    /// The bearer token of the `Authorization` header (RFC 6750 §2.1), if it has one.
+    pub fn bearer_token(&self) -> Option<&'a str> {
+        let value = self.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+        let (scheme, token) = value.split_once(' ')?;
+        let token = token.trim();
+        (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+    }
+}
+
+/// A shared [`Authenticate`], as [`HttpConfig`] keeps it.
+pub type Authenticator = Arc<dyn Authenticate>;
+
+/// The authenticator of [`HttpConfig::authenticator`]: a function of the headers, whose
+/// name is the principal's subject.
+struct FromHeaders<F>(F);
+
+impl<F> Authenticate for FromHeaders<F>
+where
+    F: Fn(&HeaderMap) -> Result<Option<String>, AuthError> + Send + Sync + 'static,
+{
+    fn authenticate<'a>(
+        &'a self,
+        request: RequestParts<'a>,
+    ) -> BoxFuture<'a, Result<Option<Principal>, AuthError>> {
+        let principal = (self.0)(request.headers).map(|name| name.map(Principal::new));
+        Box::pin(std::future::ready(principal))
+    }
+}
 
 /// Names the requestor an anonymous request is charged to, for the task quotas
 /// ([`ServerBuilder::quotas`](crate::ServerBuilder::quotas)), from the request's headers and
@@ -33,7 +150,8 @@ pub enum ProxyHeader {
 }
 
 /// The principal of a request, set as a request extension by an application's own
-/// authentication layer when the MCP router is mounted in its app.
+/// authentication layer when the MCP router is mounted in its app: the
+/// [`Principal`](crate::principal::Principal) of the whole crate, with its scopes and facts.
 ///
 /// The HTTP transport reads it before the [`Authenticator`]: a request that carries one is
 /// made by that principal (it owns the tasks it creates and the sessions it opens), and the
@@ -63,22 +181,11 @@ pub enum ProxyHeader {
 ///     .layer(middleware::from_fn(auth))
 /// # }
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Principal(pub String);
+pub use crate::principal::Principal;
 
-impl Principal {
-    /// The principal named `name` (a user id, say).
-    pub fn new(name: impl Into<String>) -> Self {
-        Self(name.into())
-    }
-
-    /// The principal's name.
-    pub fn name(&self) -> &str {
-        &self.0
-    }
-}
-
-/// Why an [`Authenticator`] refused a request.
+/// Why an [`Authenticate`] refused a request. Each is answered with its HTTP status, its
+/// headers and a JSON-RPC error body; the messages are the client's to read, so they never
+/// quote a credential.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AuthError {
@@ -93,6 +200,24 @@ pub enum AuthError {
     /// Valid credentials without access: HTTP 403.
     #[error("forbidden: {0}")]
     Forbidden(String),
+    /// Valid credentials without a scope the request needs: HTTP 403 with the challenge
+    /// (`Bearer error="insufficient_scope", scope="…"`).
+    #[error("insufficient scope: {message}")]
+    InsufficientScope {
+        /// What was missing, for the client.
+        message: String,
+        /// The `WWW-Authenticate` header value.
+        challenge: String,
+    },
+    /// The credentials could not be checked now (the issuer's keys or its introspection
+    /// endpoint out of reach): HTTP 503 with `Retry-After`.
+    #[error("authentication unavailable: {message}")]
+    Unavailable {
+        /// What failed.
+        message: String,
+        /// When to try again.
+        retry_after: Duration,
+    },
 }
 
 impl AuthError {
@@ -132,6 +257,8 @@ pub struct HttpConfig {
     pub(super) proxy_header: ProxyHeader,
     pub(super) anonymous_requestor: Option<RequestorKey>,
     pub(super) shutdown: CancellationToken,
+    /// Routes [`Server::serve_http`](crate::Server::serve_http) serves beside the endpoint.
+    pub(super) beside: axum::Router,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -187,6 +314,7 @@ impl Default for HttpConfig {
             proxy_header: ProxyHeader::XForwardedFor,
             anonymous_requestor: None,
             shutdown: CancellationToken::new(),
+            beside: axum::Router::new(),
         }
     }
 }
@@ -207,6 +335,16 @@ impl HttpConfig {
     /// Sets the endpoint's path (default `/mcp`).
     pub fn path(mut self, path: impl Into<String>) -> Self {
         self.path = path.into();
+        self
+    }
+
+    /// Routes that [`Server::serve_http`](crate::Server::serve_http) serves beside the MCP
+    /// endpoint, on the same listener and under the same connection limits and stop: an
+    /// operator console, a health check, metrics. They must not claim the endpoint's path
+    /// (serving panics on overlapping routes). [`Server::http_router`](crate::Server::http_router)
+    /// leaves them out: an application that mounts the endpoint mounts its own routes too.
+    pub fn serve_beside(mut self, routes: axum::Router) -> Self {
+        self.beside = self.beside.merge(routes);
         self
     }
 
@@ -268,12 +406,21 @@ impl HttpConfig {
         self
     }
 
-    /// Authenticates every request; see [`Authenticator`].
-    pub fn authenticator<F>(mut self, f: F) -> Self
+    /// Authenticates every request with a function of its headers: `Ok(Some(name))` names
+    /// the principal (its subject, without scopes), `Ok(None)` lets an anonymous request in,
+    /// `Err` refuses it. For scopes, claims or asynchronous checks, see
+    /// [`authenticate`](Self::authenticate).
+    pub fn authenticator<F>(self, f: F) -> Self
     where
         F: Fn(&HeaderMap) -> Result<Option<String>, AuthError> + Send + Sync + 'static,
     {
-        self.authenticator = Some(Arc::new(f));
+        self.authenticate(FromHeaders(f))
+    }
+
+    /// Authenticates every request with `authenticator` (see [`Authenticate`]), such as the
+    /// OAuth resource server (`oauth::ResourceServer`, feature `oauth`).
+    pub fn authenticate(mut self, authenticator: impl Authenticate) -> Self {
+        self.authenticator = Some(Arc::new(authenticator));
         self
     }
 

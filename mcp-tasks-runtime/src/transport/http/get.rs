@@ -1,6 +1,5 @@
 //! GET: the session's own stream, or a stream resumed after `Last-Event-ID`.
 
-use super::Principal;
 use super::response::{
     error_response, method_not_allowed, plain_error, session_not_found, sse_response,
 };
@@ -8,21 +7,21 @@ use super::session::{Active, HttpSession};
 use super::{App, LAST_EVENT_ID, SESSION_ID, headers};
 use crate::error::Error;
 use crate::wire::classify::is_stateful_version;
-use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response as HttpResponse};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub(super) async fn get(
     State(app): State<Arc<App>>,
-    given: Option<Extension<Principal>>,
-    headers: HeaderMap,
+    request: axum::extract::Request,
 ) -> HttpResponse {
+    let (parts, _) = request.into_parts();
+    let headers = parts.headers.clone();
     app.server.recover_logged().await;
-    let principal = match app.admit(&headers, given.as_deref()) {
+    let principal = match app.admit(&parts).await {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };
@@ -39,7 +38,7 @@ pub(super) async fn get(
         }
         return method_not_allowed();
     };
-    let Some(session) = app.session(session_id, &principal, true) else {
+    let Some(session) = app.session(session_id, principal.as_deref(), true) else {
         return session_not_found(None);
     };
     if let Err(refused) = app.negotiate_get(&headers) {

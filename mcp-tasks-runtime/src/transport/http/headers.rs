@@ -6,6 +6,7 @@
 //! as `=?base64?<base64 of UTF-8>?=` and are decoded before they are compared.
 
 use crate::error::Error;
+use crate::idempotency::{IDEMPOTENCY_KEY_META, IdempotencyKey};
 use crate::jsonrpc::Request;
 use crate::server::Server;
 use crate::wire::v2026_07_28::META_PROTOCOL_VERSION;
@@ -21,6 +22,55 @@ pub(crate) const METHOD: &str = "mcp-method";
 pub(crate) const NAME: &str = "mcp-name";
 /// The prefix of the custom headers tools declare with `x-mcp-header`.
 const PARAM_PREFIX: &str = "Mcp-Param-";
+
+/// The header carrying a `tools/call`'s idempotency key (the IETF httpapi draft).
+pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// Carries the `Idempotency-Key` header of a `tools/call` into its `_meta`
+/// ([`IDEMPOTENCY_KEY_META`]), where both eras read it. The header is a structured-field
+/// string (`"key"`); a bare value is taken as it is. A key that is not valid, or that
+/// differs from one the `_meta` already holds, is `-32602`. Other methods ignore it.
+pub(crate) fn carry_idempotency_key(
+    headers: &HeaderMap,
+    request: &mut Request,
+) -> Result<(), Error> {
+    if request.method != "tools/call" {
+        return Ok(());
+    }
+    let Some(raw) = text(headers, IDEMPOTENCY_KEY)? else {
+        return Ok(());
+    };
+    let unquoted = match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+        Some(inner) => inner.replace("\\\"", "\"").replace("\\\\", "\\"),
+        None => raw.to_owned(),
+    };
+    let key = IdempotencyKey::new(unquoted)
+        .map_err(|e| Error::InvalidParams(format!("the Idempotency-Key header: {e}")))?;
+    let Some(Value::Object(params)) = request.params.as_mut() else {
+        // Malformed params are refused where they are read.
+        return Ok(());
+    };
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    let Value::Object(meta) = meta else {
+        return Ok(());
+    };
+    match meta.get(IDEMPOTENCY_KEY_META) {
+        Some(Value::String(given)) if given != key.as_str() => Err(Error::InvalidParams(format!(
+            "the Idempotency-Key header ({:?}) differs from `_meta[\"{IDEMPOTENCY_KEY_META}\"]` ({given:?})",
+            key.as_str()
+        ))),
+        Some(_) => Ok(()),
+        None => {
+            meta.insert(
+                IDEMPOTENCY_KEY_META.into(),
+                Value::String(key.into_string()),
+            );
+            Ok(())
+        }
+    }
+}
 
 /// Reads a header as text with surrounding whitespace removed (RFC 9110 §5.5).
 ///
@@ -295,5 +345,54 @@ mod tests {
         assert!(decode("=?base64?SGVsbG8?=").is_err(), "padding is required");
         assert!(decode("=?base64?SGVs!!!bG8=?=").is_err());
         assert!(decode("=?base64?//79?=").is_err(), "not UTF-8");
+    }
+
+    #[test]
+    fn the_idempotency_key_header_goes_into_the_meta_of_a_tool_call() {
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(IDEMPOTENCY_KEY, value.parse().unwrap());
+            headers
+        };
+        let key_of = |request: &Request| {
+            request.params.as_ref().unwrap()["_meta"][IDEMPOTENCY_KEY_META].clone()
+        };
+        // A structured-field string, or a bare value.
+        let mut request = call("plain", json!({}));
+        carry_idempotency_key(&with("\"order-7\""), &mut request).unwrap();
+        assert_eq!(key_of(&request), json!("order-7"));
+        let mut request = call("plain", json!({}));
+        carry_idempotency_key(&with("order-8"), &mut request).unwrap();
+        assert_eq!(key_of(&request), json!("order-8"));
+        // The same key in both places is fine; different keys are refused.
+        let mut request = call("plain", json!({}));
+        request.params.as_mut().unwrap()["_meta"] =
+            json!({IDEMPOTENCY_KEY_META: "k1", "progressToken": 1});
+        carry_idempotency_key(&with("k1"), &mut request).unwrap();
+        assert_eq!(
+            request.params.as_ref().unwrap()["_meta"]["progressToken"],
+            json!(1)
+        );
+        let error = carry_idempotency_key(&with("k2"), &mut request).unwrap_err();
+        assert!(matches!(error, Error::InvalidParams(_)), "{error:?}");
+        assert!(error.to_string().contains("differs"), "{error}");
+        // A key that is too long, or empty, is refused.
+        let long = format!(
+            "\"{}\"",
+            "k".repeat(crate::idempotency::MAX_IDEMPOTENCY_KEY + 1)
+        );
+        let error = carry_idempotency_key(&with(&long), &mut call("plain", json!({}))).unwrap_err();
+        assert!(error.to_string().contains("at most 255"), "{error}");
+        let error =
+            carry_idempotency_key(&with("\"\""), &mut call("plain", json!({}))).unwrap_err();
+        assert!(error.to_string().contains("empty"), "{error}");
+        // Other methods ignore it.
+        let mut list = Request {
+            id: 2.into(),
+            method: "tools/list".into(),
+            params: None,
+        };
+        carry_idempotency_key(&with("k1"), &mut list).unwrap();
+        assert_eq!(list.params, None);
     }
 }

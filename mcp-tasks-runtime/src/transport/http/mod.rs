@@ -89,13 +89,16 @@ mod sessions;
 mod sse;
 mod stateless;
 
-pub use config::{AuthError, Authenticator, HttpConfig, Principal, ProxyHeader, RequestorKey};
+pub use config::{
+    AuthError, Authenticate, Authenticator, HttpConfig, Principal, ProxyHeader, RequestParts,
+    RequestorKey,
+};
 
 use crate::server::Server;
 use crate::transport::TransportError;
 use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use response::{method_not_allowed, plain_error, session_not_found};
 use session::HttpSession;
@@ -120,6 +123,7 @@ pub struct HttpHandle {
     local_addr: SocketAddr,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
+    server: Server,
 }
 
 impl HttpHandle {
@@ -138,6 +142,58 @@ impl HttpHandle {
     pub async fn shutdown(self) -> Result<(), TransportError> {
         self.shutdown.cancel();
         self.wait().await
+    }
+
+    /// Stops gracefully, for a deploy: task creation drains (a call that would make a task
+    /// gets a 503 with `Retry-After` on the 2026-07-28 wire, a retryable `-32000` on the
+    /// 2025-11-25 one, so the balancer or the client goes to another replica), every other
+    /// request is served while the running tools finish, for up to `grace`, then the rest
+    /// are handed off ([`Server::shutdown`]) and the server stops as
+    /// [`shutdown`](Self::shutdown) does.
+    pub async fn shutdown_gracefully(
+        self,
+        grace: std::time::Duration,
+    ) -> Result<(), TransportError> {
+        self.server.shutdown(grace).await;
+        self.shutdown().await
+    }
+
+    /// Serves until `SIGTERM` or `SIGINT` (or the token of [`HttpConfig::shutdown_signal`]),
+    /// then stops as [`shutdown_gracefully`](Self::shutdown_gracefully) does with the
+    /// server's [`shutdown_grace`](crate::ServerBuilder::shutdown_grace); a second signal
+    /// cuts the grace short (see [`lifecycle`](crate::lifecycle)). `SIGUSR1` and `SIGUSR2`
+    /// pause and resume task creation meanwhile.
+    pub async fn run_until_signal(self) -> Result<(), TransportError> {
+        let mut signals = self.server.stop_signals();
+        let configured = self.shutdown.clone();
+        let stop = signals.stop.clone();
+        signals.stop = CancellationToken::new();
+        let either = signals.stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = configured.cancelled() => {}
+            }
+            either.cancel();
+        });
+        let server = self.server.clone();
+        let grace = server.shutdown_grace();
+        let (local_addr, shutdown) = (self.local_addr, self.shutdown.clone());
+        let mut task = self.task;
+        let serving = async { (&mut task).await };
+        let ended = crate::lifecycle::serve_then_shut_down(&server, grace, serving, &signals).await;
+        let joined = match ended {
+            Some(joined) => joined,
+            None => {
+                tracing::info!(address = %local_addr, "closing the HTTP listener");
+                shutdown.cancel();
+                task.await
+            }
+        };
+        match joined {
+            Ok(result) => result.map_err(TransportError::Io),
+            Err(e) => Err(TransportError::Io(std::io::Error::other(e))),
+        }
     }
 
     /// Waits until the server stops: once the token given to [`HttpConfig::shutdown_signal`]
@@ -190,6 +246,7 @@ impl Server {
             runtime.spawn(async move { server.recover_logged().await });
         }
         let path = config.path.clone();
+        let beside = config.authenticator.as_ref().and_then(|a| a.routes());
         let limits = sessions::Limits {
             max_sessions: config.max_sessions,
             per_owner: config.max_sessions_per_client,
@@ -203,7 +260,7 @@ impl Server {
             sessions: Mutex::new(Sessions::new(limits)),
             epoch: Instant::now(),
         });
-        Router::new()
+        let router = Router::new()
             .route(
                 &path,
                 axum::routing::post(post::post)
@@ -211,7 +268,11 @@ impl Server {
                     .delete(delete)
                     .fallback(other_method),
             )
-            .with_state(app)
+            .with_state(app);
+        match beside {
+            Some(routes) => router.merge(routes),
+            None => router,
+        }
     }
 
     /// Serves the MCP endpoint on `config`'s address until [`HttpHandle::shutdown`] (cargo
@@ -232,7 +293,8 @@ impl Server {
             max_connections: config.max_connections,
         };
         let path = config.path.clone();
-        let router = self.http_router(config);
+        let beside = config.beside.clone();
+        let router = self.http_router(config).merge(beside);
         let task = tokio::spawn(serve::serve(listener, router, limits, shutdown.clone()));
         tracing::info!(
             address = %local_addr,
@@ -245,6 +307,7 @@ impl Server {
             local_addr,
             shutdown,
             task,
+            server: self.clone(),
         })
     }
 }
@@ -258,20 +321,21 @@ struct App {
     epoch: Instant,
 }
 
-async fn delete(
-    State(app): State<Arc<App>>,
-    given: Option<axum::Extension<Principal>>,
-    headers: HeaderMap,
-) -> HttpResponse {
+async fn delete(State(app): State<Arc<App>>, request: axum::extract::Request) -> HttpResponse {
+    let (parts, _) = request.into_parts();
+    let headers = &parts.headers;
     app.server.recover_logged().await;
-    let principal = match app.admit(&headers, given.as_deref()) {
+    let principal = match app.admit(&parts).await {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };
     let Some(session_id) = headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) else {
         return method_not_allowed();
     };
-    if app.session(session_id, &principal, false).is_none() {
+    if app
+        .session(session_id, principal.as_deref(), false)
+        .is_none()
+    {
         return session_not_found(None);
     }
     if let Some(session) = app.remove(session_id) {

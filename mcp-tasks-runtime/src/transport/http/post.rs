@@ -12,6 +12,7 @@ use super::{App, BUSY_RETRY_AFTER_MS, SESSION_ID, headers, sessions};
 use crate::error::Error;
 use crate::jsonrpc;
 use crate::jsonrpc::{ErrorObject, Message, Request, Response};
+use crate::principal::Principal;
 use crate::wire::classify;
 use crate::wire::classify::{Facts, Kind, is_stateful_version};
 use crate::wire::v2025_11_25::primes_streams;
@@ -30,13 +31,13 @@ pub(super) async fn post(
     request: axum::extract::Request,
 ) -> HttpResponse {
     let (parts, body) = request.into_parts();
-    let headers = parts.headers;
+    let headers = parts.headers.clone();
     let peer = parts
         .extensions
         .get::<axum::extract::ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip());
     app.server.recover_logged().await;
-    let principal = match app.admit(&headers, parts.extensions.get()) {
+    let principal = match app.admit(&parts).await {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };
@@ -69,11 +70,14 @@ pub(super) async fn post(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     match message {
-        Message::Request(request) => {
+        Message::Request(mut request) => {
             tracing::debug!(method = %request.method, id = %request.id, "HTTP request");
+            if let Err(e) = headers::carry_idempotency_key(&headers, &mut request) {
+                return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
+            }
             let facts = Facts::of(&request).with_version_header(version.as_deref());
             // Only a request that may open tasks on a new session names its requestor.
-            let requestor = |principal: &Option<String>| {
+            let requestor = |principal: &Option<Arc<Principal>>| {
                 principal
                     .is_none()
                     .then(|| app.anonymous_requestor(&headers, client))
@@ -96,13 +100,13 @@ pub(super) async fn post(
                     ),
                 );
             };
-            let Some(session) = app.session(&session_id, &principal, true) else {
+            let Some(session) = app.session(&session_id, principal.as_deref(), true) else {
                 return session_not_found(Some(request.id));
             };
             if let Err(e) = check_session_version(&session, version.as_deref()) {
                 return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
             }
-            stateful(&app, session, request).await
+            stateful(&app, session, principal, request).await
         }
         other => {
             let Some(session_id) = session_id else {
@@ -117,7 +121,7 @@ pub(super) async fn post(
                     )
                 };
             };
-            let Some(session) = app.session(&session_id, &principal, false) else {
+            let Some(session) = app.session(&session_id, principal.as_deref(), false) else {
                 return session_not_found(None);
             };
             if let Err(e) = check_session_version(&session, version.as_deref()) {
@@ -192,7 +196,7 @@ pub(super) fn check_session_version(
 /// charged to `requestor` when it has no principal; `client` is the client's address.
 pub(super) async fn initialize(
     app: &Arc<App>,
-    principal: Option<String>,
+    principal: Option<Arc<Principal>>,
     requestor: Option<Arc<str>>,
     client: Option<std::net::IpAddr>,
     request: Request,
@@ -226,7 +230,7 @@ pub(super) async fn initialize(
         recency: AtomicU64::new(0),
         epoch: app.epoch,
     });
-    let session_id = match app.register(Arc::clone(&http_session), principal, client) {
+    let session_id = match app.register(Arc::clone(&http_session), principal.as_deref(), client) {
         Ok(id) => id,
         Err(full) => {
             http_session.end();
@@ -283,12 +287,17 @@ pub(super) async fn initialize(
 pub(super) async fn stateful(
     app: &Arc<App>,
     session: Arc<HttpSession>,
+    principal: Option<Arc<Principal>>,
     request: Request,
 ) -> HttpResponse {
     let active = Active::new(&session);
-    let mut running = Running::start(session.session.clone(), request);
+    let mut running = Running::start_as(session.session.clone(), request, principal);
     let first = match running.first().await {
-        Out::Done(Some(response)) => return json(StatusCode::OK, &response),
+        Out::Done(Some(response)) => {
+            let status = scope_status(response.outcome.as_ref().err());
+            let error = response.outcome.as_ref().err();
+            return app.with_scope_challenge(json(status, &response), error);
+        }
         Out::Done(None) => return StatusCode::NO_CONTENT.into_response(),
         Out::Message(first) => first,
     };
@@ -316,4 +325,41 @@ pub(super) async fn stateful(
     // A POST stream ends when its response is sent, not at shutdown: in-flight requests finish.
     let body = log.follow(1, session.priming, None, CancellationToken::new());
     sse_response(Body::new(body))
+}
+
+/// `403` for an answer refused for want of a scope, else `200`.
+pub(super) fn scope_status(error: Option<&ErrorObject>) -> StatusCode {
+    match error {
+        Some(e) if e.code == jsonrpc::INSUFFICIENT_SCOPE => StatusCode::FORBIDDEN,
+        _ => StatusCode::OK,
+    }
+}
+
+impl App {
+    /// Adds the `insufficient_scope` challenge naming the scopes to an answer refused for
+    /// want of them (RFC 6750 §3.1).
+    pub(super) fn with_scope_challenge(
+        &self,
+        mut http: HttpResponse,
+        error: Option<&ErrorObject>,
+    ) -> HttpResponse {
+        let Some(error) = error else {
+            return http;
+        };
+        if error.code != jsonrpc::INSUFFICIENT_SCOPE {
+            return http;
+        }
+        let scopes: Vec<&str> = error
+            .data
+            .as_ref()
+            .and_then(|d| d.get("requiredScopes"))
+            .and_then(serde_json::Value::as_array)
+            .map(|s| s.iter().filter_map(serde_json::Value::as_str).collect())
+            .unwrap_or_default();
+        if let Ok(challenge) = HeaderValue::from_str(&self.insufficient_scope(&scopes)) {
+            http.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, challenge);
+        }
+        http
+    }
 }

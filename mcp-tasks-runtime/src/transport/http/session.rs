@@ -4,6 +4,7 @@
 use super::sessions::Owner;
 use super::sse::EventLog;
 use super::{App, sessions};
+use crate::principal::Principal;
 use crate::router::Session;
 use crate::sync::LockExt;
 use std::collections::{HashMap, VecDeque};
@@ -95,21 +96,21 @@ impl App {
     pub(super) fn session(
         &self,
         id: &str,
-        principal: &Option<String>,
+        principal: Option<&Principal>,
         used: bool,
     ) -> Option<Arc<HttpSession>> {
-        self.sessions
-            .locked()
-            .get(id, principal, used, Instant::now())
+        let owner = principal.map(|p| p.owner_name().to_owned());
+        self.sessions.locked().get(id, &owner, used, Instant::now())
     }
 
     /// Registers a new session, making room as [`sessions`] says.
     pub(super) fn register(
         &self,
         session: Arc<HttpSession>,
-        principal: Option<String>,
+        principal: Option<&Principal>,
         client: Option<std::net::IpAddr>,
     ) -> Result<String, sessions::Full> {
+        let principal = principal.map(|p| p.owner_name().to_owned());
         let owner = Owner::of(principal.as_deref(), client);
         self.sessions
             .locked()

@@ -77,9 +77,20 @@ pub(crate) struct Running {
 impl Running {
     /// Starts answering `request` in `session`; nothing runs until it is polled.
     pub(crate) fn start(session: Session, request: crate::jsonrpc::Request) -> Self {
+        Self::start_as(session, request, None)
+    }
+
+    /// [`start`](Self::start) for a request made by `principal`, which its checks see
+    /// rather than the principal that opened the session.
+    pub(crate) fn start_as(
+        session: Session,
+        request: crate::jsonrpc::Request,
+        principal: Option<std::sync::Arc<crate::principal::Principal>>,
+    ) -> Self {
         let (note_tx, notes) = crate::session::outbound_channel(session.outbound_capacity());
-        let call: RequestFuture =
-            Box::pin(async move { session.reply_on(request, Some(note_tx)).await });
+        let call: RequestFuture = Box::pin(crate::session::as_caller(principal, async move {
+            session.reply_on(request, Some(note_tx)).await
+        }));
         Self {
             call: Unfinished(Some(call)),
             notes,

@@ -18,7 +18,7 @@ use std::sync::Arc;
 pub(super) async fn stateless(
     app: &Arc<App>,
     headers: &HeaderMap,
-    principal: Option<String>,
+    principal: Option<Arc<crate::principal::Principal>>,
     requestor: Option<Arc<str>>,
     request: Request,
 ) -> HttpResponse {
@@ -42,7 +42,7 @@ pub(super) async fn stateless(
                 http.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
             }
-            http
+            app.with_scope_challenge(http, response.outcome.as_ref().err())
         }
         Out::Done(None) => {
             guard.disarm();
@@ -71,6 +71,7 @@ pub(super) fn stateless_status(error: Option<&ErrorObject>) -> (StatusCode, Opti
             | jsonrpc::HEADER_MISMATCH
             | jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY
             | jsonrpc::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
+            jsonrpc::INSUFFICIENT_SCOPE => StatusCode::FORBIDDEN,
             jsonrpc::SERVER_BUSY => {
                 let data = e.data.as_ref();
                 let status = if data.and_then(|d| d.get("limit")).is_some() {
@@ -134,6 +135,16 @@ mod tests {
             stateless_status(store.as_ref()),
             (StatusCode::SERVICE_UNAVAILABLE, Some(1))
         );
+        for off in [
+            crate::creation::CreationOff::Draining,
+            crate::creation::CreationOff::Paused,
+        ] {
+            let draining = answer(Error::CreationOff(off, "slow".into()));
+            assert_eq!(
+                stateless_status(draining.as_ref()),
+                (StatusCode::SERVICE_UNAVAILABLE, Some(1))
+            );
+        }
         let other = answer(Error::Internal("x".into()));
         assert_eq!(stateless_status(other.as_ref()), (StatusCode::OK, None));
     }

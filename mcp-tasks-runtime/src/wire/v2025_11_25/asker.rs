@@ -21,6 +21,11 @@ use tokio_util::sync::CancellationToken;
 /// sent anyway.
 const ACKNOWLEDGE_WAIT: Duration = Duration::from_secs(1);
 
+/// How often a question sent on another session's stream looks whether the session that
+/// created the task can now be asked instead: a bearer of the task's id that asked for the
+/// result and stopped reading must not hold the question.
+const REROUTE_CHECK: Duration = Duration::from_millis(500);
+
 /// How a task's questions, status changes, progress and log lines reach a client of this
 /// era: questions are server-to-client requests tagged with the task, each sent on exactly
 /// one stream at a time — a waiting `tasks/result` stream when there is one, else the
@@ -150,25 +155,31 @@ impl Asker {
         self.state.locked()
     }
 
-    /// The stream a question goes on now. The session that created the task comes first:
-    /// its newest open `tasks/result` stream, else its own stream while a client listens
-    /// on it; only then the newest `tasks/result` stream of another session (a bearer of
-    /// the task's id), so that a stranger who asked for the result and walked away does
-    /// not hold the owner's question.
-    fn path(&self) -> Option<(Arc<Connection>, Sink)> {
+    /// The stream a question goes on now, and whether it belongs to the session that
+    /// created the task. That session comes first: its newest open `tasks/result` stream,
+    /// else its own stream while a client listens on it; only then the newest
+    /// `tasks/result` stream of another session (a bearer of the task's id), so that a
+    /// stranger who asked for the result and walked away does not hold the owner's
+    /// question.
+    fn path(&self) -> Option<(Arc<Connection>, Sink, bool)> {
         let mut state = self.lock();
         state.streams.retain(|o| !o.sink.is_closed());
         let mine = |o: &&Offered| Arc::ptr_eq(&o.conn, &self.conn);
         if let Some(o) = state.streams.iter().rev().find(mine) {
-            return Some((Arc::clone(&o.conn), o.sink.clone()));
+            return Some((Arc::clone(&o.conn), o.sink.clone(), true));
         }
         if !self.conn.is_closed() && self.conn.is_listening() {
-            return Some((Arc::clone(&self.conn), self.conn.sink.clone()));
+            return Some((Arc::clone(&self.conn), self.conn.sink.clone(), true));
         }
         state
             .streams
             .last()
-            .map(|o| (Arc::clone(&o.conn), o.sink.clone()))
+            .map(|o| (Arc::clone(&o.conn), o.sink.clone(), false))
+    }
+
+    /// Whether the session that created the task can be asked now.
+    fn owner_reachable(&self) -> bool {
+        matches!(self.path(), Some((_, _, true)))
     }
 
     /// Asks the client one question until it answers, the question goes away, or the task
@@ -204,7 +215,7 @@ impl Asker {
             }
             // What waited for the announcement goes before the question.
             self.announce();
-            let Some((conn, sink)) = self.path() else {
+            let Some((conn, sink, owners)) = self.path() else {
                 // Nobody can be asked now: wait for a `tasks/result` or a change.
                 let offered = Arc::clone(&self.lock().offered);
                 tokio::select! {
@@ -216,6 +227,8 @@ impl Asker {
             let stop = CancellationToken::new();
             let asked = conn.request(&sink, &request.method, params.clone(), &stop);
             tokio::pin!(asked);
+            let mut reroute = tokio::time::interval(REROUTE_CHECK);
+            reroute.tick().await;
             let answer = loop {
                 tokio::select! {
                     answer = &mut asked => break Some(answer),
@@ -223,6 +236,16 @@ impl Asker {
                         // The stream closed unanswered: ask again on the next one.
                         stop.cancel();
                         break None;
+                    }
+                    _ = reroute.tick(), if !owners => {
+                        if self.owner_reachable() {
+                            // Another session holds the question while its owner can be
+                            // asked: take it back (telling a stream that may not be read
+                            // for a bounded time) and ask the owner.
+                            stop.cancel();
+                            let _ = tokio::time::timeout(REROUTE_CHECK, &mut asked).await;
+                            break None;
+                        }
                     }
                     () = question.changed() => {
                         if !question.is_open().await {

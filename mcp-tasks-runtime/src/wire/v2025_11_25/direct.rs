@@ -5,6 +5,8 @@ use super::shapes::{CallToolParams, TaskMetadata};
 use super::tasks::start_task;
 use super::{LATEST, wire_error};
 use crate::context::{BoxFuture, CallBackend, TaskContext};
+use crate::creation::CreationOff;
+use crate::engine::KeyedCall;
 use crate::error::{CallOutcome, Error, ToolError};
 use crate::jsonrpc::{ErrorObject, Request, RequestId};
 use crate::model::{InputRequest, LogLevel, TaskSupport};
@@ -84,8 +86,10 @@ pub(super) async fn tools_call(
         let params: CallToolParams = decode(&mut request)?;
         let name = params.name.as_str();
         let tool = ops::tool(server, name)?;
+        call.conn.check_scopes(tool)?;
         let args = params.arguments.unwrap_or_default();
         let token = params::progress_token(params.meta.as_ref());
+        let key = params::idempotency_key(params.meta.as_ref())?;
         let task = match params.task {
             Some(task) if state.version == LATEST => {
                 let task: TaskMetadata = params::field(task, "task")?;
@@ -109,11 +113,24 @@ pub(super) async fn tools_call(
                 _ => {}
             }
         }
-        Ok((tool, args, token, task))
+        Ok((tool, args, token, task, key))
     })();
-    let (tool, args, progress_token, task) = match parsed {
+    let (tool, args, progress_token, task, key) = match parsed {
         Ok(p) => p,
         Err(e) => return Some(Err(wire_error(e))),
+    };
+    // The kill switch: an optional tool runs synchronously while task creation is paused
+    // for it (the task metadata is ignored); a call that needs a task is refused
+    // (retryable), as it is while the server drains.
+    let task = match (task, server.creation().is_paused(&tool.name)) {
+        (Some(_), Some(CreationOff::Paused)) if tool.task_support == TaskSupport::Optional => None,
+        (Some(_), Some(off)) => {
+            return Some(Err(wire_error(Error::CreationOff(
+                off,
+                tool.name.to_string(),
+            ))));
+        }
+        (task, _) => task,
     };
     if let Some(requested_ttl) = task {
         return Some(
@@ -126,16 +143,36 @@ pub(super) async fn tools_call(
                 args,
                 progress_token,
                 requested_ttl,
+                key,
             )
             .await,
         );
     }
     let name = Arc::clone(&tool.name);
-    let end = direct(call, name, progress_token, |cx, cancel| async move {
-        run_tool(tool, cx, args, &cancel).await
+    let owner = super::owner(call.conn);
+    let server = call.server;
+    let outcome = direct(call, name, progress_token, |cx, cancel| async move {
+        // A call with a key runs once: a repeat gets the first call's outcome.
+        let record = match &key {
+            None => None,
+            Some(key) => {
+                match ops::keyed_call(server, tool, &args, Some(&owner), key, &cancel).await {
+                    Ok(KeyedCall::Run(record)) => Some(record),
+                    Ok(KeyedCall::Done(outcome)) => return Some(outcome),
+                    Err(e) => return Some(CallOutcome::Error(wire_error(e))),
+                }
+            }
+        };
+        let outcome = outcome_of(tool, run_tool(tool, cx, args, &cancel).await);
+        if let (Some(record), Some(outcome)) = (record, &outcome)
+            && !cancel.is_cancelled()
+        {
+            record.finish(outcome).await;
+        }
+        outcome
     })
     .await?;
-    match outcome_of(tool, end)? {
+    match outcome? {
         CallOutcome::Result(r) => Some(Ok(serde_json::to_value(r).unwrap_or_default())),
         CallOutcome::Error(e) => Some(Err(e)),
     }
@@ -198,7 +235,7 @@ fn direct_context(
         name,
         cancel.clone(),
         Arc::clone(&state.client_capabilities),
-        conn.principal.clone(),
+        conn.caller(),
         backend,
         server.inner.state.clone(),
     )

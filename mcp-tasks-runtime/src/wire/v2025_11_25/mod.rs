@@ -141,7 +141,7 @@ pub(crate) async fn dispatch(
             Err(Error::InvalidRequest("the session is already initialized".into()).into())
         }
         "ping" => Ok(json!({})),
-        "tools/list" => tools_list(server, state, &mut request),
+        "tools/list" => tools_list(server, conn, state, &mut request),
         "logging/setLevel" => set_level(conn, &mut request),
         "tools/call" => return tools_call(direct_call(request.id.clone(), sink), request).await,
         "prompts/list" => prompts_list(server, &mut request),
@@ -202,11 +202,12 @@ fn subscribe(conn: &Connection, request: &mut Request) -> Result<Value, ErrorObj
 
 fn tools_list(
     server: &Server,
+    conn: &Connection,
     state: &StatefulState,
     request: &mut Request,
 ) -> Result<Value, ErrorObject> {
     let params: ListParams = decode(request)?;
-    let (page, next) = ops::list_tools(server, &params)?;
+    let (page, next) = ops::list_tools(server, &params, conn.caller().as_deref())?;
     let tools: Vec<Value> = page
         .into_iter()
         .map(|t| {

@@ -30,7 +30,11 @@ pub(super) async fn tasks(
     sink: Sink,
 ) -> Option<Result<Value, ErrorObject>> {
     let owner = owner(conn);
-    let owner = Some(owner.as_str());
+    let principal = conn.caller();
+    let owner = ops::Caller {
+        owner: Some(owner.as_str()),
+        principal: principal.as_deref(),
+    };
     if let Some(id) = request
         .params
         .as_ref()
@@ -59,7 +63,7 @@ pub(super) async fn tasks(
                 }
                 "tasks/list" => {
                     let params: ListParams = decode(&mut request)?;
-                    let page = ops::list_tasks(server, owner, &params, TASK_PAGE).await?;
+                    let page = ops::list_tasks(server, owner.owner, &params, TASK_PAGE).await?;
                     Ok(to_value(ListTasksResult {
                         tasks: page.tasks.iter().map(Task::of).collect(),
                         next_cursor: page.next_cursor,
@@ -134,6 +138,7 @@ pub(super) async fn start_task(
     args: JsonObject,
     progress_token: Option<Value>,
     requested_ttl: Option<Duration>,
+    key: Option<crate::idempotency::IdempotencyKey>,
 ) -> Result<Value, ErrorObject> {
     let owner = owner(conn);
     // Nothing about the task (a question, its status, its progress) goes to the client
@@ -153,12 +158,14 @@ pub(super) async fn start_task(
             tool: tool.clone(),
             args,
             owner: Some(owner),
+            principal: conn.task_principal(),
             requestor: conn.requestor(),
             // A tool result with `isError: true` ends a task of this era `failed`.
             settle: SettlePolicy::Fail,
             requested_ttl,
             client_capabilities: Arc::clone(&state.client_capabilities),
             delivery: Some(Arc::clone(&asker) as Arc<dyn Delivery>),
+            key,
         },
     )
     .await?;

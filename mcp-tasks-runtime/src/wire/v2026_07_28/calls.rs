@@ -10,7 +10,8 @@ use super::{
     RequestMeta, cacheable, complete, complete_typed, declares_tasks, missing_tasks_capability,
 };
 use crate::context::TaskContext;
-use crate::engine::NewTask;
+use crate::creation::CreationOff;
+use crate::engine::{KeyedCall, NewTask};
 use crate::error::{CallOutcome, Error};
 use crate::jsonrpc::{ErrorObject, Payload, Request};
 use crate::model::{InputRequest, JsonObject, TaskSupport};
@@ -148,6 +149,7 @@ pub(super) async fn tools_call(
         let params: CallToolParams = from_object(params)?;
         let name = params.name.as_str();
         let tool = ops::tool(server, name)?;
+        conn.check_scopes(tool)?;
         let rounds = Rounds {
             request_state: params.request_state,
             input_responses: params.input_responses,
@@ -163,12 +165,27 @@ pub(super) async fn tools_call(
         (TaskSupport::Optional | TaskSupport::Required, true) => true,
         (TaskSupport::Required, false) => return Some(Err(missing_tasks_capability().into())),
     };
+    // The kill switch: an optional tool runs synchronously while task creation is paused for
+    // it; a call that needs a task is refused (retryable), as it is while the server drains.
+    let as_task = match server.creation().is_paused(&tool.name) {
+        Some(off) if as_task => {
+            if off == CreationOff::Paused && tool.task_support == TaskSupport::Optional {
+                false
+            } else {
+                return Some(Err(Error::CreationOff(off, tool.name.to_string()).into()));
+            }
+        }
+        _ => as_task,
+    };
     if as_task && !tool.prelude {
         // A task takes no MRTR rounds; a stray state is still checked.
         let to = mrtr::Binding {
             target: &tool.name,
             args: &args,
-            principal: conn.principal.as_deref(),
+            principal: conn
+                .principal
+                .as_deref()
+                .map(crate::principal::Principal::owner_name),
         };
         if let Err(e) = request_state(server, rounds.request_state.as_deref(), to) {
             return Some(Err(e.into()));
@@ -179,6 +196,28 @@ pub(super) async fn tools_call(
         };
         return Some(Ok(create_task_result(server, &rec)));
     }
+    // A plain call with a key runs once: a repeat gets the first call's outcome. Only a
+    // call's first round takes part (a round with a `requestState` resumes its call), and
+    // a round that ends asking questions leaves no record.
+    let record = match &meta.idempotency_key {
+        Some(key) if !as_task && rounds.request_state.is_none() => {
+            let cancel = conn.track(&request.id);
+            let owner = conn.task_owner(false);
+            let keyed = ops::keyed_call(server, tool, &args, owner.as_deref(), key, &cancel).await;
+            if cancel.is_cancelled() {
+                return None;
+            }
+            match keyed {
+                Ok(KeyedCall::Run(record)) => Some(record),
+                Ok(KeyedCall::Done(CallOutcome::Result(r))) => {
+                    return Some(Ok(complete_typed(server, &r, "complete")));
+                }
+                Ok(KeyedCall::Done(CallOutcome::Error(e))) => return Some(Err(e)),
+                Err(e) => return Some(Err(e.into())),
+            }
+        }
+        _ => None,
+    };
     let runner = tool.runner();
     let run_args = args.clone();
     // A call with a prelude may become a task, which takes the arguments again.
@@ -197,11 +236,17 @@ pub(super) async fn tools_call(
     Some(match round {
         Err(e) => Err(e),
         Ok(Round::Asked(result)) => Ok(Payload::Value(result)),
-        Ok(Round::Ended(end)) => match outcome_of(tool, end.into_run_end(tool)) {
-            Some(CallOutcome::Result(r)) => Ok(complete_typed(server, &r, "complete")),
-            Some(CallOutcome::Error(e)) => Err(e),
-            None => Err(Error::Internal("the tool ended without an outcome".into()).into()),
-        },
+        Ok(Round::Ended(end)) => {
+            let outcome = outcome_of(tool, end.into_run_end(tool));
+            if let (Some(record), Some(outcome)) = (record, &outcome) {
+                record.finish(outcome).await;
+            }
+            match outcome {
+                Some(CallOutcome::Result(r)) => Ok(complete_typed(server, &r, "complete")),
+                Some(CallOutcome::Error(e)) => Err(e),
+                None => Err(Error::Internal("the tool ended without an outcome".into()).into()),
+            }
+        }
         Ok(Round::Detached(call)) => {
             adopt(
                 server,
@@ -221,12 +266,14 @@ fn new_task(conn: &Connection, tool: &Tool, args: JsonObject, meta: RequestMeta)
         tool: tool.clone(),
         args,
         owner: conn.task_owner(false),
+        principal: conn.task_principal(),
         requestor: conn.requestor(),
         // A tool result with `isError: true` ends a task of this era `completed`.
         settle: SettlePolicy::Complete,
         requested_ttl: None,
         client_capabilities: meta.client_capabilities,
         delivery: None,
+        key: meta.idempotency_key,
     }
 }
 
@@ -315,7 +362,10 @@ async fn interact(
     let to = mrtr::Binding {
         target: &call.target,
         args: &call.args,
-        principal: conn.principal.as_deref(),
+        principal: conn
+            .principal
+            .as_deref()
+            .map(crate::principal::Principal::owner_name),
     };
     let begun = begin(server, rounds, to, &call);
     let (start, responses) = match begun {
@@ -338,7 +388,7 @@ async fn interact(
             let caller = Caller {
                 name: Arc::clone(&call.name),
                 client_capabilities: Arc::clone(&meta.client_capabilities),
-                principal: conn.principal.clone(),
+                principal: conn.caller(),
                 notifier,
                 state: server.inner.state.clone(),
             };

@@ -66,6 +66,8 @@ pub(crate) struct RequestMeta {
     pub(crate) client_capabilities: Arc<Value>,
     pub(crate) log_level: Option<LogLevel>,
     pub(crate) progress_token: Option<Value>,
+    /// The idempotency key of a `tools/call`.
+    pub(crate) idempotency_key: Option<crate::idempotency::IdempotencyKey>,
 }
 
 /// Reads and checks the per-request `_meta`, taking it out of the params.
@@ -106,10 +108,13 @@ pub(crate) fn request_meta(params: &mut JsonObject) -> Result<RequestMeta, Error
     let progress_token = meta
         .remove("progressToken")
         .filter(|t| t.is_string() || t.is_i64() || t.is_u64());
+    let meta = Value::Object(meta);
+    let idempotency_key = crate::wire::params::idempotency_key(Some(&meta))?;
     Ok(RequestMeta {
         client_capabilities,
         log_level,
         progress_token,
+        idempotency_key,
     })
 }
 
@@ -178,7 +183,7 @@ pub(crate) async fn dispatch(
         "server/discover" => Ok(complete(server, discover(server), "complete")),
         "tools/list" => from_object(params)
             .map_err(Into::into)
-            .and_then(|p| tools_list(server, &p))
+            .and_then(|p| tools_list(server, conn, &p))
             .map(|v| complete(server, v, "complete")),
         "tools/call" => return tools_call(server, conn, &request, params, meta, sink).await,
         "prompts/list" => from_object(params)
@@ -272,8 +277,12 @@ fn discover(server: &Server) -> Value {
     result
 }
 
-fn tools_list(server: &Server, params: &ListParams) -> Result<Value, ErrorObject> {
-    let (page, next) = ops::list_tools(server, params)?;
+fn tools_list(
+    server: &Server,
+    conn: &Connection,
+    params: &ListParams,
+) -> Result<Value, ErrorObject> {
+    let (page, next) = ops::list_tools(server, params, conn.caller().as_deref())?;
     let tools: Vec<Value> = page
         .into_iter()
         .map(|t| Value::Object(t.describe()))
@@ -281,7 +290,7 @@ fn tools_list(server: &Server, params: &ListParams) -> Result<Value, ErrorObject
     let mut result = json!({
         "tools": tools,
         "ttlMs": server.inner.list_ttl.as_millis() as u64,
-        "cacheScope": "public",
+        "cacheScope": if server.inner.hide_out_of_scope { "private" } else { "public" },
     });
     if let Some(next) = next {
         result["nextCursor"] = next.into();

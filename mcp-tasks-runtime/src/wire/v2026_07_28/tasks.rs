@@ -26,7 +26,11 @@ pub(super) async fn tasks(
         return Err(missing_tasks_capability().into());
     }
     let owner = conn.task_owner(false);
-    let owner = owner.as_deref();
+    let principal = conn.caller();
+    let owner = ops::Caller {
+        owner: owner.as_deref(),
+        principal: principal.as_deref(),
+    };
     match request.method.as_str() {
         "tasks/get" => {
             let id = from_object::<TaskIdParams>(params)?.task_id;
@@ -77,7 +81,12 @@ pub(super) async fn listen(
     }
     let owner = conn.task_owner(false);
     let owner = owner.as_deref();
-    let honoured = match ops::visible_tasks(server, owner, wanted).await {
+    let principal = conn.caller();
+    let caller = ops::Caller {
+        owner,
+        principal: principal.as_deref(),
+    };
+    let honoured = match ops::visible_tasks(server, caller, wanted).await {
         Ok(ids) => ids,
         Err(e) => return Some(Err(e.into())),
     };

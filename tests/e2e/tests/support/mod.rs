@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod oidc;
 
 use mcp_tasks_runtime::store::{TestDatabase, TestRedis};
 use serde_json::{Value, json};
@@ -131,7 +132,8 @@ macro_rules! on_every_store {
 pub struct Log(Arc<Mutex<Vec<String>>>);
 
 impl Log {
-    fn gather(&self, stderr: tokio::process::ChildStderr) {
+    /// Gathers what `stderr` says, line by line, as the process runs.
+    pub fn gather(&self, stderr: tokio::process::ChildStderr) {
         let lines = Arc::clone(&self.0);
         tokio::spawn(async move {
             let mut reader = BufReader::new(stderr).lines();
@@ -139,6 +141,11 @@ impl Log {
                 lines.lock().unwrap().push(line);
             }
         });
+    }
+
+    /// Adds a line, as if the process had written it.
+    pub fn push(&self, line: String) {
+        self.0.lock().unwrap().push(line);
     }
 
     /// The first `n` lines, and every panic message with the line after it.
@@ -265,10 +272,17 @@ impl Server {
     }
 
     fn spawn(store: &str, extra: &[&str]) -> Self {
+        Self::spawn_env(store, extra, &[])
+    }
+
+    /// Serves stdio on the store named by the fixture's `--store` argument `store`, with
+    /// more arguments and environment variables.
+    pub fn spawn_env(store: &str, extra: &[&str], env: &[(&str, &Path)]) -> Self {
         let mut child = Command::new(example("conformance-server"))
             .args(["--stdio", "--store", store])
             .args(["--lease-ms", &LEASE_MS.to_string()])
             .args(extra)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -289,9 +303,17 @@ impl Server {
         }
     }
 
+    /// Sends a 2026-07-28 request: the request metadata is merged into the params' own
+    /// `_meta` (an idempotency key, say). Returns its id.
     pub async fn send(&mut self, method: &str, mut params: Value) -> u64 {
         self.next += 1;
-        params["_meta"] = meta();
+        let mut full = meta();
+        if let Some(Value::Object(own)) = params.get("_meta") {
+            for (k, v) in own {
+                full[k] = v.clone();
+            }
+        }
+        params["_meta"] = full;
         let msg = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
         self.stdin
             .as_mut()
@@ -323,7 +345,7 @@ impl Server {
 
     /// Reads until the response to request `id`; what comes before it (a server-to-client
     /// request, a notification) is kept for [`Server::recv`]. `None` once the server exited.
-    async fn response(&mut self, id: u64) -> Option<Value> {
+    pub async fn response(&mut self, id: u64) -> Option<Value> {
         loop {
             let m = self.read().await?;
             if m["id"] == id && m.get("method").is_none() {
