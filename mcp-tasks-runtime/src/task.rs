@@ -181,6 +181,103 @@ pub struct CancelRequest {
     pub by: Option<String>,
 }
 
+/// The W3C trace context of the request that created a task (`traceparent`, `tracestate`,
+/// `baggage`, as the request's `_meta` or HTTP headers carried them), kept with the task so
+/// that its run, on whichever process claims it, joins the caller's trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct TraceContext {
+    /// The `traceparent` value (`00-<trace id>-<parent id>-<flags>`).
+    pub traceparent: String,
+    /// The `tracestate` value, when one came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
+    /// The `baggage` value, when one came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baggage: Option<String>,
+}
+
+impl TraceContext {
+    /// The longest `tracestate` or `baggage` value kept (W3C's own limits are 512 and 8,192
+    /// bytes); a longer one is left out.
+    pub const MAX_VALUE_LEN: usize = 8192;
+
+    /// A context from the three values, or `None` when `traceparent` is not a W3C
+    /// `traceparent` of version `00` (two lowercase hex ids, neither all zeros). A
+    /// `tracestate` or `baggage` longer than [`MAX_VALUE_LEN`](Self::MAX_VALUE_LEN) is
+    /// dropped.
+    pub fn parse(
+        traceparent: &str,
+        tracestate: Option<&str>,
+        baggage: Option<&str>,
+    ) -> Option<Self> {
+        let traceparent = traceparent.trim();
+        let parts: Vec<&str> = traceparent.split('-').collect();
+        let hex = |s: &str, len: usize| {
+            s.len() == len
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
+        let [version, trace, parent, flags] = parts.as_slice() else {
+            return None;
+        };
+        let valid = *version == "00"
+            && hex(trace, 32)
+            && hex(parent, 16)
+            && hex(flags, 2)
+            && trace.bytes().any(|b| b != b'0')
+            && parent.bytes().any(|b| b != b'0');
+        if !valid {
+            return None;
+        }
+        let keep = |v: Option<&str>| {
+            v.map(str::trim)
+                .filter(|v| !v.is_empty() && v.len() <= Self::MAX_VALUE_LEN)
+                .map(str::to_owned)
+        };
+        Some(Self {
+            traceparent: traceparent.to_owned(),
+            tracestate: keep(tracestate),
+            baggage: keep(baggage),
+        })
+    }
+
+    /// The 32 hex digits of the trace id.
+    pub fn trace_id(&self) -> &str {
+        &self.traceparent[3..35]
+    }
+}
+
+/// One change of a task's status, as the task keeps it in [`TaskRecord::history`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StatusChange {
+    /// The status it moved to (`working` again for a task put back in the queue to run
+    /// again).
+    pub status: TaskStatus,
+    /// When.
+    pub at: SystemTime,
+    /// The status message it had from then on.
+    pub message: Option<String>,
+    /// The lease epoch at the time: which claim of the task made the change.
+    pub epoch: u64,
+    /// The process (worker id) that wrote the change.
+    pub process: Option<String>,
+}
+
+impl StatusChange {
+    /// A change to `status` at `at`, with no message, at epoch 0, by no named process.
+    pub fn new(status: TaskStatus, at: SystemTime) -> Self {
+        Self {
+            status,
+            at,
+            message: None,
+            epoch: 0,
+            process: None,
+        }
+    }
+}
+
 /// A stored task. Everything a `tasks/get` in either era needs, and what a restart needs
 /// to settle or rerun it.
 ///
@@ -251,9 +348,29 @@ pub struct TaskRecord {
     /// that a repeat gets the same result: not a task. Owner listings and scans leave it out,
     /// and no `tasks/*` request finds it.
     pub synchronous: bool,
+    /// The status changes since creation, oldest first, each written in the same store write
+    /// as the change itself. At most [`MAX_HISTORY`](Self::MAX_HISTORY) are kept: the first
+    /// and the latest.
+    pub history: Vec<StatusChange>,
+    /// The trace context of the request that created it, when that request carried one.
+    pub trace: Option<Arc<TraceContext>>,
 }
 
 impl TaskRecord {
+    /// The most status changes a record keeps in [`history`](Self::history). A task that
+    /// asks many questions moves between `working` and `input_required` often; past this,
+    /// the oldest changes after the first are dropped.
+    pub const MAX_HISTORY: usize = 32;
+
+    /// Adds `change` to [`history`](Self::history), dropping the oldest change after the
+    /// first when it is full.
+    pub fn record_change(&mut self, change: StatusChange) {
+        if self.history.len() >= Self::MAX_HISTORY {
+            self.history.remove(1.min(self.history.len() - 1));
+        }
+        self.history.push(change);
+    }
+
     /// A task of `tool` called with `arguments`, created at `created_at`: `working`, queued
     /// (no lease, epoch 0), owned by no one, with a tool's default TTL and poll interval
     /// ([`DEFAULT_TTL`](crate::tool::DEFAULT_TTL),
@@ -290,6 +407,8 @@ impl TaskRecord {
             steps: BTreeMap::new(),
             unique_key: None,
             synchronous: false,
+            history: Vec::new(),
+            trace: None,
         }
     }
 
@@ -369,6 +488,50 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "4");
+    }
+
+    #[test]
+    fn a_trace_context_takes_only_a_w3c_traceparent() {
+        let ok = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let ctx = TraceContext::parse(ok, Some("congo=t61rcWkgMzE"), Some("")).unwrap();
+        assert_eq!(ctx.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(ctx.tracestate.as_deref(), Some("congo=t61rcWkgMzE"));
+        assert_eq!(ctx.baggage, None);
+        for bad in [
+            "",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-ff",
+        ] {
+            assert_eq!(TraceContext::parse(bad, None, None), None, "{bad}");
+        }
+        let long = "k=".to_owned() + &"v".repeat(TraceContext::MAX_VALUE_LEN);
+        assert_eq!(
+            TraceContext::parse(ok, Some(&long), None)
+                .unwrap()
+                .tracestate,
+            None
+        );
+    }
+
+    #[test]
+    fn the_history_keeps_the_first_change_and_the_latest() {
+        let mut record = TaskRecord::new("t", "tool", JsonObject::new(), SystemTime::UNIX_EPOCH);
+        for n in 0..TaskRecord::MAX_HISTORY as u64 + 5 {
+            let mut change = StatusChange::new(Working, SystemTime::UNIX_EPOCH);
+            change.epoch = n;
+            record.record_change(change);
+        }
+        assert_eq!(record.history.len(), TaskRecord::MAX_HISTORY);
+        assert_eq!(record.history[0].epoch, 0);
+        assert_eq!(record.history[1].epoch, 6);
+        assert_eq!(
+            record.history.last().unwrap().epoch,
+            TaskRecord::MAX_HISTORY as u64 + 4
+        );
     }
 
     #[test]

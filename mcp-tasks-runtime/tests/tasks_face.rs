@@ -216,6 +216,91 @@ async fn an_admin_answers_a_question_and_reruns_only_rerunnable_tools() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_task_keeps_its_status_history_and_the_trace_context_of_its_call() {
+    let server = server();
+    let tasks = server.tasks();
+    let admin = Viewer::admin("oncall");
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    // 2026-07-28: the trace context rides in the call's `_meta`.
+    let mut ann = Caller::new(&server, "ann");
+    let reply = ann
+        .0
+        .call_with(
+            "ask",
+            json!({"_meta": {"traceparent": traceparent, "tracestate": "ann=1", "baggage": "tenant=acme"}}),
+        )
+        .await;
+    let asking = reply["result"]["taskId"].as_str().unwrap().to_owned();
+    let mut follower = tasks.follow(&admin, &asking).unwrap();
+    let waiting = loop {
+        let record = follower.next().await.unwrap().unwrap();
+        if record.status == TaskStatus::InputRequired {
+            break record;
+        }
+    };
+    let trace = waiting.trace.as_deref().expect("the call's trace context");
+    assert_eq!(trace.traceparent, traceparent);
+    assert_eq!(trace.trace_id(), "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(trace.tracestate.as_deref(), Some("ann=1"));
+    assert_eq!(trace.baggage.as_deref(), Some("tenant=acme"));
+    let key = waiting.input_requests.keys().next().unwrap().clone();
+    let mut responses = JsonObject::new();
+    responses.insert(key, json!({"action": "accept", "content": {"name": "Ann"}}));
+    tasks.answer(&admin, &asking, &responses).await.unwrap();
+    while follower.next().await.is_some() {}
+    let done = tasks.get(&admin, &asking).await.unwrap().unwrap();
+    let statuses: Vec<TaskStatus> = done.history.iter().map(|c| c.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            TaskStatus::InputRequired,
+            TaskStatus::Working,
+            TaskStatus::Completed
+        ],
+        "{:?}",
+        done.history
+    );
+    // Each change is dated, in order, made under the run's claim by this process.
+    assert!(done.history.windows(2).all(|w| w[0].at <= w[1].at));
+    assert!(done.history[0].at >= done.created_at);
+    assert!(
+        done.history
+            .iter()
+            .all(|c| c.epoch == 1 && c.process.is_some())
+    );
+
+    // A cancelled task's last change is the cancel; a call without a trace context, or
+    // with one that is not W3C's, keeps none.
+    let slow = ann
+        .0
+        .call_with(
+            "slow",
+            json!({"_meta": {"traceparent": "not-a-traceparent"}}),
+        )
+        .await;
+    let slow = slow["result"]["taskId"].as_str().unwrap().to_owned();
+    tasks.cancel(&admin, &slow).await.unwrap().unwrap();
+    let cancelled = tasks.get(&admin, &slow).await.unwrap().unwrap();
+    assert_eq!(cancelled.trace, None);
+    let last = cancelled.history.last().expect("the cancel");
+    assert_eq!(last.status, TaskStatus::Cancelled);
+    assert_eq!(last.message.as_deref(), cancelled.status_message.as_deref());
+
+    // 2025-11-25: the same `_meta` keys of a task-augmented call.
+    let (mut old, _) = support::Client::stateful(&server).await;
+    let reply = old
+        .call_with(
+            "slow",
+            json!({"task": {}, "_meta": {"traceparent": traceparent}}),
+        )
+        .await;
+    let id = reply["result"]["task"]["taskId"].as_str().unwrap();
+    let record = tasks.get(&admin, id).await.unwrap().unwrap();
+    assert_eq!(record.trace.as_deref().unwrap().traceparent, traceparent);
+    assert_eq!(record.trace.as_deref().unwrap().tracestate, None);
+}
+
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn a_store_alone_gives_a_read_only_face() {

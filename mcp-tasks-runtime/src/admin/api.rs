@@ -264,7 +264,7 @@ async fn task(
     Path(id): Path<String>,
 ) -> Response {
     match shared.tasks.get(&viewer, &id).await {
-        Ok(Some(rec)) => reply(StatusCode::OK, &detail(&rec, &shared.feed.observed(&id))),
+        Ok(Some(rec)) => reply(StatusCode::OK, &detail(&rec)),
         Ok(None) => not_found(),
         Err(e) => error_reply(&e),
     }

@@ -9,7 +9,7 @@ use crate::sync::LockExt;
 use crate::task::TaskStatus;
 use crate::tasks::Viewer;
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,8 +24,6 @@ pub(super) const BUCKET: Duration = Duration::from_secs(10);
 pub(super) const BUCKETS: u64 = 60;
 /// The most tasks one look reads.
 const MAX_PER_LOOK: usize = 5000;
-/// How many tasks keep the status changes the feed saw.
-const HISTORIES: usize = 10_000;
 /// How often the pages that listen get the counts.
 const STATS_EVERY: Duration = Duration::from_secs(2);
 /// How often the feed looks while no page listens (for the rates).
@@ -51,9 +49,6 @@ struct State {
     seen: HashMap<String, (u64, TaskStatus, SystemTime)>,
     /// Finished tasks by bucket (seconds since the epoch / bucket width), status and tool.
     buckets: BTreeMap<u64, BTreeMap<(TaskStatus, String), u64>>,
-    /// The status changes seen, of the most recently changed tasks.
-    history: HashMap<String, Vec<(SystemTime, &'static str)>>,
-    order: VecDeque<String>,
     /// When the feed started watching.
     since: Option<SystemTime>,
 }
@@ -80,16 +75,6 @@ impl Feed {
         }
         let weak = Arc::downgrade(shared);
         tokio::spawn(run(weak));
-    }
-
-    /// The status changes the feed saw of a task.
-    pub(super) fn observed(&self, id: &str) -> Vec<(SystemTime, &'static str)> {
-        self.state
-            .locked()
-            .history
-            .get(id)
-            .cloned()
-            .unwrap_or_default()
     }
 
     /// The rates of finished tasks: per minute by status and tool over the window, and
@@ -155,21 +140,6 @@ impl Feed {
                         .entry((rec.status, rec.tool.clone()))
                         .or_default() += 1;
                 }
-            }
-            if was != Some(rec.status) {
-                if !state.history.contains_key(&rec.id) {
-                    state.order.push_back(rec.id.clone());
-                    if state.order.len() > HISTORIES
-                        && let Some(old) = state.order.pop_front()
-                    {
-                        state.history.remove(&old);
-                    }
-                }
-                state
-                    .history
-                    .entry(rec.id.clone())
-                    .or_default()
-                    .push((rec.updated_at, rec.status.as_str()));
             }
             state
                 .seen

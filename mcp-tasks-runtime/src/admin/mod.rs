@@ -45,10 +45,12 @@
 //!
 //! # What a task's history holds
 //!
-//! A store keeps a task's current record, not the list of its status changes. A task's
-//! detail shows what the record holds (created, last written, who asked to cancel and
-//! when, the status now) and, beside it, the status changes this console saw through
-//! its feed while it ran (`observed`), never more.
+//! Every store keeps a task's status changes with the task
+//! ([`TaskRecord::history`](crate::task::TaskRecord::history)), each written in the same
+//! write as the change: a task's detail lists its creation, then each change with its time,
+//! status message, lease epoch and the process that made it, whichever process that was.
+//! A task that asks many questions keeps its first change and its latest
+//! ([`TaskRecord::MAX_HISTORY`](crate::task::TaskRecord::MAX_HISTORY)).
 //!
 //! # Pausing tools and draining
 //!

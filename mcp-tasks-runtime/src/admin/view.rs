@@ -71,8 +71,8 @@ fn error_text(rec: &TaskRecord) -> Value {
     }
 }
 
-/// Everything the console shows of one task. `observed` is the status changes the feed saw.
-pub(super) fn detail(rec: &TaskRecord, observed: &[(SystemTime, &'static str)]) -> Value {
+/// Everything the console shows of one task.
+pub(super) fn detail(rec: &TaskRecord) -> Value {
     let mut value = summary(rec);
     let outcome = match &rec.outcome {
         Some(CallOutcome::Result(r)) => json!({ "result": r }),
@@ -84,18 +84,23 @@ pub(super) fn detail(rec: &TaskRecord, observed: &[(SystemTime, &'static str)]) 
         .iter()
         .map(|(key, q)| json!({ "key": key, "method": q.method, "params": q.params }))
         .collect();
-    let mut stored = vec![json!({ "at": time(rec.created_at), "event": "created" })];
-    if let Some(cancel) = &rec.cancel_requested {
-        stored.push(json!({ "at": time(cancel.at), "event": "cancel requested", "by": cancel.by }));
-    }
-    stored.push(json!({
-        "at": time(rec.updated_at),
-        "event": format!("last written ({})", rec.status.as_str()),
-    }));
-    let observed: Vec<Value> = observed
-        .iter()
-        .map(|(at, status)| json!({ "at": time(*at), "status": status }))
-        .collect();
+    // Created `working`, then each stored change; a task kept from before tasks kept their
+    // history shows its creation alone.
+    let history: Vec<Value> = std::iter::once(json!({
+        "at": time(rec.created_at),
+        "status": "working",
+        "event": "created",
+    }))
+    .chain(rec.history.iter().map(|c| {
+        json!({
+            "at": time(c.at),
+            "status": c.status.as_str(),
+            "message": c.message,
+            "epoch": c.epoch,
+            "process": c.process,
+        })
+    }))
+    .collect();
     let extra = json!({
         "arguments": rec.arguments,
         "outcome": outcome,
@@ -107,11 +112,12 @@ pub(super) fn detail(rec: &TaskRecord, observed: &[(SystemTime, &'static str)]) 
         "steps": rec.steps.keys().collect::<Vec<_>>(),
         "uniqueKey": rec.unique_key,
         "cancelRequested": rec.cancel_requested.as_ref().map(|c| json!({ "at": time(c.at), "by": c.by })),
-        "history": {
-            "stored": stored,
-            "observed": observed,
-            "note": "the store keeps a task's current record, not its past statuses: `stored` is what the record holds, `observed` the changes this console saw",
-        },
+        "history": history,
+        "trace": rec.trace.as_deref().map(|t| json!({
+            "traceId": t.trace_id(),
+            "traceparent": t.traceparent,
+            "tracestate": t.tracestate,
+        })),
     });
     if let (Value::Object(v), Value::Object(extra)) = (&mut value, extra) {
         v.extend(extra);

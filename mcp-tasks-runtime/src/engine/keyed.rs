@@ -261,6 +261,8 @@ impl Engine {
             steps: BTreeMap::new(),
             unique_key: None,
             synchronous: true,
+            history: Vec::new(),
+            trace: None,
         }
     }
 }

@@ -179,6 +179,8 @@ pub(crate) struct NewTask {
     pub(crate) delivery: Option<Arc<dyn Delivery>>,
     /// The call's idempotency key: a repeat with it gets this task back.
     pub(crate) key: Option<crate::idempotency::IdempotencyKey>,
+    /// The trace context of the request that asked for it.
+    pub(crate) trace: Option<Arc<crate::task::TraceContext>>,
 }
 
 fn shard_of(id: &str) -> usize {
@@ -388,6 +390,8 @@ impl Engine {
             steps: BTreeMap::new(),
             unique_key: None,
             synchronous: false,
+            history: Vec::new(),
+            trace: new.trace.clone(),
         }
     }
 

@@ -7,7 +7,7 @@ use crate::model::JsonObject;
 use crate::quota::Stage;
 use crate::store::{StoreError, TaskCounts, TaskFilter, TaskPage};
 use crate::sync::LockExt;
-use crate::task::{CancelRequest, TaskRecord, TaskStatus};
+use crate::task::{CancelRequest, StatusChange, TaskRecord, TaskStatus};
 use std::sync::Arc;
 use std::time::SystemTime;
 use tokio_util::sync::CancellationToken;
@@ -53,10 +53,21 @@ impl Engine {
             };
             let version = rec.version;
             let before = rec.status;
+            let held = rec.lease.is_some();
             if !change(&mut rec) {
                 return Ok(Some((rec, false)));
             }
             rec.updated_at = SystemTime::now().max(rec.updated_at);
+            // The history, in the same write: a new status, or a task its runner gave back
+            // to the queue to run again.
+            let requeued = held && rec.lease.is_none() && !rec.status.is_terminal();
+            if before != rec.status || requeued {
+                let mut change = StatusChange::new(rec.status, rec.updated_at);
+                change.message = rec.status_message.clone();
+                change.epoch = rec.epoch;
+                change.process = Some(self.worker.clone());
+                rec.record_change(change);
+            }
             if self.store.compare_and_set(rec.clone(), version).await? {
                 rec.version = version + 1;
                 if before != rec.status {
@@ -420,6 +431,8 @@ impl Engine {
                 client_capabilities: old.client_capabilities,
                 delivery: None,
                 key: None,
+                // A rerun joins the trace of the call that created the task.
+                trace: old.trace,
             })
             .await?;
         tracing::info!(task = %crate::task::ShortId(&record.id), rerun_of = %crate::task::ShortId(id), tool = %record.tool, by = ?access.who(), "task rerun");

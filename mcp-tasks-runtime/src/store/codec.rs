@@ -9,6 +9,7 @@ use crate::task::TaskRecord;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The client capabilities of decoded records, kept once per distinct value.
@@ -234,6 +235,68 @@ fn without_principal(
     }
 }
 
+/// What the `journal` column keeps: the task's status history and the trace context of the
+/// request that created it. A task written before tasks kept them reads as `{}`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Journal {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    history: Vec<StoredChange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    trace: Option<crate::task::TraceContext>,
+}
+
+/// A [`StatusChange`](crate::task::StatusChange) as the journal keeps it: the time in
+/// milliseconds since the epoch.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredChange {
+    status: crate::task::TaskStatus,
+    at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    #[serde(default)]
+    epoch: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    process: Option<String>,
+}
+
+impl Journal {
+    fn of(record: &mut TaskRecord) -> Self {
+        Self {
+            history: std::mem::take(&mut record.history)
+                .into_iter()
+                .map(|c| StoredChange {
+                    status: c.status,
+                    at: millis(c.at),
+                    message: c.message,
+                    epoch: c.epoch,
+                    process: c.process,
+                })
+                .collect(),
+            trace: record.trace.take().map(Arc::unwrap_or_clone),
+        }
+    }
+
+    fn history(
+        self,
+    ) -> (
+        Vec<crate::task::StatusChange>,
+        Option<Arc<crate::task::TraceContext>>,
+    ) {
+        let history = self
+            .history
+            .into_iter()
+            .map(|c| {
+                let mut change = crate::task::StatusChange::new(c.status, from_millis(c.at));
+                change.message = c.message;
+                change.epoch = c.epoch;
+                change.process = c.process;
+                change
+            })
+            .collect();
+        (history, self.trace.map(Arc::new))
+    }
+}
+
 /// A record ready to be written: the indexed columns plus JSON text for the rest.
 #[derive(Debug)]
 pub(super) struct Row {
@@ -264,6 +327,8 @@ pub(super) struct Row {
     pub(super) steps: String,
     pub(super) unique_key: Option<String>,
     pub(super) synchronous: bool,
+    /// The status history and the creating request's trace context, as a JSON object.
+    pub(super) journal: String,
 }
 
 impl Row {
@@ -276,7 +341,11 @@ impl Row {
         }
     }
 
-    pub(super) fn encode(record: TaskRecord, max_outcome_bytes: usize) -> Result<Self, StoreError> {
+    pub(super) fn encode(
+        mut record: TaskRecord,
+        max_outcome_bytes: usize,
+    ) -> Result<Self, StoreError> {
+        let journal = Journal::of(&mut record);
         let id = record.id;
         // Computed here rather than with `TaskRecord::expires_at`, which panics when
         // `created_at + ttl` overflows; such a task never expires.
@@ -320,6 +389,7 @@ impl Row {
             steps: to_json(&id, "the steps", &record.steps)?,
             unique_key: record.unique_key,
             synchronous: record.synchronous,
+            journal: to_json(&id, "the journal", &journal)?,
             id,
         })
     }
@@ -367,6 +437,8 @@ pub(super) struct Stored<'a> {
     pub(super) steps: &'a str,
     pub(super) unique_key: Option<String>,
     pub(super) synchronous: bool,
+    /// The status history and the trace context, as a JSON object.
+    pub(super) journal: &'a str,
 }
 
 impl Stored<'_> {
@@ -416,6 +488,7 @@ impl Stored<'_> {
             },
         };
         let unsigned = |n: i64| n.max(0).unsigned_abs();
+        let (history, trace) = json::<Journal>(self.journal, "journal", &field)?.history();
         let (client, principal) =
             without_principal(json(self.client, "client capabilities", &field)?);
         let record = TaskRecord {
@@ -449,6 +522,8 @@ impl Stored<'_> {
             steps: json(self.steps, "steps", &field)?,
             unique_key: self.unique_key,
             synchronous: self.synchronous,
+            history,
+            trace,
         };
         Ok(TaskRecord { id, ..record })
     }
@@ -491,6 +566,7 @@ mod tests {
             cancel_at: row.cancel_at,
             cancel_by: row.cancel_by.clone(),
             steps: &row.steps,
+            journal: &row.journal,
             unique_key: row.unique_key.clone(),
             synchronous: row.synchronous,
         };

@@ -855,8 +855,9 @@ mod tests {
     #[test]
     fn a_stored_task_stays_small() {
         // The boxed slot is the bulk of the fixed per-task cost; indexes add a few pointers.
+        // (The status history and the trace context add 32 bytes to the 488 before them.)
         assert!(
-            std::mem::size_of::<Slot>() <= 512,
+            std::mem::size_of::<Slot>() <= 520,
             "{}",
             std::mem::size_of::<Slot>()
         );

@@ -140,6 +140,18 @@ pub(crate) fn idempotency_key(
     }
 }
 
+/// The W3C trace context a request's `_meta` carries (`traceparent`, `tracestate`,
+/// `baggage`), when its `traceparent` is valid; an invalid one is ignored, as W3C Trace
+/// Context asks.
+pub(crate) fn trace_context(
+    meta: Option<&Value>,
+) -> Option<std::sync::Arc<crate::task::TraceContext>> {
+    let meta = meta?;
+    let text = |name: &str| meta.get(name).and_then(Value::as_str);
+    crate::task::TraceContext::parse(text("traceparent")?, text("tracestate"), text("baggage"))
+        .map(std::sync::Arc::new)
+}
+
 /// The params of `prompts/get`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct GetPromptParams {

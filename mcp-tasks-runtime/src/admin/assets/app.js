@@ -300,6 +300,13 @@
         }),
       ]));
     }
+    $("d-history").tBodies[0].replaceChildren(...t.history.map((h) => el("tr", {}, [
+      el("td", { text: h.at }),
+      el("td", { text: h.event === "created" ? "created (" + h.status + ")" : h.status }),
+      el("td", { text: h.message || "" }),
+      el("td", { text: h.epoch === undefined ? "" : String(h.epoch) }),
+      el("td", { text: h.process || "" }),
+    ])));
     $("d-body").textContent = JSON.stringify(t, null, 2);
     if (!quiet) d.scrollIntoView({ behavior: "smooth" });
   }

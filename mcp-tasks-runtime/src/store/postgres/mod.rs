@@ -339,7 +339,7 @@ impl TaskStore for PostgresTaskStore {
             .shared
             .run("cannot write a task", |client| async move {
                 let statement = client.prepare_cached(sql).await?;
-                let params: [&(dyn ToSql + Sync); 26] = [
+                let params: [&(dyn ToSql + Sync); 27] = [
                     &row.id,
                     &expected,
                     &row.owner,
@@ -366,6 +366,7 @@ impl TaskStore for PostgresTaskStore {
                     &row.steps,
                     &row.unique_key,
                     &row.synchronous,
+                    &row.journal,
                 ];
                 let rows = client.query(&statement, &params).await?;
                 rows.first().map(|r| r.try_get::<_, i64>(0)).transpose()

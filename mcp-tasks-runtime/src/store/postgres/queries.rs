@@ -7,10 +7,10 @@ pub(super) const COLUMNS: &str = "id, owner, tool, settle, status, status_messag
     updated_at, ttl_ms, poll_interval_ms, version, input_seq, arguments::text, \
     input_requests::text, input_responses::text, outcome::text, seq, client::text, \
     lease_worker, lease_until, epoch, cancel_at, cancel_by, steps::text, unique_key, \
-    synchronous";
+    synchronous, journal::text";
 
 /// The number of [`COLUMNS`].
-pub(super) const COLUMN_COUNT: usize = 26;
+pub(super) const COLUMN_COUNT: usize = 27;
 
 /// [`COLUMNS`] with each column qualified by `table`.
 pub(super) fn qualified_columns(table: &str) -> String {
@@ -55,23 +55,25 @@ impl Sql {
                     created_at, updated_at, ttl_ms, poll_interval_ms, expires_at, version, \
                     input_seq, arguments, input_requests, input_responses, outcome, client, \
                     lease_worker, lease_until, epoch, cancel_at, cancel_by, steps, \
-                    unique_key, synchronous) \
+                    unique_key, synchronous, journal) \
                  SELECT id, owner, tool, settle, status, status_message, created_at, \
                     updated_at, ttl_ms, poll_interval_ms, expires_at, version, input_seq, \
                     arguments::jsonb, input_requests::jsonb, input_responses::jsonb, \
                     outcome::jsonb, client::jsonb, lease_worker, lease_until, epoch, \
-                    cancel_at, cancel_by, steps::jsonb, unique_key, synchronous \
+                    cancel_at, cancel_by, steps::jsonb, unique_key, synchronous, \
+                    journal::jsonb \
                  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
                     $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], \
                     $12::int8[], $13::int8[], $14::text[], $15::text[], $16::text[], \
                     $17::text[], $18::text[], $19::text[], $20::int8[], $21::int8[], \
-                    $22::int8[], $23::text[], $24::text[], $25::text[], $26::bool[]) \
+                    $22::int8[], $23::text[], $24::text[], $25::text[], $26::bool[], \
+                    $27::text[]) \
                     WITH ORDINALITY \
                     AS u(id, owner, tool, settle, status, status_message, created_at, \
                     updated_at, ttl_ms, poll_interval_ms, expires_at, version, input_seq, \
                     arguments, input_requests, input_responses, outcome, client, \
                     lease_worker, lease_until, epoch, cancel_at, cancel_by, steps, \
-                    unique_key, synchronous, n) \
+                    unique_key, synchronous, journal, n) \
                  ORDER BY id, n \
                  ON CONFLICT DO NOTHING RETURNING id, change_seq"
             ),
@@ -84,7 +86,7 @@ impl Sql {
                     outcome = $17::text::jsonb, client = $18::text::jsonb, \
                     lease_worker = $19, lease_until = $20, epoch = $21, cancel_at = $22, \
                     cancel_by = $23, steps = $24::text::jsonb, unique_key = $25, \
-                    synchronous = $26, change_seq = nextval('{s}.change_seq') \
+                    synchronous = $26, journal = $27::text::jsonb, change_seq = nextval('{s}.change_seq') \
                  WHERE id = $1 AND version = $2 RETURNING change_seq"
             ),
             existing: format!("SELECT id FROM {s}.tasks WHERE id = ANY($1::text[])"),

@@ -33,6 +33,7 @@ pub(super) struct Columns {
     pub(super) steps: Vec<String>,
     pub(super) unique_key: Vec<Option<String>>,
     pub(super) synchronous: Vec<bool>,
+    pub(super) journal: Vec<String>,
 }
 
 impl Columns {
@@ -64,10 +65,11 @@ impl Columns {
             steps: rows.iter().map(|r| r.steps.clone()).collect(),
             unique_key: rows.iter().map(|r| r.unique_key.clone()).collect(),
             synchronous: rows.iter().map(|r| r.synchronous).collect(),
+            journal: rows.iter().map(|r| r.journal.clone()).collect(),
         }
     }
 
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 26] {
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 27] {
         [
             &self.id,
             &self.owner,
@@ -95,6 +97,7 @@ impl Columns {
             &self.steps,
             &self.unique_key,
             &self.synchronous,
+            &self.journal,
         ]
     }
 }
@@ -120,6 +123,7 @@ pub(super) fn check_storable(row: &Row) -> Result<(), StoreError> {
         row.outcome.as_deref(),
         Some(row.client.as_str()),
         Some(row.steps.as_str()),
+        Some(row.journal.as_str()),
     ];
     let nul = texts.into_iter().flatten().any(|t| t.contains('\0'))
         || jsons.into_iter().flatten().any(json_has_nul);
@@ -190,6 +194,7 @@ pub(super) fn decode(
         steps: row.try_get(23)?,
         unique_key: row.try_get(24)?,
         synchronous: row.try_get(25)?,
+        journal: row.try_get(26)?,
     };
     let record = columns.decode_or_default();
     Ok((record, row.try_get(16)?))

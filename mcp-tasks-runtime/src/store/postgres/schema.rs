@@ -60,6 +60,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE {s}.tasks ADD COLUMN synchronous boolean NOT NULL DEFAULT false;
     CREATE UNIQUE INDEX tasks_unique_key ON {s}.tasks (unique_key)
         WHERE unique_key IS NOT NULL AND status IN ('working', 'input_required');",
+    // 4: the journal: each task's status history and its creating request's trace context.
+    "ALTER TABLE {s}.tasks ADD COLUMN journal jsonb NOT NULL DEFAULT '{}';",
 ];
 
 /// Creates the schema or brings it to the newest version, or refuses one that is not a

@@ -56,6 +56,7 @@ pub(super) fn encode(
         put("cancel_by", by.clone());
     }
     put("steps", row.steps.clone());
+    put("journal", row.journal.clone());
     if let Some(key) = &row.unique_key {
         put("unique_key", key.clone());
     }
@@ -85,7 +86,7 @@ pub(super) fn decode(flat: Vec<String>) -> (TaskRecord, u64) {
     let (arguments, input_requests) = (take("arguments"), take("input_requests"));
     let (input_responses, outcome, client) =
         (take("input_responses"), take("outcome"), take("client"));
-    let steps = take("steps");
+    let (steps, journal) = (take("steps"), take("journal"));
     // A missing JSON field reads as `null`, which the decoder takes as unreadable (logged,
     // then its default), except for the capabilities, where `null` is a value.
     fn text(value: &Option<String>) -> &str {
@@ -118,6 +119,8 @@ pub(super) fn decode(flat: Vec<String>) -> (TaskRecord, u64) {
         steps: steps.as_deref().unwrap_or("{}"),
         unique_key: take("unique_key"),
         synchronous: take("synchronous").is_some_and(|s| s == "1"),
+        // Written before tasks kept a journal: no history, no trace.
+        journal: journal.as_deref().unwrap_or("{}"),
     };
     let seq = int(take("seq")).unwrap_or(0).max(0).unsigned_abs();
     let record = columns.decode_or_default();

@@ -1,7 +1,7 @@
 //! The read queries the reader threads and the watcher run.
 
 use super::super::paging::{self, clamp_limit};
-use super::row::{COLUMNS, SIZED_COLUMNS, STEPS_COLUMN, UNFINISHED, decode};
+use super::row::{COLUMNS, JOURNAL_COLUMN, SIZED_COLUMNS, STEPS_COLUMN, UNFINISHED, decode};
 use super::sql_error;
 use crate::store::scan::{SqlValue, count_query, scan_query};
 use crate::store::{Changes, StoreError, TaskCounts, TaskFilter, TaskPage};
@@ -23,7 +23,7 @@ pub(super) fn get_record(
     };
     let (record, _) = decode(row)?;
     let mut bytes = 256;
-    for column in (0..SIZED_COLUMNS).chain([STEPS_COLUMN]) {
+    for column in (0..SIZED_COLUMNS).chain([STEPS_COLUMN, JOURNAL_COLUMN]) {
         if let Ok(rusqlite::types::ValueRef::Text(text)) = row.get_ref(column) {
             bytes += text.len();
         }

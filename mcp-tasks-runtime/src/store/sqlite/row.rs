@@ -9,11 +9,15 @@ use crate::task::TaskRecord;
 pub(super) const COLUMNS: &str = "id, owner, tool, settle, status, status_message, created_at, \
     updated_at, ttl_ms, poll_interval_ms, version, input_seq, arguments, input_requests, \
     input_responses, outcome, seq, client, lease_worker, lease_until, epoch, cancel_at, \
-    cancel_by, steps, unique_key, synchronous";
+    cancel_by, steps, unique_key, synchronous, journal";
 
 /// The column of [`COLUMNS`] that holds the steps, which count toward a cached record's
 /// size too.
 pub(super) const STEPS_COLUMN: usize = 23;
+
+/// The column of [`COLUMNS`] that holds the journal (status history, trace context), which
+/// counts toward a cached record's size too.
+pub(super) const JOURNAL_COLUMN: usize = 26;
 
 /// How many leading columns of [`COLUMNS`] count toward a cached record's size.
 pub(super) const SIZED_COLUMNS: usize = 18;
@@ -21,9 +25,10 @@ pub(super) const SIZED_COLUMNS: usize = 18;
 pub(super) const INSERT: &str = "INSERT INTO tasks (id, seq, owner, tool, settle, status, \
     status_message, created_at, updated_at, ttl_ms, poll_interval_ms, expires_at, version, \
     input_seq, arguments, input_requests, input_responses, outcome, client, lease_worker, \
-    lease_until, epoch, cancel_at, cancel_by, change_seq, steps, unique_key, synchronous) \
+    lease_until, epoch, cancel_at, cancel_by, change_seq, steps, unique_key, synchronous, \
+    journal) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
-    ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28) \
+    ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29) \
     ON CONFLICT (id) DO NOTHING";
 
 pub(super) const UPDATE: &str = "UPDATE tasks SET owner = ?3, tool = ?4, settle = ?5, status = ?6, \
@@ -31,7 +36,8 @@ pub(super) const UPDATE: &str = "UPDATE tasks SET owner = ?3, tool = ?4, settle 
     poll_interval_ms = ?11, expires_at = ?12, version = ?13, input_seq = ?14, \
     arguments = ?15, input_requests = ?16, input_responses = ?17, outcome = ?18, \
     client = ?19, lease_worker = ?20, lease_until = ?21, epoch = ?22, cancel_at = ?23, \
-    cancel_by = ?24, change_seq = ?25, steps = ?26, unique_key = ?27, synchronous = ?28 \
+    cancel_by = ?24, change_seq = ?25, steps = ?26, unique_key = ?27, synchronous = ?28, \
+    journal = ?29 \
     WHERE id = ?1 AND version = ?2";
 
 /// The states in which a task is unfinished, as SQL.
@@ -76,6 +82,7 @@ pub(super) fn decode(row: &rusqlite::Row<'_>) -> Result<(TaskRecord, i64), Store
         steps: text(23)?,
         unique_key: row.get(24).map_err(sql)?,
         synchronous: row.get(25).map_err(sql)?,
+        journal: text(26)?,
     }
     .decode(Unreadable::Fail)?;
     let seq = row.get(16).map_err(sql)?;

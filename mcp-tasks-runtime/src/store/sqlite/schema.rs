@@ -76,6 +76,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE tasks ADD COLUMN synchronous INTEGER NOT NULL DEFAULT 0;
     CREATE UNIQUE INDEX tasks_unique_key ON tasks (unique_key)
         WHERE unique_key IS NOT NULL AND status IN ('working', 'input_required');",
+    // 5: the journal: each task's status history and its creating request's trace context.
+    "ALTER TABLE tasks ADD COLUMN journal TEXT NOT NULL DEFAULT '{}';",
 ];
 
 pub(super) fn open_connection(path: &Path, busy_timeout: Duration) -> rusqlite::Result<Connection> {

@@ -322,6 +322,7 @@ impl Writer {
                     row.steps,
                     row.unique_key,
                     row.synchronous,
+                    row.journal,
                 ]);
                 let inserted = match inserted {
                     Ok(n) => n == 1,
@@ -364,6 +365,7 @@ impl Writer {
                     row.steps,
                     row.unique_key,
                     row.synchronous,
+                    row.journal,
                 ])?;
                 if updated == 1 {
                     self.change_seq = change;

@@ -52,7 +52,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// A plain task for tests: `working` and queued (no lease), tool `sample` with arguments
 /// `{"n": 1}`, settled `completed` by an error result, no TTL, a one-second poll interval,
 /// `updated_at` equal to `created_at`, nothing else set and version 0. An owner `principal:NAME`
-/// comes with the principal NAME (scopes, client and issuer), which a store must keep.
+/// comes with the principal NAME (scopes, client and issuer), which a store must keep. Every
+/// record carries a trace context and one status change in its history, which a store must
+/// keep too.
 pub fn sample_record(id: &str, owner: Option<&str>, created_at: SystemTime) -> TaskRecord {
     let mut arguments = JsonObject::new();
     arguments.insert("n".into(), json!(1));
@@ -91,6 +93,20 @@ pub fn sample_record(id: &str, owner: Option<&str>, created_at: SystemTime) -> T
         steps: BTreeMap::new(),
         unique_key: None,
         synchronous: false,
+        history: vec![crate::task::StatusChange {
+            status: TaskStatus::Working,
+            // Stores keep milliseconds.
+            at: UNIX_EPOCH + Duration::from_millis(1_800_000_000_005),
+            message: Some("started".into()),
+            epoch: 1,
+            process: Some("worker-a".into()),
+        }],
+        trace: crate::task::TraceContext::parse(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            Some("vendor=opaque"),
+            None,
+        )
+        .map(Arc::new),
     }
 }
 

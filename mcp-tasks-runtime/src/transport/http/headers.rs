@@ -72,6 +72,36 @@ pub(crate) fn carry_idempotency_key(
     }
 }
 
+/// The W3C trace context headers, carried under the same names in `_meta`.
+const TRACE_HEADERS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
+
+/// Carries the W3C trace context headers (`traceparent`, `tracestate`, `baggage`) of a
+/// `tools/call` into its `_meta`, where both eras read the trace context a task keeps. A
+/// `_meta` that already holds a `traceparent` wins: the headers are then left out. A value
+/// that is not text is left out too (an invalid trace context is ignored, never refused).
+pub(crate) fn carry_trace_context(headers: &HeaderMap, request: &mut Request) {
+    if request.method != "tools/call" || !headers.contains_key(TRACE_HEADERS[0]) {
+        return;
+    }
+    let Some(Value::Object(params)) = request.params.as_mut() else {
+        return;
+    };
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    let Value::Object(meta) = meta else {
+        return;
+    };
+    if meta.contains_key(TRACE_HEADERS[0]) {
+        return;
+    }
+    for name in TRACE_HEADERS {
+        if let Ok(Some(value)) = text(headers, name) {
+            meta.insert(name.to_owned(), Value::String(value.to_owned()));
+        }
+    }
+}
+
 /// Reads a header as text with surrounding whitespace removed (RFC 9110 §5.5).
 ///
 /// `Err` when the header is present but not visible ASCII.
@@ -393,6 +423,34 @@ mod tests {
             params: None,
         };
         carry_idempotency_key(&with("k1"), &mut list).unwrap();
+        assert_eq!(list.params, None);
+    }
+
+    #[test]
+    fn the_trace_context_headers_go_into_the_meta_of_a_tool_call() {
+        let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let mut headers = HeaderMap::new();
+        headers.insert("traceparent", parent.parse().unwrap());
+        headers.insert("tracestate", "a=1".parse().unwrap());
+        let mut request = call("plain", json!({}));
+        carry_trace_context(&headers, &mut request);
+        let meta = &request.params.as_ref().unwrap()["_meta"];
+        assert_eq!(meta["traceparent"], parent);
+        assert_eq!(meta["tracestate"], "a=1");
+        assert!(meta.get("baggage").is_none());
+        // A trace context in the body wins over the headers.
+        let mut request = call("plain", json!({}));
+        request.params.as_mut().unwrap()["_meta"] = json!({"traceparent": "from-body"});
+        carry_trace_context(&headers, &mut request);
+        let meta = &request.params.as_ref().unwrap()["_meta"];
+        assert_eq!(meta, &json!({"traceparent": "from-body"}));
+        // Other methods are left alone.
+        let mut list = Request {
+            id: 2.into(),
+            method: "tools/list".into(),
+            params: None,
+        };
+        carry_trace_context(&headers, &mut list);
         assert_eq!(list.params, None);
     }
 }

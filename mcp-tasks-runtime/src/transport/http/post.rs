@@ -75,6 +75,7 @@ pub(super) async fn post(
             if let Err(e) = headers::carry_idempotency_key(&headers, &mut request) {
                 return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
             }
+            headers::carry_trace_context(&headers, &mut request);
             let facts = Facts::of(&request).with_version_header(version.as_deref());
             // Only a request that may open tasks on a new session names its requestor.
             let requestor = |principal: &Option<Arc<Principal>>| {

@@ -90,6 +90,7 @@ pub(super) async fn tools_call(
         let args = params.arguments.unwrap_or_default();
         let token = params::progress_token(params.meta.as_ref());
         let key = params::idempotency_key(params.meta.as_ref())?;
+        let trace = params::trace_context(params.meta.as_ref());
         let task = match params.task {
             Some(task) if state.version == LATEST => {
                 let task: TaskMetadata = params::field(task, "task")?;
@@ -113,9 +114,9 @@ pub(super) async fn tools_call(
                 _ => {}
             }
         }
-        Ok((tool, args, token, task, key))
+        Ok((tool, args, token, task, key, trace))
     })();
-    let (tool, args, progress_token, task, key) = match parsed {
+    let (tool, args, progress_token, task, key, trace) = match parsed {
         Ok(p) => p,
         Err(e) => return Some(Err(wire_error(e))),
     };
@@ -144,6 +145,7 @@ pub(super) async fn tools_call(
                 progress_token,
                 requested_ttl,
                 key,
+                trace,
             )
             .await,
         );

@@ -139,6 +139,7 @@ pub(super) async fn start_task(
     progress_token: Option<Value>,
     requested_ttl: Option<Duration>,
     key: Option<crate::idempotency::IdempotencyKey>,
+    trace: Option<Arc<crate::task::TraceContext>>,
 ) -> Result<Value, ErrorObject> {
     let owner = owner(conn);
     // Nothing about the task (a question, its status, its progress) goes to the client
@@ -166,6 +167,7 @@ pub(super) async fn start_task(
             client_capabilities: Arc::clone(&state.client_capabilities),
             delivery: Some(Arc::clone(&asker) as Arc<dyn Delivery>),
             key,
+            trace,
         },
     )
     .await?;

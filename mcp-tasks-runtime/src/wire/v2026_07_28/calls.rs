@@ -274,6 +274,7 @@ fn new_task(conn: &Connection, tool: &Tool, args: JsonObject, meta: RequestMeta)
         client_capabilities: meta.client_capabilities,
         delivery: None,
         key: meta.idempotency_key,
+        trace: meta.trace,
     }
 }
 

@@ -68,6 +68,8 @@ pub(crate) struct RequestMeta {
     pub(crate) progress_token: Option<Value>,
     /// The idempotency key of a `tools/call`.
     pub(crate) idempotency_key: Option<crate::idempotency::IdempotencyKey>,
+    /// The W3C trace context it carried.
+    pub(crate) trace: Option<std::sync::Arc<crate::task::TraceContext>>,
 }
 
 /// Reads and checks the per-request `_meta`, taking it out of the params.
@@ -110,11 +112,13 @@ pub(crate) fn request_meta(params: &mut JsonObject) -> Result<RequestMeta, Error
         .filter(|t| t.is_string() || t.is_i64() || t.is_u64());
     let meta = Value::Object(meta);
     let idempotency_key = crate::wire::params::idempotency_key(Some(&meta))?;
+    let trace = crate::wire::params::trace_context(Some(&meta));
     Ok(RequestMeta {
         client_capabilities,
         log_level,
         progress_token,
         idempotency_key,
+        trace,
     })
 }
 
