@@ -289,17 +289,24 @@ pub(crate) struct Caller<'a> {
     pub(crate) principal: Option<&'a Principal>,
 }
 
-/// One page of the owner's tasks.
+/// One page of the caller's tasks, leaving out those of tools whose scopes its principal
+/// no longer holds (as `tasks/get` would refuse them). A page may then hold fewer than
+/// `limit` tasks; its cursor still goes on after the last task read.
 pub(crate) async fn list_tasks(
     server: &Server,
-    owner: Option<&str>,
+    caller: Caller<'_>,
     params: &ListParams,
     limit: usize,
 ) -> Result<TaskPage, Error> {
-    server
+    let mut page = server
         .tasks()
-        .list_owned(owner, params.cursor.as_deref(), limit)
-        .await
+        .list_owned(caller.owner, params.cursor.as_deref(), limit)
+        .await?;
+    if any_scoped(server) {
+        page.tasks
+            .retain(|rec| check_task_scopes(server, rec, caller.principal).is_ok());
+    }
+    Ok(page)
 }
 
 /// Starts a task.

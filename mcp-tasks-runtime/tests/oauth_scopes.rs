@@ -270,6 +270,19 @@ async fn a_token_that_lost_the_scope_can_no_longer_read_answer_or_cancel_the_tas
             assert_insufficient(&format!("2025 {method}"), &answer);
         }
     }
+    // `tasks/list` leaves the task out for the token that lost the scope, not for the other.
+    let listed = |body: &Value| {
+        body["result"]["tasks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a page: {body}"))
+            .iter()
+            .filter_map(|t| t["taskId"].as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    let page = other_session.call("tasks/list", json!({})).await;
+    assert!(!listed(&page).contains(&id), "{page}");
+    let page = strong.call("tasks/list", json!({})).await;
+    assert!(listed(&page).contains(&id), "{page}");
     // The task was not cancelled: the full token reads its result once it ends, made by
     // the principal its record kept.
     gate.add_permits(1);

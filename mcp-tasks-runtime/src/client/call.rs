@@ -343,12 +343,14 @@ fn says_unknown(message: &str) -> bool {
     .any(|phrase| message.contains(phrase))
 }
 
-/// The wait the server asked for, in a busy error's `data.retryAfterMs`.
-fn retry_after(e: &ClientError) -> Option<Duration> {
+/// The wait the server asked for: a busy error's `data.retryAfterMs`, or the `Retry-After`
+/// header of an HTTP answer without a JSON-RPC message.
+pub(super) fn retry_after(e: &ClientError) -> Option<Duration> {
     match e {
         ClientError::Rpc { data: Some(d), .. } => {
             d["retryAfterMs"].as_u64().map(Duration::from_millis)
         }
+        ClientError::Http { retry_after, .. } => *retry_after,
         _ => None,
     }
 }
@@ -378,6 +380,7 @@ mod tests {
             url: "http://x/mcp".into(),
             status,
             body: String::new(),
+            retry_after: None,
         };
         for unknown in [
             ClientError::Closed(String::new()),
@@ -404,6 +407,27 @@ mod tests {
         ] {
             assert!(!outcome_unknown(&known), "{known}");
         }
+    }
+
+    #[test]
+    fn the_wait_asked_for_comes_from_the_error_data_or_the_retry_after_header() {
+        let busy = ClientError::Rpc {
+            method: "tools/call".into(),
+            code: -32000,
+            message: "draining".into(),
+            data: Some(serde_json::json!({"retryAfterMs": 1500})),
+        };
+        assert_eq!(retry_after(&busy), Some(Duration::from_millis(1500)));
+        let balancer = ClientError::Http {
+            url: "http://x/mcp".into(),
+            status: 503,
+            body: "no healthy upstream".into(),
+            retry_after: Some(Duration::from_secs(3)),
+        };
+        assert_eq!(retry_after(&balancer), Some(Duration::from_secs(3)));
+        let asked = backoff(1, retry_after(&balancer));
+        assert!(asked >= Duration::from_secs(3) && asked <= Duration::from_millis(3600));
+        assert_eq!(retry_after(&ClientError::Closed(String::new())), None);
     }
 
     #[test]

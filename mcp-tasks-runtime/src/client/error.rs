@@ -38,6 +38,9 @@ pub enum ClientError {
         status: u16,
         /// The start of the body.
         body: String,
+        /// The wait the server asked for in a `Retry-After` header given in seconds (a 429
+        /// or 503 of a draining server or a balancer); an HTTP date is not read.
+        retry_after: Option<std::time::Duration>,
     },
     /// The connection ended (the server exited or closed the stream).
     #[error("the connection to the server closed{0}")]

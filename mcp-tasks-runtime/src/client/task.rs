@@ -229,17 +229,17 @@ impl TaskHandle {
                 .await
             {
                 Ok(r) => return Ok(r),
-                Err(ClientError::Rpc { code, data, .. }) if code == crate::jsonrpc::SERVER_BUSY => {
-                    let after = data
-                        .as_ref()
-                        .and_then(|d| d["retryAfterMs"].as_u64())
-                        .map(Duration::from_millis);
+                Err(e @ ClientError::Rpc { code, .. }) if code == crate::jsonrpc::SERVER_BUSY => {
+                    let after = super::call::retry_after(&e);
                     sleep_until_next(after.or(poll), deadline, &self.id).await?;
                 }
-                Err(ClientError::Http {
-                    status: 429 | 503, ..
-                }) => {
-                    sleep_until_next(poll, deadline, &self.id).await?;
+                Err(
+                    e @ ClientError::Http {
+                        status: 429 | 503, ..
+                    },
+                ) => {
+                    let after = super::call::retry_after(&e);
+                    sleep_until_next(after.or(poll), deadline, &self.id).await?;
                 }
                 Err(e) => return Err(self.not_found(e)),
             }

@@ -585,6 +585,12 @@ impl Wire {
             *http.session_id.locked() = Some(id.to_owned());
         }
         let status = response.status();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(std::time::Duration::from_secs);
         let is_sse = response
             .headers()
             .get("content-type")
@@ -640,6 +646,7 @@ impl Wire {
                 url: http.url.clone(),
                 status: status.as_u16(),
                 body: String::from_utf8_lossy(&body).chars().take(200).collect(),
+                retry_after,
             }),
             _ => Ok(()),
         }

@@ -363,6 +363,29 @@ async fn the_page_shows_a_workers_task_moving_and_cancels_it() {
     browser.wait_gone(&row).await;
     assert_eq!(status_of(&base, &id).await, "cancelled");
     assert!(worker.claimed(&id), "the worker ran the task");
+    // Its detail lists the history the store kept: created, then cancelled.
+    let link = browser
+        .wait_for(&format!("#all tr[data-id=\"{id}\"] a.id"))
+        .await;
+    browser.click(&link).await;
+    let last = browser
+        .wait_for("#d-history tbody tr:last-child td:nth-child(2)")
+        .await;
+    let text = browser
+        .call(reqwest::Method::GET, &format!("/element/{last}/text"), None)
+        .await;
+    assert_eq!(text, "cancelled", "the last change in the detail's history");
+    let first = browser
+        .wait_for("#d-history tbody tr:first-child td:nth-child(2)")
+        .await;
+    let text = browser
+        .call(
+            reqwest::Method::GET,
+            &format!("/element/{first}/text"),
+            None,
+        )
+        .await;
+    assert_eq!(text, "created (working)");
 
     // Pause a tool from the page: confirmed, the page says so, and a new call of the tool
     // starts no task (the tool's mode lets it run at once instead).

@@ -63,7 +63,7 @@ pub(super) async fn tasks(
                 }
                 "tasks/list" => {
                     let params: ListParams = decode(&mut request)?;
-                    let page = ops::list_tasks(server, owner.owner, &params, TASK_PAGE).await?;
+                    let page = ops::list_tasks(server, owner, &params, TASK_PAGE).await?;
                     Ok(to_value(ListTasksResult {
                         tasks: page.tasks.iter().map(Task::of).collect(),
                         next_cursor: page.next_cursor,
