@@ -12,6 +12,7 @@ mod schema;
 pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
+mod updates;
 
 pub use options::PostgresOptions;
 
@@ -39,6 +40,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
+use updates::{UpdateOp, update_batch};
 
 /// A task store in a PostgreSQL database (cargo feature `postgres`), for many servers and
 /// workers sharing one set of tasks.
@@ -103,6 +105,7 @@ use tokio_postgres::types::ToSql;
 pub struct PostgresTaskStore {
     shared: Arc<Shared>,
     creates: mpsc::UnboundedSender<CreateOp>,
+    updates: mpsc::UnboundedSender<UpdateOp>,
     gets: mpsc::UnboundedSender<GetOp>,
 }
 
@@ -250,6 +253,16 @@ impl PostgresTaskStore {
             max_batch,
             insert_batch,
         ));
+        // Compare-and-sets likewise: the ones that arrive while every connection is busy
+        // share the next statement and its commit.
+        let (updates, queue) = mpsc::unbounded_channel();
+        tokio::spawn(batches(
+            Arc::clone(&shared),
+            queue,
+            pool_size,
+            max_batch,
+            update_batch,
+        ));
         // `get`s that arrive while every one of `GET_SLOTS` statements is in flight share
         // the next statement; each still reads what was committed when it was asked, or
         // later.
@@ -264,6 +277,7 @@ impl PostgresTaskStore {
         Ok(Self {
             shared,
             creates,
+            updates,
             gets,
         })
     }
@@ -333,52 +347,23 @@ impl TaskStore for PostgresTaskStore {
             return Ok(false);
         };
         let row = encode(record, self.shared.options.max_outcome_bytes)?;
-        let sql = &self.shared.sql.update;
-        let row = &row;
-        let changed = self
-            .shared
-            .run("cannot write a task", |client| async move {
-                let statement = client.prepare_cached(sql).await?;
-                let params: [&(dyn ToSql + Sync); 27] = [
-                    &row.id,
-                    &expected,
-                    &row.owner,
-                    &row.tool,
-                    &row.settle,
-                    &row.status,
-                    &row.status_message,
-                    &row.created_at,
-                    &row.updated_at,
-                    &row.ttl_ms,
-                    &row.poll_interval_ms,
-                    &row.expires_at,
-                    &row.input_seq,
-                    &row.arguments,
-                    &row.input_requests,
-                    &row.input_responses,
-                    &row.outcome,
-                    &row.client,
-                    &row.lease_worker,
-                    &row.lease_until,
-                    &row.epoch,
-                    &row.cancel_at,
-                    &row.cancel_by,
-                    &row.steps,
-                    &row.unique_key,
-                    &row.synchronous,
-                    &row.journal,
-                ];
-                let rows = client.query(&statement, &params).await?;
-                rows.first().map(|r| r.try_get::<_, i64>(0)).transpose()
-            })
-            .await?;
-        let Some(seq) = changed else {
-            return Ok(false);
+        let (reply, answer) = oneshot::channel();
+        let op = UpdateOp {
+            row,
+            expected,
+            reply,
         };
-        self.shared
-            .announce(vec![format!("{seq} updated {} {}", row.status, row.id)])
-            .await;
-        Ok(true)
+        if self.updates.send(op).is_err() {
+            return Err(self.shared.remote.error("the store is closed"));
+        }
+        // The batch is bounded by the store's timeout; this only guards a lost answer.
+        match within(self.shared.options.timeout * 2, answer).await {
+            Ok(Ok(result)) => result,
+            _ => Err(self
+                .shared
+                .remote
+                .ambiguous("cannot write a task: no answer in time")),
+        }
     }
 
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {

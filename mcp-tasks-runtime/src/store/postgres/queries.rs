@@ -31,7 +31,9 @@ pub(super) struct Sql {
     pub(super) existing: String,
     /// The unfinished tasks that hold some unique keys: `unique_key, id`.
     pub(super) holders: String,
-    pub(super) update: String,
+    /// Compare-and-sets of many tasks, as arrays in the order of `insert` (the version
+    /// column holds the version each write expects): `id, change_seq` of those written.
+    pub(super) update_many: String,
     pub(super) get: String,
     pub(super) get_many: String,
     pub(super) delete: String,
@@ -77,17 +79,32 @@ impl Sql {
                  ORDER BY id, n \
                  ON CONFLICT DO NOTHING RETURNING id, change_seq"
             ),
-            update: format!(
-                "UPDATE {s}.tasks SET owner = $3, tool = $4, settle = $5, status = $6, \
-                    status_message = $7, created_at = $8, updated_at = $9, ttl_ms = $10, \
-                    poll_interval_ms = $11, expires_at = $12, version = $2 + 1, \
-                    input_seq = $13, arguments = $14::text::jsonb, \
-                    input_requests = $15::text::jsonb, input_responses = $16::text::jsonb, \
-                    outcome = $17::text::jsonb, client = $18::text::jsonb, \
-                    lease_worker = $19, lease_until = $20, epoch = $21, cancel_at = $22, \
-                    cancel_by = $23, steps = $24::text::jsonb, unique_key = $25, \
-                    synchronous = $26, journal = $27::text::jsonb, change_seq = nextval('{s}.change_seq') \
-                 WHERE id = $1 AND version = $2 RETURNING change_seq"
+            update_many: format!(
+                "UPDATE {s}.tasks AS t SET owner = u.owner, tool = u.tool, settle = u.settle, \
+                    status = u.status, status_message = u.status_message, \
+                    created_at = u.created_at, updated_at = u.updated_at, ttl_ms = u.ttl_ms, \
+                    poll_interval_ms = u.poll_interval_ms, expires_at = u.expires_at, \
+                    version = u.version + 1, input_seq = u.input_seq, \
+                    arguments = u.arguments::jsonb, input_requests = u.input_requests::jsonb, \
+                    input_responses = u.input_responses::jsonb, outcome = u.outcome::jsonb, \
+                    client = u.client::jsonb, lease_worker = u.lease_worker, \
+                    lease_until = u.lease_until, epoch = u.epoch, cancel_at = u.cancel_at, \
+                    cancel_by = u.cancel_by, steps = u.steps::jsonb, unique_key = u.unique_key, \
+                    synchronous = u.synchronous, journal = u.journal::jsonb, \
+                    change_seq = nextval('{s}.change_seq') \
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+                    $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], \
+                    $12::int8[], $13::int8[], $14::text[], $15::text[], $16::text[], \
+                    $17::text[], $18::text[], $19::text[], $20::int8[], $21::int8[], \
+                    $22::int8[], $23::text[], $24::text[], $25::text[], $26::bool[], \
+                    $27::text[]) \
+                    AS u(id, owner, tool, settle, status, status_message, created_at, \
+                    updated_at, ttl_ms, poll_interval_ms, expires_at, version, input_seq, \
+                    arguments, input_requests, input_responses, outcome, client, \
+                    lease_worker, lease_until, epoch, cancel_at, cancel_by, steps, \
+                    unique_key, synchronous, journal) \
+                 WHERE t.id = ANY($1::text[]) AND t.id = u.id AND t.version = u.version \
+                 RETURNING t.id, t.change_seq"
             ),
             existing: format!("SELECT id FROM {s}.tasks WHERE id = ANY($1::text[])"),
             holders: format!(

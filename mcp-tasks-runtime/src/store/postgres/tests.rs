@@ -109,6 +109,53 @@ async fn concurrent_creates_batch_and_each_is_committed_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_compare_and_sets_batch_and_each_gets_its_own_answer() {
+    let Some(db) = TestDatabase::create("setbatch") else {
+        return;
+    };
+    let store = Arc::new(open(&db, "setbatch").await);
+    let now = SystemTime::now();
+    for n in 0..100u32 {
+        let mut record = sample_record(&format!("t{n}"), None, now);
+        if n == 8 {
+            record.unique_key = Some("k".into());
+        }
+        store.create(record).await.unwrap();
+    }
+    let mut calls = tokio::task::JoinSet::new();
+    for n in 0..400u32 {
+        let store = Arc::clone(&store);
+        // Four writes of each task expecting version 0: exactly one of them wins. The
+        // writes of t7 take the unique key t8 keeps, which PostgreSQL refuses: those fail alone.
+        let id = format!("t{}", n % 100);
+        calls.spawn(async move {
+            let mut record = sample_record(&id, None, now);
+            record.status_message = Some(format!("write {n}"));
+            if n % 100 == 7 || n % 100 == 8 {
+                record.unique_key = Some("k".into());
+            }
+            (n, store.compare_and_set(record, 0).await)
+        });
+    }
+    let mut won = std::collections::HashMap::new();
+    while let Some(joined) = calls.join_next().await {
+        match joined.unwrap() {
+            (n, result) if n % 100 == 7 => assert!(result.is_err(), "a taken key was stored"),
+            (n, Ok(true)) => assert!(won.insert(n % 100, n).is_none(), "two writes won"),
+            (_, Ok(false)) => {}
+            (n, Err(e)) => panic!("write {n} failed: {e}"),
+        }
+    }
+    assert_eq!(won.len(), 99, "every other task was written once");
+    assert_eq!(store.get("t7").await.unwrap().unwrap().version, 0);
+    for (task, n) in won {
+        let record = store.get(&format!("t{task}")).await.unwrap().unwrap();
+        assert_eq!(record.version, 1);
+        assert_eq!(record.status_message, Some(format!("write {n}")));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_gets_batch_and_each_caller_gets_the_task_it_asked_for() {
     let Some(db) = TestDatabase::create("getbatch") else {
         return;

@@ -1,0 +1,277 @@
+//! Task creates through one HTTP server on each store: pre-built 2026-07-28 `tools/call`s of
+//! a task tool that finishes at once, over raw keep-alive connections driven from one
+//! thread, so that the server and its store are the limit.
+//!
+//! ```text
+//! cargo bench -p mcp-tasks-e2e --bench creates                        # every store, 16 and 64 connections
+//! MCP_BENCH_STORE=postgres MCP_BENCH_CONNECTIONS=64 cargo bench -p mcp-tasks-e2e --bench creates
+//! MCP_BENCH_SECS=5 cargo bench -p mcp-tasks-e2e --bench creates
+//! ```
+//!
+//! `MCP_BENCH_STORE` is a comma-separated list of `memory`, `sqlite`, `postgres` and `redis`
+//! (default all four; PostgreSQL and Redis as `MCP_TASKS_TEST_POSTGRES` and
+//! `MCP_TASKS_TEST_REDIS` name them). Each row gets a fresh store and a fresh server. A create
+//! is answered once the task is stored (durably, on SQLite and PostgreSQL); the task then
+//! runs and its outcome is written in the background, so each row also says how long after
+//! the load stopped every task it created was settled, and what that makes per second
+//! for the whole create → run → outcome path. The load average is printed before and
+//! after every row.
+
+use mcp_tasks::Viewer;
+use mcp_tasks::prelude::*;
+use mcp_tasks::store::{PostgresTaskStore, RedisTaskStore, SqliteTaskStore};
+use mcp_tasks::task::TaskStatus;
+use mcp_tasks::transport::http::HttpConfig;
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A task that finishes at once.
+#[task_tool(mode = "required", poll_interval = "1s")]
+async fn quick_job() -> &'static str {
+    "done"
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// One complete 2026-07-28 task create: request line, headers and body.
+fn create_request(addr: SocketAddr) -> Vec<u8> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "quick_job", "arguments": {},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {
+                "extensions": {"io.modelcontextprotocol/tasks": {}}
+            }
+        }
+    }})
+    .to_string();
+    let mut bytes = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\ncontent-length: {}\r\n\
+         mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: quick_job\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    bytes.extend_from_slice(body.as_bytes());
+    bytes
+}
+
+/// Sends one request and returns the response body.
+async fn exchange(stream: &mut TcpStream, request: &[u8], buf: &mut Vec<u8>) -> Vec<u8> {
+    stream.write_all(request).await.expect("send");
+    buf.clear();
+    let (head_len, body_len) = loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = std::str::from_utf8(&buf[..end]).expect("response head is text");
+            assert!(
+                head.starts_with("HTTP/1.1 200"),
+                "unexpected response: {head}"
+            );
+            let length = head
+                .lines()
+                .find_map(|line| {
+                    let (name, value) = line.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or_else(|| panic!("no content-length: {head}"));
+            break (end + 4, length);
+        }
+        read_more(stream, buf).await;
+    };
+    while buf.len() < head_len + body_len {
+        read_more(stream, buf).await;
+    }
+    buf[head_len..head_len + body_len].to_vec()
+}
+
+async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) {
+    buf.reserve(16 * 1024);
+    assert!(
+        stream.read_buf(buf).await.expect("read") > 0,
+        "connection closed"
+    );
+}
+
+/// Creates over `connections` connections for `secs` from a thread of its own; returns the
+/// creates answered in the window and their latencies, sorted.
+fn load(addr: SocketAddr, connections: usize, secs: f64) -> Vec<Duration> {
+    let request: Arc<[u8]> = create_request(addr).into();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("load generator runtime");
+        runtime.block_on(async move {
+            let start_line = Arc::new(tokio::sync::Barrier::new(connections));
+            let mut workers = Vec::new();
+            for _ in 0..connections {
+                let (request, barrier) = (Arc::clone(&request), Arc::clone(&start_line));
+                workers.push(tokio::spawn(async move {
+                    let mut stream = TcpStream::connect(addr).await.expect("connect");
+                    stream.set_nodelay(true).expect("TCP_NODELAY");
+                    let mut buf = Vec::with_capacity(16 * 1024);
+                    let first: Value =
+                        serde_json::from_slice(&exchange(&mut stream, &request, &mut buf).await)
+                            .expect("JSON");
+                    assert!(
+                        first["result"]["taskId"].is_string(),
+                        "not created: {first}"
+                    );
+                    for _ in 0..20 {
+                        exchange(&mut stream, &request, &mut buf).await;
+                    }
+                    barrier.wait().await;
+                    let until = Instant::now() + Duration::from_secs_f64(secs);
+                    let mut latencies = Vec::with_capacity(1 << 15);
+                    while Instant::now() < until {
+                        let t = Instant::now();
+                        exchange(&mut stream, &request, &mut buf).await;
+                        latencies.push(t.elapsed());
+                    }
+                    latencies
+                }));
+            }
+            let mut latencies = Vec::new();
+            for w in workers {
+                latencies.extend(w.await.expect("load worker"));
+            }
+            latencies.sort();
+            latencies
+        })
+    })
+    .join()
+    .expect("load generator")
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len().max(1) as f64 - 1.0) * p).round() as usize;
+    sorted.get(i).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+}
+
+/// A fresh store of `kind` in a server, and what must be dropped after the row.
+async fn server(kind: &str) -> Option<(Server, Box<dyn std::any::Any>)> {
+    let builder = Server::builder()
+        .name("creates-bench")
+        .registry_tools()
+        .quotas(mcp_tasks::quota::QuotaConfig::unlimited());
+    Some(match kind {
+        "memory" => (builder.build().unwrap(), Box::new(())),
+        "sqlite" => {
+            let dir = std::env::temp_dir().join(format!(
+                "mcp-tasks-creates-{}",
+                mcp_tasks::task::random_id().unwrap()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            let store = SqliteTaskStore::open(dir.join("tasks.db")).unwrap();
+            struct Gone(std::path::PathBuf);
+            impl Drop for Gone {
+                fn drop(&mut self) {
+                    let _ = std::fs::remove_dir_all(&self.0);
+                }
+            }
+            (builder.store(store).build().unwrap(), Box::new(Gone(dir)))
+        }
+        "postgres" => {
+            let db = mcp_tasks::store::TestDatabase::create("creates bench")?;
+            let store = PostgresTaskStore::connect(&db.url()).await.unwrap();
+            (builder.store(store).build().unwrap(), Box::new(db))
+        }
+        "redis" => {
+            let db = mcp_tasks::store::TestRedis::create("creates bench")?;
+            let store = RedisTaskStore::connect(&db.store_url()).await.unwrap();
+            (builder.store(store).build().unwrap(), Box::new(db))
+        }
+        other => panic!("MCP_BENCH_STORE lists memory, sqlite, postgres or redis, not {other:?}"),
+    })
+}
+
+/// How many tasks the server's store holds, and how many of them are still `working`.
+async fn counts(server: &Server) -> (u64, u64) {
+    let counts = server
+        .tasks()
+        .count(&Viewer::admin("bench"))
+        .await
+        .expect("count");
+    let working = counts
+        .by_status_and_tool
+        .iter()
+        .filter(|((status, _), _)| *status == TaskStatus::Working)
+        .map(|(_, n)| n)
+        .sum();
+    (counts.total(), working)
+}
+
+fn main() {
+    let secs: f64 = std::env::var("MCP_BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3.0);
+    let stores = std::env::var("MCP_BENCH_STORE").unwrap_or("memory,sqlite,postgres,redis".into());
+    let connections: Vec<usize> = match std::env::var("MCP_BENCH_CONNECTIONS") {
+        Ok(list) => list.split(',').filter_map(|n| n.parse().ok()).collect(),
+        Err(_) => vec![16, 64],
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        println!(
+            "| store | connections | creates/s | p50 | p99 | all settled after | created → settled/s | load average before → after |"
+        );
+        println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+        for kind in stores.split(',') {
+            for &n in &connections {
+                let Some((server, guard)) = server(kind).await else {
+                    continue;
+                };
+                let handle = server
+                    .serve_http(HttpConfig::new())
+                    .await
+                    .expect("serve HTTP");
+                let addr: SocketAddr = handle
+                    .url("")
+                    .trim_start_matches("http://")
+                    .parse()
+                    .expect("server address");
+                let before = load_average();
+                let (stored, _) = counts(&server).await;
+                let started = Instant::now();
+                let latencies = tokio::task::spawn_blocking(move || load(addr, n, secs))
+                    .await
+                    .unwrap();
+                let stopped = Instant::now();
+                let (total, mut working) = counts(&server).await;
+                while working > 0 && stopped.elapsed() < Duration::from_secs(120) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    working = counts(&server).await.1;
+                }
+                let settled = stopped.elapsed();
+                // Each connection's first 21 creates were made before the window.
+                let made = total.saturating_sub(stored + 21 * n as u64);
+                println!(
+                    "| {kind} | {n} | {:.0} | {:.2} ms | {:.2} ms | {:.2} s{} | {:.0} | {before} → {} |",
+                    latencies.len() as f64 / secs,
+                    percentile(&latencies, 0.5),
+                    percentile(&latencies, 0.99),
+                    settled.as_secs_f64(),
+                    if working > 0 { " (not all)" } else { "" },
+                    made as f64 / (stopped - started + settled).as_secs_f64(),
+                    load_average(),
+                );
+                handle.shutdown().await.expect("shutdown");
+                drop(server);
+                drop(guard);
+            }
+        }
+    });
+}
