@@ -182,7 +182,17 @@ async fn server(kind: &str) -> Option<(Server, Box<dyn std::any::Any>)> {
         }
         "postgres" => {
             let db = mcp_tasks::store::TestDatabase::create("creates bench")?;
-            let store = PostgresTaskStore::connect(&db.url()).await.unwrap();
+            // `MCP_BENCH_PG_POOL` sets the pool size (default the store's, 16).
+            let mut options = mcp_tasks::store::PostgresOptions::default();
+            if let Some(n) = std::env::var("MCP_BENCH_PG_POOL")
+                .ok()
+                .and_then(|n| n.parse().ok())
+            {
+                options = options.pool_size(n);
+            }
+            let store = PostgresTaskStore::connect_with(&db.url(), options)
+                .await
+                .unwrap();
             (builder.store(store).build().unwrap(), Box::new(db))
         }
         "redis" => {

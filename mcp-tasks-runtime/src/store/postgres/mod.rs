@@ -61,7 +61,9 @@ use updates::{UpdateOp, update_batch};
 /// A `create` is committed before it returns. Creates that arrive while every connection
 /// is busy are inserted by one statement (up to [`PostgresOptions::max_batch`]), and each
 /// caller is answered after that statement commits, so a busy server pays one commit for
-/// many creates without answering any of them early. Likewise, `get`s that arrive while a
+/// many creates without answering any of them early. Compare-and-sets are batched the same
+/// way (one version of a task per statement; a batch PostgreSQL refuses for one of its
+/// rows runs again one write at a time). Likewise, `get`s that arrive while a
 /// few reads are already in flight are read together by one statement; each still sees
 /// every write that returned before it was asked.
 ///

@@ -35,9 +35,9 @@ pub struct PostgresOptions {
     ///
     /// [`StoreError::Backend`]: crate::store::StoreError::Backend
     pub max_outcome_bytes: usize,
-    /// The most creates inserted by one statement. Creates that arrive while every
-    /// connection is busy are inserted together; each is still committed before it is
-    /// answered. Default 256; at least 1.
+    /// The most creates inserted, or compare-and-sets written, by one statement. Those that
+    /// arrive while every connection is busy are written together; each is still committed
+    /// before it is answered. Default 256; at least 1.
     pub max_batch: usize,
 }
 
