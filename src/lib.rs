@@ -194,9 +194,16 @@
 //! a principal is reached with its id alone, so a whole id in a log would let whoever reads
 //! the log reach the task. `debug` shows whole ids. Nothing logs the arguments of a call, the
 //! answers a client gives to a tool's questions, or request headers such as `Authorization`.
-//! Each request runs in a `request` span (method, id, tool or task) and each task run in a
-//! `task` span (task, tool, epoch, final status). `RUST_LOG=mcp_tasks_runtime=debug` is the
-//! runtime alone in detail.
+//! Each request runs in a `request` span and each task run in a `task` span, with fields
+//! named after the OpenTelemetry semantic conventions for MCP (`mcp.method.name`,
+//! `jsonrpc.request.id`, `gen_ai.tool.name`, `mcp.task.id`, and the run's epoch and final
+//! status). `RUST_LOG=mcp_tasks_runtime=debug` is the runtime alone in detail.
+//!
+//! With the `otel` feature those spans become OpenTelemetry traces that follow a task
+//! across processes, with metrics after the same conventions, exported over OTLP as the
+//! standard `OTEL_*` variables say: `let _otel = mcp_tasks::otel::init_from_env()?;` in
+//! `main` logs as above and exports when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see the
+//! `otel` module).
 //!
 //! The metrics, for any `metrics` recorder (`cargo run --example metrics` shows them with a
 //! Prometheus exporter, and serves `/metrics` beside `/mcp` with `--serve`):

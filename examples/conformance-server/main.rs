@@ -337,20 +337,16 @@ options:
 signals: SIGTERM, SIGINT stop gracefully (a second one at once); SIGUSR1 pauses task
 creation, SIGUSR2 resumes it.
 
-Logs go to stderr; RUST_LOG sets the level (default info).
+Logs go to stderr; RUST_LOG sets the level (default info). With OTEL_EXPORTER_OTLP_ENDPOINT
+set, traces and metrics are exported over OTLP (the standard OTEL_* variables apply).
 ";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // Logs go to stderr (stdout carries the protocol on stdio); `RUST_LOG` picks the level.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    // With OTEL_EXPORTER_OTLP_ENDPOINT set, spans and metrics go there too (OTLP); the guard
+    // sends what is still queued when the server ends.
+    let _otel = mcp_tasks::otel::init_from_env()?;
     let mut transport = None;
     let mut store = None;
     let mut worker = false;

@@ -501,7 +501,12 @@ impl Client {
         if self.cx.is_cancelled() {
             return Err(ToolError::cancelled());
         }
-        self.cx.inner.backend.input(request).await
+        let mut request = request;
+        crate::spans::asking(&request.method, &mut request.params);
+        let method = request.method.clone();
+        let answer = self.cx.inner.backend.input(request).await;
+        crate::spans::answered(&method, answer.is_ok());
+        answer
     }
 
     /// Asks the user to fill in a form described by `requested_schema` (a flat JSON Schema

@@ -25,6 +25,8 @@ pub mod oauth;
 #[cfg(any(feature = "oauth", feature = "client"))]
 mod oauth_urls;
 mod ops;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub mod principal;
 pub mod prompt;
 pub mod quota;
@@ -34,6 +36,7 @@ mod run;
 pub mod schema;
 pub mod server;
 mod session;
+mod spans;
 mod state;
 pub mod store;
 mod suspended;

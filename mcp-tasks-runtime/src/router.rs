@@ -142,17 +142,29 @@ impl Session {
         stream: Option<mpsc::Sender<String>>,
     ) -> Option<Reply> {
         let id = request.id.clone();
-        let span = request_span(&request);
+        let version = match self.conn.era() {
+            Some(Era::Stateful(s)) => Some(s.version),
+            _ => request
+                .params
+                .as_ref()
+                .and_then(|p| p.get("_meta"))
+                .and_then(|m| m.get(v2026_07_28::META_PROTOCOL_VERSION))
+                .and_then(Value::as_str),
+        };
+        let traced = crate::spans::request(&request, version, self.conn.wire());
+        let span = traced.span.clone();
         // Claimed before anything runs, so the later of two requests with one id is refused.
         let Some(_in_flight) = self.conn.begin(&id) else {
             let error = Error::InvalidRequest(format!(
                 "request id {id} is in use by a request still in flight on this connection; use a new id"
             ));
             span.in_scope(|| tracing::debug!(%id, "request id in use"));
+            let outcome = Err(error.into());
+            traced.end(Some(&outcome));
             // No gates: those under this id are the request in flight's.
             return Some(Reply {
                 id,
-                outcome: Err(error.into()),
+                outcome,
                 then: Vec::new(),
             });
         };
@@ -164,6 +176,7 @@ impl Session {
         .await;
         // A cancelled request's held gates open here, as it goes unanswered.
         let then = self.conn.take_after_reply(&id);
+        traced.end(outcome.as_ref());
         let outcome = outcome?;
         if let Err(e) = &outcome {
             span.in_scope(|| tracing::debug!(code = e.code, error = %e.message, "request failed"));
@@ -187,6 +200,11 @@ impl Session {
             "notifications/initialized" => {}
             other => tracing::debug!(method = other, "notification ignored"),
         }
+    }
+
+    /// Records what the transport tells about the session, for the spans of its requests.
+    pub(crate) fn set_wire(&self, wire: crate::spans::Wire) {
+        self.conn.set_wire(wire);
     }
 
     pub(crate) fn sink(&self) -> Sink {
@@ -234,34 +252,6 @@ impl Session {
 }
 
 /// Answers a request: `Some(result or error)`, or `None` when it was cancelled.
-/// The span of one request: its method, id and, for calls and reads, what it names.
-fn request_span(request: &Request) -> tracing::Span {
-    let params = request.params.as_ref();
-    let name = params
-        .and_then(|p| p.get("name").or_else(|| p.get("uri")))
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    // A task id is a bearer handle: the span, seen at `info`, shows its first characters.
-    let task = params
-        .and_then(|p| p.get("taskId"))
-        .and_then(Value::as_str)
-        .map(crate::task::ShortId);
-    let span = tracing::info_span!(
-        "request",
-        method = %request.method,
-        id = %request.id,
-        name = tracing::field::Empty,
-        task = tracing::field::Empty,
-    );
-    if !name.is_empty() {
-        span.record("name", tracing::field::display(name));
-    }
-    if let Some(task) = task {
-        span.record("task", tracing::field::display(task));
-    }
-    span
-}
-
 pub(crate) async fn dispatch(
     server: &Server,
     conn: &Arc<Connection>,

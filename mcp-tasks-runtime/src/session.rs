@@ -337,6 +337,8 @@ pub(crate) struct Connection {
     listeners: std::sync::atomic::AtomicUsize,
     /// Gates that open once the reply to a request is written (see [`Connection::after_reply`]).
     after_reply: Mutex<HashMap<RequestId, Vec<Opener>>>,
+    /// What its transport tells about it, for the spans of its requests.
+    wire: OnceLock<crate::spans::Wire>,
 }
 
 const LOG_OFF: u8 = u8::MAX;
@@ -383,6 +385,7 @@ impl Connection {
             subscriptions: Mutex::new(Default::default()),
             listeners: std::sync::atomic::AtomicUsize::new(1),
             after_reply: Mutex::new(HashMap::new()),
+            wire: OnceLock::new(),
         })
     }
 
@@ -466,6 +469,18 @@ impl Connection {
             .ok()
             .flatten()
             .or_else(|| self.principal.clone())
+    }
+
+    /// What the connection's transport told about it, if anything.
+    pub(crate) fn wire(&self) -> Option<&crate::spans::Wire> {
+        self.wire.get()
+    }
+
+    /// Records what the transport tells about the connection (once; later calls are
+    /// ignored).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn set_wire(&self, wire: crate::spans::Wire) {
+        let _ = self.wire.set(wire);
     }
 
     /// The connection's era; `None` until a message decides it.

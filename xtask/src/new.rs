@@ -451,6 +451,8 @@ fn variables(options: &Options) -> BTreeMap<&'static str, String> {
         Store::Sqlite => wanted.push("\"sqlite\""),
         Store::Postgres => wanted.push("\"postgres\""),
     }
+    // Traces and metrics over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+    wanted.push("\"otel\"");
     let features = if wanted.is_empty() {
         String::new()
     } else {
@@ -930,6 +932,9 @@ end
         }
         if uses("PostgresTaskStore") {
             features.push("postgres");
+        }
+        if uses("otel::") {
+            features.push("otel");
         }
         features
     }

@@ -18,13 +18,8 @@ const DATA_VAR: &str = "HELLO_TASKS_DATA_DIR";
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // Logs go to stderr, never stdout (which carries MCP on stdio); RUST_LOG sets the level.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    // With OTEL_EXPORTER_OTLP_ENDPOINT set, traces and metrics go there too, over OTLP.
+    let _otel = mcp_tasks::otel::init_from_env()?;
     let dir = data_dir();
     let store = hello_tasks::open_store(&dir)?;
     eprintln!("keeping tasks in {}", std::path::absolute(&dir)?.display());

@@ -69,7 +69,29 @@ impl McpClient {
     /// The call all the others make: with `key`, or without one the client's default (a
     /// fresh key when the tool may become a task), telling `on_event` about the progress
     /// the tool reports while the call is open.
+    ///
+    /// The call has a span of its own (`tools/call {name}`, kind client) whose trace
+    /// context the request carries in its `_meta`, so the server's spans join its trace.
     pub async fn call_tool_keyed(
+        &self,
+        name: &str,
+        arguments: Value,
+        key: Option<IdempotencyKey>,
+        on_event: impl FnMut(TaskEvent) + Send,
+    ) -> Result<Called, ClientError> {
+        let span = spans::span("tools/call", Some(name));
+        let called = tracing::Instrument::instrument(
+            self.call_tool_in_span(name, arguments, key, on_event),
+            span.clone(),
+        )
+        .await;
+        if let Err(e) = &called {
+            spans::failed(&span, e);
+        }
+        called
+    }
+
+    async fn call_tool_in_span(
         &self,
         name: &str,
         arguments: Value,
@@ -443,5 +465,41 @@ mod tests {
         let asked = backoff(1, Some(Duration::from_millis(40)));
         assert!(asked >= Duration::from_millis(40) && asked <= Duration::from_millis(48));
         assert!(backoff(1, Some(Duration::from_secs(600))) <= CALL_RETRY_MAX * 6 / 5);
+    }
+}
+
+/// The spans of the requests the client sends.
+pub(super) mod spans {
+    use tracing::field::Empty;
+
+    /// The span of a request the client sends: `{method} {target}`, kind client.
+    pub(in crate::client) fn span(method: &str, target: Option<&str>) -> tracing::Span {
+        let span = tracing::info_span!(
+            "call",
+            otel.name = Empty,
+            otel.kind = "client",
+            otel.status_code = Empty,
+            mcp.method.name = method,
+            gen_ai.tool.name = target.filter(|_| method == "tools/call"),
+            gen_ai.operation.name = target.filter(|_| method == "tools/call").map(|_| "execute_tool"),
+            error.type = Empty,
+        );
+        if !span.is_disabled() {
+            match target {
+                Some(target) => span.record("otel.name", format!("{method} {target}")),
+                None => span.record("otel.name", method),
+            };
+        }
+        span
+    }
+
+    /// Records on a client span that its request failed.
+    pub(in crate::client) fn failed(span: &tracing::Span, error: &super::ClientError) {
+        span.record("otel.status_code", "error");
+        let kind = match error {
+            super::ClientError::Rpc { code, .. } => code.to_string(),
+            _ => "client_error".to_owned(),
+        };
+        span.record("error.type", kind);
     }
 }

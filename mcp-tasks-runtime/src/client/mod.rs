@@ -409,13 +409,27 @@ impl McpClient {
 
     /// Sends a request of the negotiated era (with the 2026-07-28 `_meta` when stateless)
     /// and returns its result.
+    ///
+    /// Every request but `tools/call` (whose span [`McpClient::call_tool`] opens) has a span
+    /// of its own (`{method}`, kind client) whose trace context its `_meta` carries.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, ClientError> {
-        let params = self.with_meta(params)?;
-        self.inner
-            .wire
-            .request(method, params)
-            .await
-            .map_err(|e| refine(e, method))
+        let send = async {
+            let params = self.with_meta(params)?;
+            self.inner
+                .wire
+                .request(method, params)
+                .await
+                .map_err(|e| refine(e, method))
+        };
+        if method == "tools/call" {
+            return send.await;
+        }
+        let span = call::spans::span(method, None);
+        let answer = tracing::Instrument::instrument(send, span.clone()).await;
+        if let Err(e) = &answer {
+            call::spans::failed(&span, e);
+        }
+        answer
     }
 
     /// [`McpClient::request`] under a given id, as a future that owns what it needs.
@@ -449,6 +463,8 @@ impl McpClient {
                 )));
             }
         };
+        #[cfg(feature = "otel")]
+        crate::otel::inject(&mut params);
         if self.inner.negotiated.era == Era::V2026_07_28 {
             let meta = stateless_meta(&self.inner.capabilities, &self.inner.info);
             let slot = params

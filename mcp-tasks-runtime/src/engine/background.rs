@@ -220,7 +220,12 @@ impl Engine {
 
     /// Runs a task this process just claimed.
     pub(super) async fn run_claimed(&self, rec: TaskRecord) {
-        self.queued_here.locked().remove(rec.id.as_str());
+        let queued = {
+            let mut queued = self.queued_here.locked();
+            queued.remove(rec.id.as_str());
+            queued.len()
+        };
+        crate::spans::queue_depth(queued);
         let Some(tool) = self.registry.get(&rec.tool).cloned() else {
             tracing::error!(task = %ShortId(&rec.id), tool = %rec.tool, "claimed a task of an unknown tool");
             let message = format!("the tool {:?} does not exist in this server", rec.tool);
@@ -280,7 +285,23 @@ impl Engine {
                         true
                     })
                     .await?;
-                if matches!(written, Some((_, true))) {
+                if let Some((rec, true)) = &written {
+                    let lapsed_worker = lapsed_lease.as_ref().map(|l| l.worker.as_str());
+                    let trace = rec.trace.as_deref().map(|t| {
+                        (
+                            t.traceparent.as_str(),
+                            t.tracestate.as_deref(),
+                            t.baggage.as_deref(),
+                        )
+                    });
+                    crate::spans::takeover(
+                        &rec.id,
+                        &rec.tool,
+                        trace,
+                        lapsed_worker,
+                        &self.worker,
+                        rerun,
+                    );
                     metrics::counter!(
                         "mcp_tasks_lapsed_total",
                         "tool" => tool.clone(),

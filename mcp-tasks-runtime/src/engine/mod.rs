@@ -365,6 +365,14 @@ impl Engine {
 
     fn new_record(&self, id: String, new: &NewTask, lease: Option<Lease>) -> TaskRecord {
         let now = SystemTime::now();
+        // The span of the request that creates the task (a child of the caller's), when
+        // OpenTelemetry records it; else the trace context the request carried.
+        let trace = crate::spans::creating(&id)
+            .and_then(|(parent, state, baggage)| {
+                crate::task::TraceContext::parse(&parent, state.as_deref(), baggage.as_deref())
+            })
+            .map(Arc::new)
+            .or_else(|| new.trace.clone());
         TaskRecord {
             id,
             owner: new.owner.clone(),
@@ -391,7 +399,7 @@ impl Engine {
             unique_key: None,
             synchronous: false,
             history: Vec::new(),
-            trace: new.trace.clone(),
+            trace,
         }
     }
 

@@ -126,6 +126,7 @@ impl Engine {
         }
         ticket.commit();
         metrics::counter!("mcp_tasks_created_total", "tool" => record.tool.clone()).increment(1);
+        crate::spans::task_created(&record.tool);
         tracing::info!(task = %ShortId(&record.id), tool = %record.tool, "task created");
         tracing::debug!(task = %record.id, tool = %record.tool, leased = record.lease.is_some(), "task created (whole id)");
         Ok(Created::Stored(id))
@@ -202,6 +203,7 @@ impl Engine {
             };
             ticket.commit();
             metrics::counter!("mcp_tasks_created_total", "tool" => rec.tool.clone()).increment(1);
+            crate::spans::task_created(&rec.tool);
             tracing::info!(task = %rec.id, tool = %rec.tool, "the task whose create had an unknown outcome is stored");
             engine.observe(&rec);
             match then {
@@ -321,6 +323,7 @@ impl Engine {
                 queued.len()
             };
             metrics::gauge!("mcp_tasks_queued").set(queued as f64);
+            crate::spans::queue_depth(queued);
             tracing::debug!(task = %record.id, tool = %record.tool, "no free slot here; the task waits in the store");
             self.claim_wake.notify_one();
         }
@@ -434,17 +437,33 @@ impl Engine {
         future: ToolFuture,
     ) {
         let engine = self.arc();
-        let span = tracing::info_span!(
-            "task",
-            task = %ShortId(&record.id),
-            tool = %tool.name,
-            epoch = record.epoch,
-            status = tracing::field::Empty,
+        // The process that ran it before, as its history tells (for a rerun's span).
+        let previous = record
+            .history
+            .iter()
+            .rev()
+            .filter_map(|c| c.process.as_deref())
+            .find(|p| *p != engine.worker);
+        let trace = record.trace.as_deref().map(|t| {
+            (
+                t.traceparent.as_str(),
+                t.tracestate.as_deref(),
+                t.baggage.as_deref(),
+            )
+        });
+        let span = crate::spans::run(
+            &record.id,
+            &tool.name,
+            record.epoch,
+            &engine.worker,
+            trace,
+            previous,
         );
         let running = async move {
             let id = record.id.clone();
             let started = Instant::now();
             metrics::gauge!("mcp_tasks_running").increment(1.0);
+            crate::spans::run_started(&tool.name);
             tracing::debug!(task = %id, "run started");
             let lease_until = record.lease.as_ref().map(|l| l.until);
             let end = engine.execute(&tool, &id, &run, lease_until, future).await;
@@ -458,7 +477,7 @@ impl Engine {
                 }
             };
             let elapsed = started.elapsed();
-            tracing::Span::current().record("status", status);
+            crate::spans::run_ended(&tracing::Span::current(), &tool.name, status, elapsed);
             tracing::info!(
                 status,
                 duration = ?Duration::from_millis(elapsed.as_millis() as u64),
@@ -515,8 +534,10 @@ impl Engine {
                     // Handed off or taken over: the task is no longer this run's, and the
                     // tool is dropped at once.
                     if run.lost.load(Ordering::Acquire) {
+                        tracing::info!("the run stopped: its lease is another process's");
                         return None;
                     }
+                    tracing::info!("cancel requested");
                     // Cooperative first: the tool sees its token fire and may finish cleanly.
                     let end = tokio::time::timeout(self.config.cancel_grace, &mut future).await;
                     if run.lost.load(Ordering::Acquire) {

@@ -62,6 +62,11 @@ where
         "serving MCP over a byte stream (stdio)"
     );
     let (session, mut outbound) = server.session();
+    session.set_wire(crate::spans::Wire {
+        transport: "pipe",
+        protocol: None,
+        session: None,
+    });
     // The reader writes its parse errors, and each request task its response, through the
     // same bounded channel the writer task drains, waiting for room when it is full. That
     // cannot deadlock: the writer waits only on the channel and on the byte stream (the

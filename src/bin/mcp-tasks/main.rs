@@ -209,6 +209,15 @@ fn missing_capability(required: Option<&Value>, what: &str) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // With OTEL_EXPORTER_OTLP_ENDPOINT set, every request is a span exported over OTLP, and
+    // the servers' spans join its trace (the standard OTEL_* variables apply).
+    let otel = match mcp_tasks::otel::init_export_from_env() {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("warning: no OpenTelemetry export: {e}");
+            None
+        }
+    };
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let code = runtime
         .block_on(run(cli))
@@ -218,6 +227,8 @@ fn main() -> ExitCode {
         });
     // Spawned servers end when their stdin closes; don't wait for stray readers.
     runtime.shutdown_timeout(Duration::from_millis(200));
+    // Sends the spans still queued.
+    drop(otel);
     ExitCode::from(code)
 }
 

@@ -515,6 +515,9 @@ async fn prebuilt_table(url: &str, secs: f64) {
 }
 
 fn main() {
+    // With OTEL_EXPORTER_OTLP_ENDPOINT set, every request's span is exported (or, with no
+    // collector there, dropped and counted): the cost of tracing on the request path.
+    let otel = mcp_tasks::otel::init_export_from_env().expect("OpenTelemetry from the environment");
     let secs: f64 = std::env::var("MCP_BENCH_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -573,4 +576,10 @@ fn main() {
         }
         handle.shutdown().await.unwrap();
     });
+    if otel.is_some() {
+        println!(
+            "\nspans dropped (queue full or export failed): {}",
+            mcp_tasks::otel::dropped_spans()
+        );
+    }
 }

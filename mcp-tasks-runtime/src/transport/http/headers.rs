@@ -76,14 +76,18 @@ pub(crate) fn carry_idempotency_key(
 const TRACE_HEADERS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
 
 /// Carries the W3C trace context headers (`traceparent`, `tracestate`, `baggage`) of a
-/// `tools/call` into its `_meta`, where both eras read the trace context a task keeps. A
-/// `_meta` that already holds a `traceparent` wins: the headers are then left out. A value
-/// that is not text is left out too (an invalid trace context is ignored, never refused).
+/// request into its `_meta`, where both eras read the trace context a task keeps and the
+/// request's span finds its parent. A `_meta` that already holds a `traceparent` wins: the
+/// headers are then left out. A value that is not text is left out too (an invalid trace
+/// context is ignored, never refused).
 pub(crate) fn carry_trace_context(headers: &HeaderMap, request: &mut Request) {
-    if request.method != "tools/call" || !headers.contains_key(TRACE_HEADERS[0]) {
+    if !headers.contains_key(TRACE_HEADERS[0]) {
         return;
     }
-    let Some(Value::Object(params)) = request.params.as_mut() else {
+    let params = request
+        .params
+        .get_or_insert_with(|| Value::Object(serde_json::Map::new()));
+    let Value::Object(params) = params else {
         return;
     };
     let meta = params
@@ -427,7 +431,7 @@ mod tests {
     }
 
     #[test]
-    fn the_trace_context_headers_go_into_the_meta_of_a_tool_call() {
+    fn the_trace_context_headers_go_into_the_meta_of_every_request() {
         let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
         let mut headers = HeaderMap::new();
         headers.insert("traceparent", parent.parse().unwrap());
@@ -444,13 +448,21 @@ mod tests {
         carry_trace_context(&headers, &mut request);
         let meta = &request.params.as_ref().unwrap()["_meta"];
         assert_eq!(meta, &json!({"traceparent": "from-body"}));
-        // Other methods are left alone.
+        // Other methods carry it too, for their spans.
         let mut list = Request {
             id: 2.into(),
             method: "tools/list".into(),
             params: None,
         };
         carry_trace_context(&headers, &mut list);
+        assert_eq!(list.params.unwrap()["_meta"]["traceparent"], parent);
+        // Without the header nothing changes.
+        let mut list = Request {
+            id: 3.into(),
+            method: "tools/list".into(),
+            params: None,
+        };
+        carry_trace_context(&HeaderMap::new(), &mut list);
         assert_eq!(list.params, None);
     }
 }

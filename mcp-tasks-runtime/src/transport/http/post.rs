@@ -260,6 +260,11 @@ pub(super) async fn initialize(
             return http;
         }
     };
+    http_session.session.set_wire(crate::spans::Wire {
+        transport: "tcp",
+        protocol: Some("http"),
+        session: Some(Arc::from(crate::task::ShortId(&session_id).to_string())),
+    });
     // Messages the server sends on its own go to the GET stream's log.
     tokio::spawn(async move {
         let mut outbound = outbound;

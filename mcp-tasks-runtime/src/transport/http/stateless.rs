@@ -31,6 +31,11 @@ pub(super) async fn stateless(
     let (session, _outbound) = app
         .server
         .open_session(principal, requestor, Some(Kind::Stateless));
+    session.set_wire(crate::spans::Wire {
+        transport: "tcp",
+        protocol: Some("http"),
+        session: None,
+    });
     let mut guard = CancelOnDrop::new(session.clone(), request.id.clone());
     let mut running = Running::start(session, request);
     match running.first().await {
