@@ -10,6 +10,7 @@ use crate::sync::LockExt;
 use crate::task::{CancelRequest, StatusChange, TaskRecord, TaskStatus};
 use std::sync::Arc;
 use std::time::SystemTime;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 impl Engine {
@@ -96,7 +97,9 @@ impl Engine {
             *seen = (rec.version, Some(rec.status));
             changed
         };
-        live.changed.send_replace(rec.version);
+        if let Some(changed) = live.changed.get() {
+            changed.send_replace(rec.version);
+        }
         let run = live.run.locked().clone();
         if let Some(run) = run {
             if rec.status.is_terminal() {
@@ -303,7 +306,10 @@ impl Engine {
         TaskWatch {
             engine: self.arc(),
             id: id.to_owned(),
-            rx: Some(live.changed.subscribe()),
+            rx: Some(
+                live.changed
+                    .get_or_init(|| watch::Sender::new(0))
+                    .subscribe(),
             ),
         }
     }
