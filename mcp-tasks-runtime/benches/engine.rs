@@ -121,15 +121,20 @@ where
 fn main() {
     // Each size runs in a fresh process, so memory freed by one run does not hide the next
     // one's growth.
-    if let Ok(one) = std::env::var("MCP_TASKS_BENCH_QUEUED") {
-        let size = one.parse().expect("a size");
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime")
-            .block_on(queued(size));
-        return;
+    for (variable, running) in [
+        ("MCP_TASKS_BENCH_QUEUED", false),
+        ("MCP_TASKS_BENCH_RUNNING", true),
+    ] {
+        if let Ok(one) = std::env::var(variable) {
+            let size = one.parse().expect("a size");
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(waiting(size, running));
+            return;
+        }
     }
     if let Ok(one) = std::env::var("MCP_TASKS_BENCH_ONE") {
         let size = one.parse().expect("a size");
@@ -172,11 +177,27 @@ fn main() {
             .expect("run one size");
         assert!(status.success(), "size {size} failed");
     }
+    println!();
+    println!("| running tasks | memory per running task (RSS) | of which arguments | the rest |");
+    println!("| --- | --- | --- | --- |");
+    let running_sizes: Vec<u64> = std::env::var("MCP_TASKS_BENCH_RUNNING_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![10_000, 30_000]);
+    for size in running_sizes {
+        let status = std::process::Command::new(std::env::current_exe().expect("bench binary"))
+            .env("MCP_TASKS_BENCH_RUNNING", size.to_string())
+            .status()
+            .expect("run one size");
+        assert!(status.success(), "size {size} failed");
+    }
 }
 
-/// Memory per task while nearly every task waits for a slot: a tool that never returns,
-/// 16 running at a time, the rest queued in the store.
-async fn queued(size: u64) {
+/// Memory per task of a tool that never returns: while nearly every task waits for a slot
+/// (16 running at a time, the rest queued in the store), or, with `running`, while every
+/// task runs (each holds its running future, its cancellation token and whatever else the
+/// engine keeps for a running task).
+async fn waiting(size: u64, running: bool) {
     let server = Server::builder()
         .tool(
             Tool::new(
@@ -189,7 +210,7 @@ async fn queued(size: u64) {
             .task_support(TaskSupport::Optional),
         )
         .engine_config(mcp_tasks_runtime::EngineConfig {
-            max_running: 16,
+            max_running: if running { size as usize } else { 16 },
             max_queued: 1_000_000,
             ..Default::default()
         })

@@ -243,6 +243,21 @@ pub(crate) async fn get_task(
     Ok(rec)
 }
 
+/// [`get_task`], shared: the store's record without a copy, for answers that read it.
+pub(crate) async fn get_task_shared(
+    server: &Server,
+    id: &str,
+    caller: Caller<'_>,
+) -> Result<Arc<TaskRecord>, Error> {
+    let rec = server
+        .tasks()
+        .get_shared_by(Access::Owner(caller.owner), id)
+        .await?
+        .ok_or(Error::TaskNotFound)?;
+    check_task_scopes(server, &rec, caller.principal)?;
+    Ok(rec)
+}
+
 /// Checks the scopes a request about task `id` needs before it changes anything.
 async fn check_before(server: &Server, id: &str, caller: Caller<'_>) -> Result<(), Error> {
     if any_scoped(server) {

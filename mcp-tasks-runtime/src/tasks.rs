@@ -137,6 +137,23 @@ impl Tasks {
         }
     }
 
+    /// [`Tasks::get_by`], shared: no copy of the record where the store keeps it behind
+    /// an `Arc`.
+    pub(crate) async fn get_shared_by(
+        &self,
+        access: Access<'_>,
+        id: &str,
+    ) -> Result<Option<Arc<TaskRecord>>, Error> {
+        match &self.inner {
+            Inner::Engine(engine) => engine.get_shared_as(id, access).await,
+            Inner::Store(store) => Ok(store
+                .get(id)
+                .await?
+                .filter(|r| !is_expired(r))
+                .map(Arc::new)),
+        }
+    }
+
     /// One page of the tasks that match `filter` and `viewer` may list, newest first, at
     /// most `limit`; pass the page's `next_cursor` for the next one. An owner lists only
     /// its own tasks. A page may be shorter than `limit` (even empty) while `next_cursor`

@@ -6,12 +6,17 @@ use crate::store::{
     Changes, ClaimStore, ScanTasks, StoreError, TaskCounts, TaskFilter, TaskPage, TaskStore,
 };
 use crate::task::TaskRecord;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// [`TaskStore`] and [`ClaimStore`] with boxed futures, so the engine can hold any backend.
 pub(crate) trait DynStore: Send + Sync {
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreError>>;
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>>;
+    fn get_shared<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>, StoreError>>;
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
     fn compare_and_set(
         &self,
@@ -63,6 +68,12 @@ impl<S: TaskStore + ClaimStore> DynStore for S {
     }
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>> {
         Box::pin(TaskStore::get(self, id))
+    }
+    fn get_shared<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>, StoreError>> {
+        Box::pin(TaskStore::get_shared(self, id))
     }
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(TaskStore::delete(self, id))

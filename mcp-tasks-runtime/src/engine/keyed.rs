@@ -124,7 +124,7 @@ impl Engine {
         if let Some(key) = &identity.key {
             check_repeat(&rec, key, &new.tool.name, &new.args, false)?;
         }
-        if rec.synchronous || self.visible(rec.clone(), new.owner.as_deref()).is_none() {
+        if rec.synchronous || !self.may_see(&rec, new.owner.as_deref()) {
             // A unique key is scoped to its owner; a derived id too. Neither happens
             // unless a hash collides.
             return Err(Error::Internal(

@@ -72,7 +72,9 @@ struct Run {
 
 /// What this process keeps of a task it runs, watches or delivers.
 struct Live {
-    changed: watch::Sender<u64>,
+    /// Wakes those who watch the task; made by the first watcher (most tasks have none, and
+    /// a channel costs a few hundred bytes).
+    changed: std::sync::OnceLock<watch::Sender<u64>>,
     /// The version and status last handed on, so each version is handed on once.
     seen: Mutex<(u64, Option<TaskStatus>)>,
     run: Mutex<Option<Arc<Run>>>,
@@ -85,7 +87,7 @@ struct Live {
 impl Live {
     fn new() -> Arc<Self> {
         Arc::new(Self {
-            changed: watch::Sender::new(0),
+            changed: std::sync::OnceLock::new(),
             seen: Mutex::new((0, None)),
             run: Mutex::default(),
             started: AtomicU64::new(0),
@@ -282,7 +284,7 @@ impl Engine {
     fn release(&self, id: &str) {
         let mut shard = self.live[shard_of(id)].locked();
         let idle = shard.get(id).is_some_and(|live| {
-            live.changed.receiver_count() == 0
+            live.changed.get().is_none_or(|tx| tx.receiver_count() == 0)
                 && live.run.locked().is_none()
                 && live.delivery.locked().is_none()
         });

@@ -459,16 +459,18 @@ impl Engine {
             trace,
             previous,
         );
+        // The run keeps only the id and the lease of the record, not a copy of it all.
+        let (id, lease_until) = (record.id, record.lease.map(|l| l.until));
         let running = async move {
-            let id = record.id.clone();
             let started = Instant::now();
             metrics::gauge!("mcp_tasks_running").increment(1.0);
             crate::spans::run_started(&tool.name);
             tracing::debug!(task = %id, "run started");
-            let lease_until = record.lease.as_ref().map(|l| l.until);
             let end = engine.execute(&tool, &id, &run, lease_until, future).await;
             let status = match end {
-                Some(end) => engine.finish(&tool, &id, &run, end).await,
+                // Boxed, like the renewals below: a running task's future is sized for its
+                // largest state, and these states are large and rare.
+                Some(end) => Box::pin(engine.finish(&tool, &id, &run, end)).await,
                 None => {
                     tracing::warn!(
                         "the task's lease was lost to another process; this run stopped without settling it"
@@ -559,7 +561,7 @@ impl Engine {
                     ))));
                 }
                 _ = renew.tick() => {
-                    self.renew(id, run).await;
+                    Box::pin(self.renew(id, run)).await;
                 }
             }
         };
@@ -605,7 +607,7 @@ impl Engine {
             left_ms = left.as_millis() as u64,
             "the lease is about to lapse before the tool starts: renewing it first"
         );
-        if self.renew(id, run).await {
+        if Box::pin(self.renew(id, run)).await {
             return true;
         }
         tracing::warn!(task = %ShortId(id), "the task is no longer this process's: its tool does not start");

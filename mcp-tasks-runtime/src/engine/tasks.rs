@@ -10,6 +10,7 @@ use crate::sync::LockExt;
 use crate::task::{CancelRequest, StatusChange, TaskRecord, TaskStatus};
 use std::sync::Arc;
 use std::time::SystemTime;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 impl Engine {
@@ -96,7 +97,9 @@ impl Engine {
             *seen = (rec.version, Some(rec.status));
             changed
         };
-        live.changed.send_replace(rec.version);
+        if let Some(changed) = live.changed.get() {
+            changed.send_replace(rec.version);
+        }
         let run = live.run.locked().clone();
         if let Some(run) = run {
             if rec.status.is_terminal() {
@@ -144,13 +147,18 @@ impl Engine {
         }
     }
 
-    /// `rec` if it has not expired and `owner` may see it. A task owned by a principal is
+    /// `rec` if it has not expired and `owner` may see it ([`Engine::may_see`]).
+    pub(super) fn visible(&self, rec: TaskRecord, owner: Option<&str>) -> Option<TaskRecord> {
+        self.may_see(&rec, owner).then_some(rec)
+    }
+
+    /// Whether `rec` has not expired and `owner` may see it. A task owned by a principal is
     /// visible only to that principal; a task owned by a session is a bearer handle unless
     /// sessions are strictly bound; a task without an owner is a bearer handle.
     /// The record of a synchronous call (kept for its idempotency key) is no task.
-    pub(super) fn visible(&self, rec: TaskRecord, owner: Option<&str>) -> Option<TaskRecord> {
+    pub(super) fn may_see(&self, rec: &TaskRecord, owner: Option<&str>) -> bool {
         if rec.synchronous {
-            return None;
+            return false;
         }
         let bearer = rec.owner.is_none()
             || (!self.config.strict_session_binding
@@ -159,9 +167,9 @@ impl Engine {
                     .as_deref()
                     .is_some_and(|o| o.starts_with("session:")));
         if !bearer && rec.owner.as_deref() != owner {
-            return None;
+            return false;
         }
-        (!is_expired(&rec)).then_some(rec)
+        !is_expired(rec)
     }
 
     /// The task, if it exists, has not expired and `access` may see it.
@@ -179,6 +187,24 @@ impl Engine {
             Access::Owner(owner) => self.visible(rec, owner),
             Access::Admin(_) => (!is_expired(&rec)).then_some(rec),
         })
+    }
+
+    /// [`Engine::get_as`], shared: the store's record without a copy where the store keeps
+    /// it behind an `Arc` (for answers that only read a few of its fields).
+    pub(crate) async fn get_shared_as(
+        &self,
+        id: &str,
+        access: Access<'_>,
+    ) -> Result<Option<Arc<TaskRecord>>, Error> {
+        self.ensure_background();
+        let Some(rec) = self.store.get_shared(id).await? else {
+            return Ok(None);
+        };
+        let seen = match access {
+            Access::Owner(owner) => self.may_see(&rec, owner),
+            Access::Admin(_) => !is_expired(&rec),
+        };
+        Ok(seen.then_some(rec))
     }
 
     /// Cancels a task by whoever `access` names (kept in the task as who cancelled it).
@@ -280,7 +306,11 @@ impl Engine {
         TaskWatch {
             engine: self.arc(),
             id: id.to_owned(),
-            rx: Some(live.changed.subscribe()),
+            rx: Some(
+                live.changed
+                    .get_or_init(|| watch::Sender::new(0))
+                    .subscribe(),
+            ),
         }
     }
 

@@ -121,9 +121,10 @@ fn claim_key(record: &TaskRecord) -> ClaimKey {
 }
 
 /// A stored task. Boxed in the map so the map's spare capacity costs a pointer per
-/// empty bucket rather than a whole record.
+/// empty bucket rather than a whole record. The record is shared: a read
+/// ([`TaskStore::get_shared`]) takes a reference count, not a copy, and a write replaces it.
 struct Slot {
-    record: TaskRecord,
+    record: Arc<TaskRecord>,
     seq: u64,
 }
 
@@ -325,12 +326,25 @@ impl TaskStore for MemoryTaskStore {
         }
         shard.index_claim(claim_key(&record), seq, &id);
         shard.index_listed(&record, seq, &id);
+        let record = Arc::new(record);
         shard.tasks.insert(id, Box::new(Slot { record, seq }));
         Ok(())
     }
 
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        Ok(self.shard(id).tasks.get(id).map(|slot| slot.record.clone()))
+        Ok(self
+            .shard(id)
+            .tasks
+            .get(id)
+            .map(|slot| TaskRecord::clone(&slot.record)))
+    }
+
+    async fn get_shared(&self, id: &str) -> Result<Option<Arc<TaskRecord>>, StoreError> {
+        Ok(self
+            .shard(id)
+            .tasks
+            .get(id)
+            .map(|slot| Arc::clone(&slot.record)))
     }
 
     async fn compare_and_set(
@@ -369,7 +383,7 @@ impl TaskStore for MemoryTaskStore {
             .get_mut(record.id.as_str())
             .expect("the task was just read");
         record.version = expected_version + 1;
-        let old = std::mem::replace(&mut slot.record, record);
+        let old = std::mem::replace(&mut slot.record, Arc::new(record));
         let seq = slot.seq;
         let new = &slot.record;
         let (old_expiry, new_expiry) = (old.expires_at(), new.expires_at());
@@ -455,7 +469,7 @@ impl TaskStore for MemoryTaskStore {
                 && slot.seq == *seq
                 && slot.record.owner.as_deref() == owner
             {
-                tasks.push(slot.record.clone());
+                tasks.push(TaskRecord::clone(&slot.record));
             }
         }
         let next_cursor = more.then(|| {
@@ -489,7 +503,7 @@ impl TaskStore for MemoryTaskStore {
             if shard.expiry.contains(&key)
                 && let Some(slot) = shard.remove(&key.1, &self.held)
             {
-                expired.push(slot.record.id);
+                expired.push(slot.record.id.clone());
             }
         }
         Ok(expired)
@@ -504,7 +518,7 @@ impl TaskStore for MemoryTaskStore {
                     .tasks
                     .values()
                     .filter(|slot| !slot.record.status.is_terminal())
-                    .map(|slot| slot.record.clone()),
+                    .map(|slot| TaskRecord::clone(&slot.record)),
             );
         }
         Ok(records)
@@ -551,13 +565,14 @@ impl ClaimStore for MemoryTaskStore {
             let Some(slot) = shard.tasks.get_mut(&*id) else {
                 continue;
             };
-            slot.record.lease = Some(Lease {
+            let record = Arc::make_mut(&mut slot.record);
+            record.lease = Some(Lease {
                 worker: worker.to_owned(),
                 until,
             });
-            slot.record.epoch += 1;
-            slot.record.version += 1;
-            let record = slot.record.clone();
+            record.epoch += 1;
+            record.version += 1;
+            let record = record.clone();
             shard.queued.remove(&seq);
             shard.leased.insert((until, id));
             claimed.push(record);
@@ -579,7 +594,7 @@ impl ClaimStore for MemoryTaskStore {
                         shard
                             .tasks
                             .get(&**id)
-                            .map(|slot| (*until, slot.record.clone()))
+                            .map(|slot| (*until, TaskRecord::clone(&slot.record)))
                     }),
             );
         }
@@ -640,7 +655,7 @@ impl ScanTasks for MemoryTaskStore {
                 && slot.seq == *seq
                 && filter.matches(&slot.record)
             {
-                tasks.push(slot.record.clone());
+                tasks.push(TaskRecord::clone(&slot.record));
             }
         }
         let next_cursor = if full {

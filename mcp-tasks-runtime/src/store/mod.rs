@@ -177,6 +177,17 @@ pub trait TaskStore: Send + Sync + 'static {
     /// sweeper removes them; callers check `expires_at` themselves.
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<TaskRecord>, StoreError>> + Send;
 
+    /// [`get`](Self::get), shared: a store that keeps its records behind an [`Arc`] hands
+    /// out a reference count instead of a copy (the memory store does). The default wraps
+    /// what `get` returns.
+    fn get_shared(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<Arc<TaskRecord>>, StoreError>> + Send {
+        let get = self.get(id);
+        async move { Ok(get.await?.map(Arc::new)) }
+    }
+
     /// Replaces the stored task with `record` if the stored version is `expected_version`.
     /// The stored copy gets version `expected_version + 1` whatever `record.version` says.
     /// Returns `Ok(false)`, and changes nothing, when the version differs or the task is gone.

@@ -18,6 +18,13 @@ impl<S: TaskStore> TaskStore for Arc<S> {
         (**self).get(id)
     }
 
+    fn get_shared(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<Arc<TaskRecord>>, StoreError>> + Send {
+        (**self).get_shared(id)
+    }
+
     fn compare_and_set(
         &self,
         record: TaskRecord,

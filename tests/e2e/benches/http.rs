@@ -14,8 +14,9 @@
 //!
 //! Prints two Markdown tables. The first drives the server with pre-built requests over raw
 //! keep-alive connections from one thread (the load generator does next to nothing per
-//! request, so the server is the limit) and puts a bare axum server answering a fixed JSON
-//! body beside it, as the ceiling of HTTP on this machine. The second uses a JSON HTTP client
+//! request, so the server is the limit) and puts beside it a bare hyper server and a bare
+//! axum server, each answering a fixed JSON body: the hyper one is the physical limit of
+//! HTTP on this machine, the axum one what a router adds to it. The second uses a JSON HTTP client
 //! per connection, as a real client would.
 
 use mcp_tasks::prelude::*;
@@ -380,7 +381,46 @@ mod prebuilt {
         .expect("load generator")
     }
 
-    /// A bare axum server answering every POST with `body`: the ceiling of HTTP here.
+    /// A bare hyper server answering every request with `body` once it has read the
+    /// request's body: the physical limit of one loopback HTTP/1.1 request here, with no
+    /// router or middleware.
+    pub(super) async fn hyper_echo_server(body: Vec<u8>) -> SocketAddr {
+        use http_body_util::{BodyExt, Full};
+        let body = hyper::body::Bytes::from(body);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let _ = tcp.set_nodelay(true);
+                let body = body.clone();
+                let service = hyper::service::service_fn(
+                    move |request: hyper::Request<hyper::body::Incoming>| {
+                        let body = body.clone();
+                        async move {
+                            request.into_body().collect().await?;
+                            let mut response = hyper::Response::new(Full::new(body));
+                            response.headers_mut().insert(
+                                hyper::header::CONTENT_TYPE,
+                                hyper::header::HeaderValue::from_static("application/json"),
+                            );
+                            Ok::<_, hyper::Error>(response)
+                        }
+                    },
+                );
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                        .await;
+                });
+            }
+        });
+        addr
+    }
+
+    /// A bare axum server answering every POST with `body`: hyper with a router.
     pub(super) async fn echo_server(body: Vec<u8>) -> SocketAddr {
         use axum::serve::ListenerExt;
         let body = axum::body::Bytes::from(body);
@@ -407,8 +447,8 @@ mod prebuilt {
 }
 
 /// The first table: pre-built requests of both eras against the server (a 2025-11-25
-/// session shared by every connection), and the same load against a bare axum server
-/// answering the server's own 2026-07-28 sync-call response.
+/// session shared by every connection), and the same load against a bare hyper server and
+/// a bare axum server, both answering the server's own 2026-07-28 sync-call response.
 async fn prebuilt_table(url: &str, secs: f64) {
     let addr: std::net::SocketAddr = url
         .trim_start_matches("http://")
@@ -445,6 +485,8 @@ async fn prebuilt_table(url: &str, secs: f64) {
         .await
         .unwrap();
     drop(stream);
+    let hyper_echo = prebuilt::hyper_echo_server(answer.clone()).await;
+    let hyper_echo_sync = prebuilt::request(hyper_echo, &[], &json!({}));
     let echo = prebuilt::echo_server(answer).await;
     let echo_sync = prebuilt::request(echo, &[], &json!({}));
     // 2025-11-25: one session, opened (with a task made) by a JSON client, that every
@@ -480,12 +522,19 @@ async fn prebuilt_table(url: &str, secs: f64) {
         Err(_) => vec![1, 16, 64],
     };
     for connections in counts {
-        let (echo_sync, sync, get) = (
+        let (hyper_echo_sync, echo_sync, sync, get) = (
+            vec![hyper_echo_sync.clone()],
             vec![echo_sync.clone()],
             vec![sync.clone()],
             vec![get.clone()],
         );
-        let rows: [(&str, &str, std::net::SocketAddr, &Vec<Vec<u8>>); 5] = [
+        let rows: [(&str, &str, std::net::SocketAddr, &Vec<Vec<u8>>); 6] = [
+            (
+                "bare hyper, fixed body",
+                "POST /mcp",
+                hyper_echo,
+                &hyper_echo_sync,
+            ),
             ("bare axum, fixed body", "POST /mcp", echo, &echo_sync),
             ("mcp-tasks 2026-07-28", "sync tools/call", addr, &sync),
             ("mcp-tasks 2026-07-28", "tasks/get", addr, &get),

@@ -223,31 +223,37 @@ fn node_address(node: &str) -> Option<IpAddr> {
 /// named (with a quality above zero), as the Streamable HTTP rules ask of clients; `lenient`
 /// also takes a missing `Accept` and wildcards (`*/*`, `text/*`).
 fn accepts(headers: &HeaderMap, wanted: &[&str], lenient: bool) -> bool {
-    let ranges: Vec<String> = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|item| {
-            let mut parts = item.split(';');
-            let range = parts.next()?.trim().to_ascii_lowercase();
-            let refused = parts.any(|p| {
-                let (name, value) = p.split_once('=').unwrap_or((p, ""));
-                name.trim().eq_ignore_ascii_case("q")
-                    && value.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
-            });
-            (!range.is_empty() && !refused).then_some(range)
-        })
-        .collect();
-    if ranges.is_empty() && headers.get(header::ACCEPT).is_none() {
+    if headers.get(header::ACCEPT).is_none() {
         return lenient;
     }
+    // The media ranges named with a quality above zero, read again for each wanted type
+    // rather than copied (a request names two or three).
+    let ranges = || {
+        headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|item| {
+                let mut parts = item.split(';');
+                let range = parts.next()?.trim();
+                let refused = parts.any(|p| {
+                    let (name, value) = p.split_once('=').unwrap_or((p, ""));
+                    name.trim().eq_ignore_ascii_case("q")
+                        && value.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
+                });
+                (!range.is_empty() && !refused).then_some(range)
+            })
+    };
     wanted.iter().all(|want| {
         let family = want.split('/').next().unwrap_or_default();
-        ranges.iter().any(|range| {
-            range == want
+        ranges().any(|range| {
+            range.eq_ignore_ascii_case(want)
                 || (lenient
-                    && (range == "*/*" || range.strip_suffix("/*").is_some_and(|f| f == family)))
+                    && (range == "*/*"
+                        || range
+                            .strip_suffix("/*")
+                            .is_some_and(|f| f.eq_ignore_ascii_case(family))))
         })
     })
 }

@@ -51,7 +51,7 @@ pub(super) async fn tasks(
             match method.as_str() {
                 "tasks/get" => {
                     let id = task_id(&mut request)?;
-                    Ok(task_json(&ops::get_task(server, &id, owner).await?))
+                    Ok(task_json(&*ops::get_task_shared(server, &id, owner).await?))
                 }
                 "tasks/cancel" => {
                     let id = task_id(&mut request)?;

@@ -34,7 +34,7 @@ pub(super) async fn tasks(
     match request.method.as_str() {
         "tasks/get" => {
             let id = from_object::<TaskIdParams>(params)?.task_id;
-            let rec = ops::get_task(server, &id, owner).await?;
+            let rec = ops::get_task_shared(server, &id, owner).await?;
             Ok(complete_typed(server, &DetailedTask::of(&rec), "complete"))
         }
         "tasks/update" => {
