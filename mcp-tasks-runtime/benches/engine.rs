@@ -7,6 +7,8 @@
 //! ```text
 //! cargo bench -p mcp-tasks-runtime --bench engine            # 1,000 and 100,000 stored tasks
 //! MCP_TASKS_BENCH_SIZES=1000,30000 cargo bench -p mcp-tasks-runtime --bench engine
+//! # one size, then only N `tasks/get`s from one caller (for instruction counts):
+//! MCP_TASKS_BENCH_ONE=100000 MCP_TASKS_BENCH_GETS=3000 valgrind --tool=callgrind target/release/deps/engine-…
 //! ```
 
 use mcp_tasks_runtime::model::{CallToolResult, Content, JsonObject, TaskSupport};
@@ -281,6 +283,19 @@ async fn run(size: u64) {
         tokio::time::sleep(Duration::from_millis(200)).await;
         let per_task = rss_bytes().saturating_sub(before) as f64 / size as f64;
         let ids: Arc<Vec<String>> = Arc::new(std::mem::take(&mut *ids.lock().await));
+        // A fixed number of `tasks/get`s from one caller and nothing else, for instruction
+        // counts (`valgrind --tool=callgrind`) at each store size.
+        if let Some(gets) = std::env::var("MCP_TASKS_BENCH_GETS")
+            .ok()
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            for i in 0..gets {
+                let id = &ids[(i.wrapping_mul(2_654_435_761) % ids.len() as u64) as usize];
+                let r = get(&session, id).await;
+                assert!(r["result"]["status"].is_string(), "{r}");
+            }
+            return;
+        }
         let get_rate = {
             let session = session.clone();
             let ids = Arc::clone(&ids);

@@ -39,8 +39,9 @@ impl std::fmt::Display for ShortId<'_> {
 /// gets an internal error.
 ///
 /// Each thread keeps a ChaCha20 generator seeded with 256 bits from the OS and seeded again
-/// from the OS after every [`RESEED_AFTER`] ids, so an id costs a few dozen instructions
-/// rather than a system call, and ids stay unpredictable to anyone who has seen others. A
+/// from the OS after every 1,024 ids, so an id costs under a thousand instructions rather
+/// than a system call and a `format!` per byte, and ids stay unpredictable to anyone who
+/// has seen others. A
 /// process that forks without `exec` (this crate never does) must not make ids in the
 /// child, which would repeat the parent's.
 pub fn random_id() -> Result<String, RandomError> {

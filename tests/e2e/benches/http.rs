@@ -6,6 +6,9 @@
 //! MCP_BENCH_SECS=0.5 cargo bench -p mcp-tasks-e2e --bench http
 //! MCP_BENCH_HTTP=prebuilt cargo bench -p mcp-tasks-e2e --bench http   # only the pre-built-request table
 //! MCP_BENCH_HTTP=clients cargo bench -p mcp-tasks-e2e --bench http    # only the JSON-client table
+//! # sync calls of the fixture tool `test_simple_text` on conformance servers already running:
+//! MCP_BENCH_PEERS="mcp-tasks=http://127.0.0.1:3000/mcp;rmcp=http://127.0.0.1:8001/mcp" \
+//!     cargo bench -p mcp-tasks-e2e --bench http
 //! # rows of the first table whose server and operation contain MCP_BENCH_OP ("sync",
 //! # "2025-11-25 tasks/get", …), a fixed number of requests (for instruction profiles):
 //! MCP_BENCH_HTTP=prebuilt MCP_BENCH_OP="2026-07-28 sync" MCP_BENCH_CONNECTIONS=16 \
@@ -282,37 +285,100 @@ mod prebuilt {
         request: &[u8],
         buf: &mut Vec<u8>,
     ) -> std::io::Result<Vec<u8>> {
+        read_exchange(stream, request, buf, false)
+            .await
+            .map(|(_, body)| body)
+    }
+
+    /// [`exchange`], with the response's head. A body is read up to its `Content-Length`,
+    /// or, sent in chunks (a stream of server-sent events), up to its last chunk, and then
+    /// given as it came, chunk sizes and all.
+    pub(super) async fn exchange_with_head(
+        stream: &mut TcpStream,
+        request: &[u8],
+        buf: &mut Vec<u8>,
+    ) -> std::io::Result<(String, Vec<u8>)> {
+        read_exchange(stream, request, buf, true).await
+    }
+
+    /// [`exchange_with_head`]; the head is copied only when `keep_head` asks for it, so the
+    /// load generator's own share of a measured request stays small.
+    async fn read_exchange(
+        stream: &mut TcpStream,
+        request: &[u8],
+        buf: &mut Vec<u8>,
+        keep_head: bool,
+    ) -> std::io::Result<(String, Vec<u8>)> {
         stream.write_all(request).await?;
         buf.clear();
-        let (head_len, body_len) = loop {
+        let (head, head_len, body_len) = loop {
             if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 let head = std::str::from_utf8(&buf[..end]).expect("response head is text");
                 assert!(
-                    head.starts_with("HTTP/1.1 200"),
+                    head.starts_with("HTTP/1.1 2"),
                     "unexpected response: {head}"
                 );
-                let length = head
-                    .lines()
-                    .find_map(|line| {
-                        let (name, value) = line.split_once(':')?;
-                        name.eq_ignore_ascii_case("content-length")
-                            .then(|| value.trim().parse::<usize>().ok())?
-                    })
-                    .unwrap_or_else(|| panic!("no content-length: {head}"));
-                break (end + 4, length);
+                let (mut length, mut chunked) = (None, false);
+                for (name, value) in head.lines().filter_map(|line| line.split_once(':')) {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = value.trim().parse::<usize>().ok();
+                    } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                        chunked = value.contains("chunked");
+                    }
+                }
+                let head = if keep_head {
+                    head.to_owned()
+                } else {
+                    String::new()
+                };
+                break (head, end + 4, (!chunked).then(|| length.unwrap_or(0)));
             }
             read_more(stream, buf).await?;
         };
-        while buf.len() < head_len + body_len {
-            read_more(stream, buf).await?;
-        }
-        Ok(buf[head_len..head_len + body_len].to_vec())
+        let end = match body_len {
+            Some(length) => {
+                while buf.len() < head_len + length {
+                    read_more(stream, buf).await?;
+                }
+                head_len + length
+            }
+            None => loop {
+                if buf[head_len..].ends_with(b"0\r\n\r\n") {
+                    break buf.len();
+                }
+                read_more(stream, buf).await?;
+            },
+        };
+        Ok((head, buf[head_len..end].to_vec()))
     }
+
+    /// The JSON message of a response body: the body itself, or the first `data:` line of
+    /// an event stream that holds a message.
+    pub(super) fn message(body: &[u8]) -> Value {
+        if let Ok(value) = serde_json::from_slice(body) {
+            return value;
+        }
+        String::from_utf8_lossy(body)
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .find_map(|data| serde_json::from_str(data.trim()).ok())
+            .unwrap_or_else(|| panic!("no message in {}", String::from_utf8_lossy(body)))
+    }
+
+    /// Set by the peer table: acknowledge every segment at once (`TCP_QUICKACK`, which
+    /// Linux clears after each read), so that a server writing one answer in several small
+    /// segments without `TCP_NODELAY` is not held by Nagle's algorithm waiting for a delayed
+    /// acknowledgement (40 ms a request).
+    pub(super) static QUICKACK: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
 
     async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
         buf.reserve(16 * 1024);
         if stream.read_buf(buf).await? == 0 {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        if QUICKACK.load(std::sync::atomic::Ordering::Relaxed) {
+            socket2::SockRef::from(&*stream).set_tcp_quickack(true)?;
         }
         Ok(())
     }
@@ -350,7 +416,7 @@ mod prebuilt {
                         let mut stream = connect(addr).await;
                         let mut buf = Vec::with_capacity(16 * 1024);
                         let first = exchange(&mut stream, &request, &mut buf).await.unwrap();
-                        let value: Value = serde_json::from_slice(&first).unwrap();
+                        let value = message(&first);
                         assert!(check(&value), "unexpected answer: {value}");
                         for _ in 0..50 {
                             exchange(&mut stream, &request, &mut buf).await.unwrap();
@@ -517,11 +583,7 @@ async fn prebuilt_table(url: &str, secs: f64) {
     }
     println!("| server | operation | connections | requests/s | p50 | p99 |");
     println!("| --- | --- | ---: | ---: | ---: | ---: |");
-    let counts: Vec<usize> = match std::env::var("MCP_BENCH_CONNECTIONS") {
-        Ok(list) => list.split(',').filter_map(|n| n.parse().ok()).collect(),
-        Err(_) => vec![1, 16, 64],
-    };
-    for connections in counts {
+    for connections in connection_counts() {
         let (hyper_echo_sync, echo_sync, sync, get) = (
             vec![hyper_echo_sync.clone()],
             vec![echo_sync.clone()],
@@ -563,6 +625,99 @@ async fn prebuilt_table(url: &str, secs: f64) {
     }
 }
 
+/// The connection counts of the pre-built rows: `MCP_BENCH_CONNECTIONS` (`1,16`), or 1, 16
+/// and 64.
+fn connection_counts() -> Vec<usize> {
+    match std::env::var("MCP_BENCH_CONNECTIONS") {
+        Ok(list) => list.split(',').filter_map(|n| n.parse().ok()).collect(),
+        Err(_) => vec![1, 16, 64],
+    }
+}
+
+/// Synchronous `tools/call`s of the fixture tool `test_simple_text` against each server of
+/// `MCP_BENCH_PEERS` (`label=http://127.0.0.1:PORT/mcp`, separated by `;`), one after the
+/// other at 1, 16 and 64 connections, on one 2025-11-25 session per server with pre-built
+/// requests: this crate's `conformance-server` beside another SDK's server of the same
+/// fixture tools.
+async fn peer_table(peers: &str, secs: f64) {
+    prebuilt::QUICKACK.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut servers = Vec::new();
+    for peer in peers.split(';').filter(|p| !p.is_empty()) {
+        let (label, url) = peer.split_once('=').expect("label=url");
+        let addr: std::net::SocketAddr = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .parse()
+            .expect("a loopback address");
+        let mut stream = prebuilt::connect(addr).await;
+        let mut buf = Vec::new();
+        let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": V2025, "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"}}});
+        let (head, body) = prebuilt::exchange_with_head(
+            &mut stream,
+            &prebuilt::request(addr, &[], &initialize),
+            &mut buf,
+        )
+        .await
+        .unwrap();
+        let session = head
+            .lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("mcp-session-id")
+                    .then(|| value.trim().to_owned())
+            })
+            .unwrap_or_else(|| panic!("{label}: no session: {head}"));
+        let answer = prebuilt::message(&body);
+        let version = answer["result"]["protocolVersion"]
+            .as_str()
+            .unwrap_or(V2025)
+            .to_owned();
+        let headers = [
+            ("mcp-protocol-version", version.as_str()),
+            ("mcp-session-id", session.as_str()),
+        ];
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        prebuilt::exchange(
+            &mut stream,
+            &prebuilt::request(addr, &headers, &initialized),
+            &mut buf,
+        )
+        .await
+        .unwrap();
+        let calls: Vec<Vec<u8>> = (1..=64)
+            .map(|id| {
+                let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "test_simple_text", "arguments": {}}});
+                prebuilt::request(addr, &headers, &call)
+            })
+            .collect();
+        servers.push((label.to_owned(), addr, calls));
+    }
+    fn has_result(v: &Value) -> bool {
+        v.get("result").is_some()
+    }
+    println!("| server | connections | requests/s | p50 | p99 |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    for connections in connection_counts() {
+        for (label, addr, calls) in &servers {
+            let (addr, calls) = (*addr, calls.clone());
+            let row = tokio::task::spawn_blocking(move || {
+                prebuilt::measure(addr, calls, connections, secs, has_result)
+            })
+            .await
+            .unwrap();
+            println!(
+                "| {label} | {connections} | {:.0} | {:.3} ms | {:.3} ms |",
+                row.requests as f64 / secs,
+                percentile(&row.latencies, 0.50).as_secs_f64() * 1e3,
+                percentile(&row.latencies, 0.99).as_secs_f64() * 1e3,
+            );
+        }
+    }
+}
+
 fn main() {
     // With OTEL_EXPORTER_OTLP_ENDPOINT set, every request's span is exported (or, with no
     // collector there, dropped and counted): the cost of tracing on the request path.
@@ -575,6 +730,10 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if let Ok(peers) = std::env::var("MCP_BENCH_PEERS") {
+        runtime.block_on(peer_table(&peers, secs));
+        return;
+    }
     runtime.block_on(async {
         // The load generator is one requestor: lift the per-requestor quotas.
         let server = Server::builder()
