@@ -608,6 +608,53 @@ async fn a_task_s_question_carries_the_trace_context_of_its_run() {
     server.kill().await;
 }
 
+/// Sampling follows the environment: with `OTEL_TRACES_SAMPLER=parentbased_always_on`, a
+/// call whose caller did not sample its trace (flags `00`) sends no span, nor does its
+/// task's run; a sampled one sends both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_follows_the_environment_and_the_caller() {
+    let received = Received::default();
+    let endpoint = received.serve().await;
+    let store = Store::sqlite("otel_sampling");
+    let mut env = otel_env(&endpoint, "server");
+    env.push(("OTEL_TRACES_SAMPLER", "parentbased_always_on".to_owned()));
+    let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (*k, Path::new(v))).collect();
+    let mut server = Server::spawn_env(&store.arg(), &[], &env);
+    let unsampled = "0af7651916cd43dd8448eb211c80319c";
+    for (trace, flags) in [(unsampled, "00"), (CALLER_TRACE, "01")] {
+        let r = server
+            .request(
+                "tools/call",
+                json!({"name": "mark", "arguments": {"key": format!("s{flags}"), "ms": 10},
+                       "_meta": {"traceparent": format!("00-{trace}-{CALLER_SPAN}-{flags}")}}),
+            )
+            .await;
+        let id = task_id(&r);
+        let r = server.wait_for(&id, TERMINAL, WITHIN).await;
+        assert_eq!(r["result"]["status"], "completed", "{r}");
+    }
+    // The sampled call's spans come (after the other's would have: one queue, in order).
+    received
+        .span("server", "execute_tool mark", |s| s.trace == CALLER_TRACE)
+        .await;
+    received
+        .span("server", "tools/call mark", |s| s.trace == CALLER_TRACE)
+        .await;
+    let leaked: Vec<Got> = received
+        .spans
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.trace == unsampled)
+        .cloned()
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "spans of an unsampled trace: {leaked:#?}"
+    );
+    server.kill().await;
+}
+
 /// The span of the second call of [`a_task_s_question_carries_the_trace_context_of_its_run`].
 const CANCEL_SPAN: &str = "00f067aa0ba902b8";
 
