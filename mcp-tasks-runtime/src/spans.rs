@@ -98,7 +98,9 @@ pub(crate) fn request(
         crate::otel::adopt(&span, params);
     }
     #[cfg(feature = "otel")]
-    let attributes = {
+    let attributes = if crate::otel::instruments().is_none() {
+        Vec::new()
+    } else {
         use opentelemetry::KeyValue;
         let mut attributes = vec![KeyValue::new("mcp.method.name", method.to_owned())];
         if let Some(tool) = tool {
@@ -229,13 +231,12 @@ pub(crate) fn run_ended(
         span.record("error.type", status);
     }
     #[cfg(feature = "otel")]
-    {
+    if let Some(instruments) = crate::otel::instruments() {
         use opentelemetry::KeyValue;
         let attributes = [
             KeyValue::new("gen_ai.tool.name", tool.to_owned()),
             KeyValue::new("mcp_tasks.task.status", status),
         ];
-        let instruments = crate::otel::instruments();
         instruments.run.record(elapsed.as_secs_f64(), &attributes);
         instruments.status.add(1, &attributes);
         instruments.running.add(-1, &attributes[..1]);
@@ -247,13 +248,15 @@ pub(crate) fn run_ended(
 /// A run starts (the running count, with the `otel` feature).
 pub(crate) fn run_started(tool: &str) {
     #[cfg(feature = "otel")]
-    crate::otel::instruments().running.add(
-        1,
-        &[opentelemetry::KeyValue::new(
-            "gen_ai.tool.name",
-            tool.to_owned(),
-        )],
-    );
+    if let Some(instruments) = crate::otel::instruments() {
+        instruments.running.add(
+            1,
+            &[opentelemetry::KeyValue::new(
+                "gen_ai.tool.name",
+                tool.to_owned(),
+            )],
+        );
+    }
     #[cfg(not(feature = "otel"))]
     let _ = tool;
 }
@@ -261,13 +264,15 @@ pub(crate) fn run_started(tool: &str) {
 /// A task was created (`working`, with the `otel` feature).
 pub(crate) fn task_created(tool: &str) {
     #[cfg(feature = "otel")]
-    crate::otel::instruments().status.add(
-        1,
-        &[
-            opentelemetry::KeyValue::new("gen_ai.tool.name", tool.to_owned()),
-            opentelemetry::KeyValue::new("mcp_tasks.task.status", "working"),
-        ],
-    );
+    if let Some(instruments) = crate::otel::instruments() {
+        instruments.status.add(
+            1,
+            &[
+                opentelemetry::KeyValue::new("gen_ai.tool.name", tool.to_owned()),
+                opentelemetry::KeyValue::new("mcp_tasks.task.status", "working"),
+            ],
+        );
+    }
     #[cfg(not(feature = "otel"))]
     let _ = tool;
 }
@@ -275,7 +280,9 @@ pub(crate) fn task_created(tool: &str) {
 /// How many tasks created here wait in the store (with the `otel` feature).
 pub(crate) fn queue_depth(queued: usize) {
     #[cfg(feature = "otel")]
-    crate::otel::instruments().queued.record(queued as u64, &[]);
+    if let Some(instruments) = crate::otel::instruments() {
+        instruments.queued.record(queued as u64, &[]);
+    }
     #[cfg(not(feature = "otel"))]
     let _ = queued;
 }
@@ -307,13 +314,15 @@ pub(crate) fn takeover(
         if let Some(trace) = trace {
             crate::otel::set_parent(&span, trace);
         }
-        crate::otel::instruments().takeovers.add(
-            1,
-            &[
-                opentelemetry::KeyValue::new("gen_ai.tool.name", tool.to_owned()),
-                opentelemetry::KeyValue::new("mcp_tasks.restart.policy", policy),
-            ],
-        );
+        if let Some(instruments) = crate::otel::instruments() {
+            instruments.takeovers.add(
+                1,
+                &[
+                    opentelemetry::KeyValue::new("gen_ai.tool.name", tool.to_owned()),
+                    opentelemetry::KeyValue::new("mcp_tasks.restart.policy", policy),
+                ],
+            );
+        }
     }
     #[cfg(not(feature = "otel"))]
     let _ = trace;

@@ -2,13 +2,29 @@
 //! (`mcp.server.operation.duration`) and in this crate's `mcp_tasks.` namespace where they
 //! are silent (tasks, the queue, leases).
 //!
-//! They are made from the global meter provider the first time one is used: install it
-//! ([`init_from_env`](super::init_from_env)) before the server starts.
+//! They are recorded once [`record_metrics`](super::record_metrics) ran (which
+//! [`OtelConfig::start`](super::OtelConfig::start) does when it exports metrics), with the
+//! global meter provider of that moment.
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Gauge, Histogram, UpDownCounter};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+/// Whether the metrics are recorded: off until [`enable`] (so a process that exports none
+/// pays nothing for them on its request path).
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Records the metrics from now on, with the global meter provider.
+pub(crate) fn enable() {
+    ENABLED.store(true, Ordering::Relaxed);
+}
+
+/// The instruments, when the metrics are recorded.
+pub(crate) fn enabled() -> Option<&'static Instruments> {
+    ENABLED.load(Ordering::Relaxed).then(get)
+}
 
 /// The bucket boundaries the conventions advise for MCP operation durations, in seconds.
 const DURATION_BUCKETS: [f64; 14] = [
@@ -31,7 +47,7 @@ pub(crate) struct Instruments {
 }
 
 /// The instruments, made on first use from the global meter provider.
-pub(crate) fn get() -> &'static Instruments {
+fn get() -> &'static Instruments {
     static INSTRUMENTS: OnceLock<Instruments> = OnceLock::new();
     INSTRUMENTS.get_or_init(|| {
         let meter = opentelemetry::global::meter("mcp-tasks");
@@ -76,5 +92,9 @@ pub(crate) fn get() -> &'static Instruments {
 
 /// Records one request's duration.
 pub(crate) fn operation(elapsed: Duration, attributes: &[KeyValue]) {
-    get().operation.record(elapsed.as_secs_f64(), attributes);
+    if let Some(instruments) = enabled() {
+        instruments
+            .operation
+            .record(elapsed.as_secs_f64(), attributes);
+    }
 }

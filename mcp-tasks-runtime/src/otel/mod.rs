@@ -42,7 +42,7 @@ mod instruments;
 mod propagate;
 mod queue;
 
-pub(crate) use instruments::{get as instruments, operation as record_operation};
+pub(crate) use instruments::{enabled as instruments, operation as record_operation};
 pub(crate) use propagate::{adopt, inject, set_parent, trace_of};
 
 use opentelemetry::trace::TracerProvider as _;
@@ -106,7 +106,8 @@ pub struct OtelConfig {
     pub scheduled_delay: Duration,
     /// How long one export may take before it is given up (its spans count as dropped).
     pub export_timeout: Duration,
-    /// Whether metrics are exported too.
+    /// Whether metrics are exported too (over HTTP/protobuf only: with [`Protocol::Grpc`]
+    /// spans go out over gRPC and metrics are not exported).
     pub metrics: bool,
     /// How often metrics are exported.
     pub metric_interval: Duration,
@@ -222,6 +223,7 @@ impl OtelConfig {
         if let Some(meters) = &meter_provider {
             opentelemetry::global::set_meter_provider(meters.clone());
             queue::observe_drops(meters);
+            record_metrics();
         }
         opentelemetry::global::set_text_map_propagator(
             opentelemetry::propagation::TextMapCompositePropagator::new(vec![
@@ -276,6 +278,13 @@ impl Drop for OtelGuard {
             let _ = meters.shutdown();
         }
     }
+}
+
+/// Records this crate's metrics from now on, with OpenTelemetry's global meter provider
+/// (install it first). [`OtelConfig::start`] does this when it exports metrics; until then
+/// they cost nothing.
+pub fn record_metrics() {
+    instruments::enable();
 }
 
 /// How many finished spans were dropped since the process started: their queue was full

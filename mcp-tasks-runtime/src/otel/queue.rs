@@ -139,8 +139,9 @@ impl Driver {
                 park_on(future).is_ok()
             }
             #[cfg(feature = "otel-grpc")]
+            // The timer is made inside the runtime, which it needs.
             Driver::Tokio(rt) => matches!(
-                rt.block_on(tokio::time::timeout(timeout, future)),
+                rt.block_on(async { tokio::time::timeout(timeout, future).await }),
                 Ok(Ok(()))
             ),
         }

@@ -12,7 +12,12 @@ mod support;
 
 use axum::body::Bytes;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use prost::Message as _;
 use serde_json::json;
@@ -80,7 +85,66 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Keeps the spans of one export.
+fn keep(spans: &Mutex<Vec<Got>>, request: ExportTraceServiceRequest) {
+    let mut spans = spans.lock().unwrap();
+    for resource in request.resource_spans {
+        let service = resource
+            .resource
+            .as_ref()
+            .map(|r| attributes(&r.attributes))
+            .and_then(|a| a.get("service.name").cloned())
+            .unwrap_or_default();
+        for scope in resource.scope_spans {
+            for span in scope.spans {
+                spans.push(Got {
+                    service: service.clone(),
+                    name: span.name.clone(),
+                    kind: span.kind,
+                    trace: hex(&span.trace_id),
+                    id: hex(&span.span_id),
+                    parent: hex(&span.parent_span_id),
+                    attributes: attributes(&span.attributes),
+                    events: span.events.iter().map(|e| e.name.clone()).collect(),
+                    start: span.start_time_unix_nano,
+                    end: span.end_time_unix_nano,
+                    event_times: span.events.iter().map(|e| e.time_unix_nano).collect(),
+                });
+            }
+        }
+    }
+}
+
+/// The OTLP/gRPC trace service, keeping what it is sent.
+struct GrpcTraces(Arc<Mutex<Vec<Got>>>);
+
+#[tonic::async_trait]
+impl TraceService for GrpcTraces {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        keep(&self.0, request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
 impl Received {
+    /// Serves OTLP/gRPC traces on a free loopback port; returns its URL.
+    async fn serve_grpc(&self) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let service = TraceServiceServer::new(GrpcTraces(Arc::clone(&self.spans)));
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
+                .await
+                .unwrap()
+        });
+        format!("http://{addr}")
+    }
+
     /// Serves OTLP/HTTP (`/v1/traces`, `/v1/metrics`) on a free loopback port; returns its
     /// base URL.
     async fn serve(&self) -> String {
@@ -88,32 +152,7 @@ impl Received {
             let spans = Arc::clone(&self.spans);
             move |body: Bytes| async move {
                 let request = ExportTraceServiceRequest::decode(body).expect("OTLP trace protobuf");
-                let mut spans = spans.lock().unwrap();
-                for resource in request.resource_spans {
-                    let service = resource
-                        .resource
-                        .as_ref()
-                        .map(|r| attributes(&r.attributes))
-                        .and_then(|a| a.get("service.name").cloned())
-                        .unwrap_or_default();
-                    for scope in resource.scope_spans {
-                        for span in scope.spans {
-                            spans.push(Got {
-                                service: service.clone(),
-                                name: span.name.clone(),
-                                kind: span.kind,
-                                trace: hex(&span.trace_id),
-                                id: hex(&span.span_id),
-                                parent: hex(&span.parent_span_id),
-                                attributes: attributes(&span.attributes),
-                                events: span.events.iter().map(|e| e.name.clone()).collect(),
-                                start: span.start_time_unix_nano,
-                                end: span.end_time_unix_nano,
-                                event_times: span.events.iter().map(|e| e.time_unix_nano).collect(),
-                            });
-                        }
-                    }
-                }
+                keep(&spans, request);
                 (
                     [("content-type", "application/x-protobuf")],
                     Vec::<u8>::new(),
@@ -457,6 +496,167 @@ fn waterfall(spans: &[Got]) -> String {
     );
     svg
 }
+
+/// Over OTLP/gRPC (`OTEL_EXPORTER_OTLP_PROTOCOL=grpc`) a server's request span and its
+/// task's run reach the collector with the same parents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_go_out_over_grpc_too() {
+    let received = Received::default();
+    let endpoint = received.serve_grpc().await;
+    let store = Store::sqlite("otel_grpc");
+    let mut env = otel_env(&endpoint, "grpc-server");
+    env.push(("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc".to_owned()));
+    let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (*k, Path::new(v))).collect();
+    let mut server = Server::spawn_env(&store.arg(), &[], &env);
+    let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    let r = server
+        .request(
+            "tools/call",
+            json!({"name": "mark", "arguments": {"key": "grpc", "ms": 10},
+                   "_meta": {"traceparent": traceparent}}),
+        )
+        .await;
+    let id = task_id(&r);
+    let r = server.wait_for(&id, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "completed", "{r}");
+    let request = received
+        .span("grpc-server", "tools/call mark", |s| {
+            s.trace == CALLER_TRACE
+        })
+        .await;
+    assert_eq!(request.parent, CALLER_SPAN, "{request:#?}");
+    let run = received
+        .span("grpc-server", "execute_tool mark", |s| {
+            s.trace == CALLER_TRACE
+        })
+        .await;
+    assert_eq!(run.parent, request.id, "{run:#?}");
+    server.kill().await;
+}
+
+/// A task's question carries the trace context of the run that asks it in its `_meta`, and
+/// the question and its answer are events of the run; a cancel is one too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_s_question_carries_the_trace_context_of_its_run() {
+    let received = Received::default();
+    let endpoint = received.serve().await;
+    let store = Store::sqlite("otel_question");
+    let env = otel_env(&endpoint, "server");
+    let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (*k, Path::new(v))).collect();
+    let mut server = Server::spawn_env(&store.arg(), &[], &env);
+    let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    let r = server
+        .request(
+            "tools/call",
+            json!({"name": "confirm_delete", "arguments": {"filename": "a.txt"},
+                   "_meta": {"traceparent": traceparent}}),
+        )
+        .await;
+    let id = task_id(&r);
+    let r = server.wait_for(&id, &["input_required"], WITHIN).await;
+    let (key, question) = r["result"]["inputRequests"]
+        .as_object()
+        .and_then(|q| q.iter().next())
+        .unwrap_or_else(|| panic!("no question: {r}"));
+    let sent = question["params"]["_meta"]["traceparent"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no trace context in the question: {question}"))
+        .to_owned();
+    let r = server
+        .request(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {
+                key.clone(): {"action": "accept", "content": {"confirm": true}}
+            }}),
+        )
+        .await;
+    assert!(r.get("error").is_none(), "{r}");
+    let r = server.wait_for(&id, TERMINAL, WITHIN).await;
+    assert_eq!(r["result"]["status"], "completed", "{r}");
+    let run = received
+        .span("server", "execute_tool confirm_delete", |s| {
+            s.trace == CALLER_TRACE
+        })
+        .await;
+    // The question names the run as its parent span.
+    assert_eq!(sent, format!("00-{CALLER_TRACE}-{}-01", run.id), "{run:#?}");
+    for event in ["input requested", "input received"] {
+        assert!(run.events.iter().any(|e| e == event), "{event}: {run:#?}");
+    }
+
+    // A cancelled run says so.
+    let r = server
+        .request(
+            "tools/call",
+            json!({"name": "confirm_delete", "arguments": {"filename": "b.txt"},
+                   "_meta": {"traceparent": format!("00-{CALLER_TRACE}-{CANCEL_SPAN}-01")}}),
+        )
+        .await;
+    let id = task_id(&r);
+    server.wait_for(&id, &["input_required"], WITHIN).await;
+    let r = server.request("tasks/cancel", json!({"taskId": id})).await;
+    assert!(r.get("error").is_none(), "{r}");
+    let cancelled = received
+        .span("server", "execute_tool confirm_delete", |s| {
+            s.trace == CALLER_TRACE && s.id != run.id
+        })
+        .await;
+    assert!(
+        cancelled.events.iter().any(|e| e == "cancel requested"),
+        "{cancelled:#?}"
+    );
+    server.kill().await;
+}
+
+/// Sampling follows the environment: with `OTEL_TRACES_SAMPLER=parentbased_always_on`, a
+/// call whose caller did not sample its trace (flags `00`) sends no span, nor does its
+/// task's run; a sampled one sends both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_follows_the_environment_and_the_caller() {
+    let received = Received::default();
+    let endpoint = received.serve().await;
+    let store = Store::sqlite("otel_sampling");
+    let mut env = otel_env(&endpoint, "server");
+    env.push(("OTEL_TRACES_SAMPLER", "parentbased_always_on".to_owned()));
+    let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (*k, Path::new(v))).collect();
+    let mut server = Server::spawn_env(&store.arg(), &[], &env);
+    let unsampled = "0af7651916cd43dd8448eb211c80319c";
+    for (trace, flags) in [(unsampled, "00"), (CALLER_TRACE, "01")] {
+        let r = server
+            .request(
+                "tools/call",
+                json!({"name": "mark", "arguments": {"key": format!("s{flags}"), "ms": 10},
+                       "_meta": {"traceparent": format!("00-{trace}-{CALLER_SPAN}-{flags}")}}),
+            )
+            .await;
+        let id = task_id(&r);
+        let r = server.wait_for(&id, TERMINAL, WITHIN).await;
+        assert_eq!(r["result"]["status"], "completed", "{r}");
+    }
+    // The sampled call's spans come (after the other's would have: one queue, in order).
+    received
+        .span("server", "execute_tool mark", |s| s.trace == CALLER_TRACE)
+        .await;
+    received
+        .span("server", "tools/call mark", |s| s.trace == CALLER_TRACE)
+        .await;
+    let leaked: Vec<Got> = received
+        .spans
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.trace == unsampled)
+        .cloned()
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "spans of an unsampled trace: {leaked:#?}"
+    );
+    server.kill().await;
+}
+
+/// The span of the second call of [`a_task_s_question_carries_the_trace_context_of_its_run`].
+const CANCEL_SPAN: &str = "00f067aa0ba902b8";
 
 /// A trace context the test makes up, as a caller's span would send it.
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
