@@ -106,8 +106,8 @@ pub struct OtelConfig {
     pub scheduled_delay: Duration,
     /// How long one export may take before it is given up (its spans count as dropped).
     pub export_timeout: Duration,
-    /// Whether metrics are exported too (over HTTP/protobuf only: with [`Protocol::Grpc`]
-    /// spans go out over gRPC and metrics are not exported).
+    /// Whether metrics are exported too, over the same protocol as the spans
+    /// (`OTEL_METRICS_EXPORTER=none` turns them off).
     pub metrics: bool,
     /// How often metrics are exported.
     pub metric_interval: Duration,

@@ -259,34 +259,119 @@ pub(super) fn start(
     })
 }
 
-/// The meter provider: a periodic export of every metric over OTLP/HTTP; `None` over gRPC,
-/// whose metric export this crate does not run (its reader's thread has no runtime for the
-/// gRPC client).
+/// The meter provider: a periodic export of every metric over OTLP, HTTP/protobuf or gRPC.
 pub(super) fn meter_provider(
     config: &OtelConfig,
     resource: Resource,
 ) -> Result<Option<SdkMeterProvider>, OtelError> {
-    if config.protocol != Protocol::HttpProtobuf {
-        return Ok(None);
-    }
-    let mut builder = opentelemetry_otlp::MetricExporter::builder()
-        .with_http()
-        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-        .with_timeout(config.export_timeout);
-    if let Some(base) = &config.endpoint {
-        builder = builder.with_endpoint(http_endpoint(base, "v1/metrics"));
-    }
-    let exporter = builder
-        .build()
-        .map_err(|e| OtelError::Exporter(e.to_string()))?;
-    Ok(Some(
+    let build = |e: opentelemetry_otlp::ExporterBuildError| OtelError::Exporter(e.to_string());
+    fn provider<E>(reader: PeriodicReader<E>, resource: Resource) -> SdkMeterProvider
+    where
+        E: opentelemetry_sdk::metrics::exporter::PushMetricExporter,
+    {
         SdkMeterProvider::builder()
-            .with_reader(
-                PeriodicReader::builder(exporter)
-                    .with_interval(config.metric_interval)
-                    .build(),
-            )
+            .with_reader(reader)
             .with_resource(resource)
-            .build(),
-    ))
+            .build()
+    }
+    match config.protocol {
+        Protocol::HttpProtobuf => {
+            let mut builder = opentelemetry_otlp::MetricExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .with_timeout(config.export_timeout);
+            if let Some(base) = &config.endpoint {
+                builder = builder.with_endpoint(http_endpoint(base, "v1/metrics"));
+            }
+            let reader = PeriodicReader::builder(builder.build().map_err(build)?)
+                .with_interval(config.metric_interval)
+                .build();
+            Ok(Some(provider(reader, resource)))
+        }
+        #[cfg(feature = "otel-grpc")]
+        Protocol::Grpc => {
+            let exporter = grpc::MetricsOnRuntime::new(config)?;
+            let reader = PeriodicReader::builder(exporter)
+                .with_interval(config.metric_interval)
+                .build();
+            Ok(Some(provider(reader, resource)))
+        }
+        #[cfg(not(feature = "otel-grpc"))]
+        Protocol::Grpc => Err(OtelError::GrpcNotBuilt),
+    }
+}
+
+#[cfg(feature = "otel-grpc")]
+mod grpc {
+    //! Metrics over gRPC: the periodic reader exports from a thread of its own, which has no
+    //! runtime, and the gRPC client needs one; so each export runs on a small runtime that
+    //! the exporter owns, and is bounded by the export timeout.
+
+    use super::{OtelConfig, OtelError};
+    use opentelemetry_otlp::WithExportConfig as _;
+    use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+    use opentelemetry_sdk::metrics::Temporality;
+    use opentelemetry_sdk::metrics::data::ResourceMetrics;
+    use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
+    use std::time::Duration;
+
+    /// An OTLP/gRPC metric exporter driven on a runtime of its own.
+    #[derive(Debug)]
+    pub(super) struct MetricsOnRuntime {
+        rt: tokio::runtime::Runtime,
+        inner: opentelemetry_otlp::MetricExporter,
+        timeout: Duration,
+    }
+
+    impl MetricsOnRuntime {
+        pub(super) fn new(config: &OtelConfig) -> Result<Self, OtelError> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let inner = {
+                // The client's channel is made inside the runtime, which it needs.
+                let _inside = rt.enter();
+                let mut builder = opentelemetry_otlp::MetricExporter::builder()
+                    .with_tonic()
+                    .with_timeout(config.export_timeout);
+                if let Some(base) = &config.endpoint {
+                    builder = builder.with_endpoint(base.clone());
+                }
+                builder
+                    .build()
+                    .map_err(|e| OtelError::Exporter(e.to_string()))?
+            };
+            Ok(Self {
+                rt,
+                inner,
+                timeout: config.export_timeout,
+            })
+        }
+    }
+
+    impl PushMetricExporter for MetricsOnRuntime {
+        async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
+            let timeout = self.timeout;
+            // The timer is made inside the runtime, which it needs.
+            match self
+                .rt
+                .block_on(async { tokio::time::timeout(timeout, self.inner.export(metrics)).await })
+            {
+                Ok(result) => result,
+                Err(_) => Err(OTelSdkError::Timeout(timeout)),
+            }
+        }
+
+        fn force_flush(&self) -> OTelSdkResult {
+            self.inner.force_flush()
+        }
+
+        fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+            self.inner.shutdown_with_timeout(timeout)
+        }
+
+        fn temporality(&self) -> Temporality {
+            self.inner.temporality()
+        }
+    }
 }

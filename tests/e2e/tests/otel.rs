@@ -11,7 +11,12 @@
 mod support;
 
 use axum::body::Bytes;
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -115,6 +120,38 @@ fn keep(spans: &Mutex<Vec<Got>>, request: ExportTraceServiceRequest) {
     }
 }
 
+/// Keeps the `(service, metric name)` of every metric in `request`.
+fn keep_metrics(metrics: &Mutex<BTreeSet<(String, String)>>, request: ExportMetricsServiceRequest) {
+    let mut metrics = metrics.lock().unwrap();
+    for resource in request.resource_metrics {
+        let service = resource
+            .resource
+            .as_ref()
+            .map(|r| attributes(&r.attributes))
+            .and_then(|a| a.get("service.name").cloned())
+            .unwrap_or_default();
+        for scope in resource.scope_metrics {
+            for metric in scope.metrics {
+                metrics.insert((service.clone(), metric.name));
+            }
+        }
+    }
+}
+
+/// The OTLP/gRPC metrics service, keeping what it is sent.
+struct GrpcMetrics(Arc<Mutex<BTreeSet<(String, String)>>>);
+
+#[tonic::async_trait]
+impl MetricsService for GrpcMetrics {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+        keep_metrics(&self.0, request.into_inner());
+        Ok(tonic::Response::new(ExportMetricsServiceResponse::default()))
+    }
+}
+
 /// The OTLP/gRPC trace service, keeping what it is sent.
 struct GrpcTraces(Arc<Mutex<Vec<Got>>>);
 
@@ -130,14 +167,16 @@ impl TraceService for GrpcTraces {
 }
 
 impl Received {
-    /// Serves OTLP/gRPC traces on a free loopback port; returns its URL.
+    /// Serves OTLP/gRPC traces and metrics on a free loopback port; returns its URL.
     async fn serve_grpc(&self) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let service = TraceServiceServer::new(GrpcTraces(Arc::clone(&self.spans)));
+        let traces = TraceServiceServer::new(GrpcTraces(Arc::clone(&self.spans)));
+        let metrics = MetricsServiceServer::new(GrpcMetrics(Arc::clone(&self.metrics)));
         tokio::spawn(async move {
             tonic::transport::Server::builder()
-                .add_service(service)
+                .add_service(traces)
+                .add_service(metrics)
                 .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
                 .await
                 .unwrap()
@@ -164,20 +203,7 @@ impl Received {
             move |body: Bytes| async move {
                 let request =
                     ExportMetricsServiceRequest::decode(body).expect("OTLP metrics protobuf");
-                let mut metrics = metrics.lock().unwrap();
-                for resource in request.resource_metrics {
-                    let service = resource
-                        .resource
-                        .as_ref()
-                        .map(|r| attributes(&r.attributes))
-                        .and_then(|a| a.get("service.name").cloned())
-                        .unwrap_or_default();
-                    for scope in resource.scope_metrics {
-                        for metric in scope.metrics {
-                            metrics.insert((service.clone(), metric.name));
-                        }
-                    }
-                }
+                keep_metrics(&metrics, request);
                 (
                     [("content-type", "application/x-protobuf")],
                     Vec::<u8>::new(),
@@ -498,7 +524,7 @@ fn waterfall(spans: &[Got]) -> String {
 }
 
 /// Over OTLP/gRPC (`OTEL_EXPORTER_OTLP_PROTOCOL=grpc`) a server's request span and its
-/// task's run reach the collector with the same parents.
+/// task's run reach the collector with the same parents, and its metrics arrive too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_go_out_over_grpc_too() {
     let received = Received::default();
@@ -531,6 +557,12 @@ async fn spans_go_out_over_grpc_too() {
         })
         .await;
     assert_eq!(run.parent, request.id, "{run:#?}");
+    received
+        .metric("grpc-server", "mcp.server.operation.duration")
+        .await;
+    received
+        .metric("grpc-server", "mcp_tasks.task.run.duration")
+        .await;
     server.kill().await;
 }
 
