@@ -24,6 +24,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message as _;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -90,16 +91,19 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The `service.name` of an export's resource ("" without one).
+fn service_name(resource: Option<&Resource>) -> String {
+    resource
+        .map(|r| attributes(&r.attributes))
+        .and_then(|a| a.get("service.name").cloned())
+        .unwrap_or_default()
+}
+
 /// Keeps the spans of one export.
 fn keep(spans: &Mutex<Vec<Got>>, request: ExportTraceServiceRequest) {
     let mut spans = spans.lock().unwrap();
     for resource in request.resource_spans {
-        let service = resource
-            .resource
-            .as_ref()
-            .map(|r| attributes(&r.attributes))
-            .and_then(|a| a.get("service.name").cloned())
-            .unwrap_or_default();
+        let service = service_name(resource.resource.as_ref());
         for scope in resource.scope_spans {
             for span in scope.spans {
                 spans.push(Got {
@@ -124,12 +128,7 @@ fn keep(spans: &Mutex<Vec<Got>>, request: ExportTraceServiceRequest) {
 fn keep_metrics(metrics: &Mutex<BTreeSet<(String, String)>>, request: ExportMetricsServiceRequest) {
     let mut metrics = metrics.lock().unwrap();
     for resource in request.resource_metrics {
-        let service = resource
-            .resource
-            .as_ref()
-            .map(|r| attributes(&r.attributes))
-            .and_then(|a| a.get("service.name").cloned())
-            .unwrap_or_default();
+        let service = service_name(resource.resource.as_ref());
         for scope in resource.scope_metrics {
             for metric in scope.metrics {
                 metrics.insert((service.clone(), metric.name));

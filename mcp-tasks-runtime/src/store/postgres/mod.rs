@@ -295,6 +295,26 @@ impl PostgresTaskStore {
     }
 }
 
+impl PostgresTaskStore {
+    /// The answer of an operation handed to a batch (`sent`: whether the batch took it).
+    /// The batch is bounded by the store's timeout; the wait here only guards a lost answer,
+    /// which `lost` names.
+    async fn answer<T>(
+        &self,
+        sent: bool,
+        answer: oneshot::Receiver<Result<T, StoreError>>,
+        lost: impl FnOnce(&Remote) -> StoreError,
+    ) -> Result<T, StoreError> {
+        if !sent {
+            return Err(self.shared.remote.error("the store is closed"));
+        }
+        match within(self.shared.options.timeout * 2, answer).await {
+            Ok(Ok(result)) => result,
+            _ => Err(lost(&self.shared.remote)),
+        }
+    }
+}
+
 impl Drop for PostgresTaskStore {
     fn drop(&mut self) {
         self.shared.close();
@@ -308,17 +328,11 @@ impl TaskStore for PostgresTaskStore {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
         let row = encode(record, self.shared.options.max_outcome_bytes)?;
         let (reply, answer) = oneshot::channel();
-        if self.creates.send(CreateOp { row, reply }).is_err() {
-            return Err(self.shared.remote.error("the store is closed"));
-        }
-        // The batch is bounded by the store's timeout; this only guards a lost answer.
-        match within(self.shared.options.timeout * 2, answer).await {
-            Ok(Ok(result)) => result,
-            _ => Err(self
-                .shared
-                .remote
-                .ambiguous("cannot create the task: no answer in time")),
-        }
+        let sent = self.creates.send(CreateOp { row, reply }).is_ok();
+        self.answer(sent, answer, |remote| {
+            remote.ambiguous("cannot create the task: no answer in time")
+        })
+        .await
     }
 
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
@@ -327,17 +341,11 @@ impl TaskStore for PostgresTaskStore {
             id: id.to_owned(),
             reply,
         };
-        if self.gets.send(op).is_err() {
-            return Err(self.shared.remote.error("the store is closed"));
-        }
-        // The read is bounded by the store's timeout; this only guards a lost answer.
-        match within(self.shared.options.timeout * 2, answer).await {
-            Ok(Ok(result)) => result,
-            _ => Err(self
-                .shared
-                .remote
-                .unavailable("cannot read a task: no answer in time")),
-        }
+        let sent = self.gets.send(op).is_ok();
+        self.answer(sent, answer, |remote| {
+            remote.unavailable("cannot read a task: no answer in time")
+        })
+        .await
     }
 
     async fn compare_and_set(
@@ -355,17 +363,11 @@ impl TaskStore for PostgresTaskStore {
             expected,
             reply,
         };
-        if self.updates.send(op).is_err() {
-            return Err(self.shared.remote.error("the store is closed"));
-        }
-        // The batch is bounded by the store's timeout; this only guards a lost answer.
-        match within(self.shared.options.timeout * 2, answer).await {
-            Ok(Ok(result)) => result,
-            _ => Err(self
-                .shared
-                .remote
-                .ambiguous("cannot write a task: no answer in time")),
-        }
+        let sent = self.updates.send(op).is_ok();
+        self.answer(sent, answer, |remote| {
+            remote.ambiguous("cannot write a task: no answer in time")
+        })
+        .await
     }
 
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
