@@ -44,6 +44,7 @@ mod sync;
 pub mod task;
 pub mod tasks;
 pub mod tool;
+mod trace_context;
 pub mod transport;
 pub mod wire;
 mod worker;

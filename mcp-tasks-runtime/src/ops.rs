@@ -234,13 +234,9 @@ pub(crate) async fn get_task(
     id: &str,
     caller: Caller<'_>,
 ) -> Result<TaskRecord, Error> {
-    let rec = server
-        .tasks()
-        .get_by(Access::Owner(caller.owner), id)
-        .await?
-        .ok_or(Error::TaskNotFound)?;
-    check_task_scopes(server, &rec, caller.principal)?;
-    Ok(rec)
+    get_task_shared(server, id, caller)
+        .await
+        .map(Arc::unwrap_or_clone)
 }
 
 /// [`get_task`], shared: the store's record without a copy, for answers that read it.

@@ -144,12 +144,7 @@ impl Session {
         let id = request.id.clone();
         let version = match self.conn.era() {
             Some(Era::Stateful(s)) => Some(s.version),
-            _ => request
-                .params
-                .as_ref()
-                .and_then(|p| p.get("_meta"))
-                .and_then(|m| m.get(v2026_07_28::META_PROTOCOL_VERSION))
-                .and_then(Value::as_str),
+            _ => v2026_07_28::meta_version(request.params.as_ref()),
         };
         let traced = crate::spans::request(&request, version, self.conn.wire());
         let span = traced.span.clone();

@@ -8,12 +8,10 @@
 //! carry its first characters only (`mcp.task.id`).
 
 use crate::jsonrpc::{ErrorObject, Payload, Request};
+use crate::trace_context::TraceContext;
 use serde_json::Value;
 use std::sync::Arc;
 use tracing::field::Empty;
-
-/// A trace context as its three W3C values: `traceparent`, `tracestate`, `baggage`.
-pub(crate) type W3c<'a> = (&'a str, Option<&'a str>, Option<&'a str>);
 
 /// What a transport tells about a connection, for the spans of its requests.
 #[derive(Clone, Debug)]
@@ -162,7 +160,7 @@ impl RequestSpan {
 
 /// The trace context of the current span (with the `otel` feature, when OpenTelemetry
 /// records it), and the task id recorded on that span (the request that creates the task).
-pub(crate) fn creating(id: &str) -> Option<(String, Option<String>, Option<String>)> {
+pub(crate) fn creating(id: &str) -> Option<TraceContext> {
     let current = tracing::Span::current();
     current.record("mcp.task.id", short(id));
     #[cfg(feature = "otel")]
@@ -179,7 +177,7 @@ pub(crate) fn run(
     tool: &str,
     epoch: u64,
     worker: &str,
-    trace: Option<W3c<'_>>,
+    trace: Option<&TraceContext>,
     previous: Option<&str>,
 ) -> tracing::Span {
     let span = tracing::info_span!(
@@ -293,7 +291,7 @@ pub(crate) fn queue_depth(queued: usize) {
 pub(crate) fn takeover(
     id: &str,
     tool: &str,
-    trace: Option<W3c<'_>>,
+    trace: Option<&TraceContext>,
     lapsed: Option<&str>,
     worker: &str,
     rerun: bool,

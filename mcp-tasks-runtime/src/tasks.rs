@@ -131,10 +131,10 @@ impl Tasks {
         access: Access<'_>,
         id: &str,
     ) -> Result<Option<TaskRecord>, Error> {
-        match &self.inner {
-            Inner::Engine(engine) => engine.get_as(id, access).await,
-            Inner::Store(store) => Ok(store.get(id).await?.filter(|r| !is_expired(r))),
-        }
+        Ok(self
+            .get_shared_by(access, id)
+            .await?
+            .map(Arc::unwrap_or_clone))
     }
 
     /// [`Tasks::get_by`], shared: no copy of the record where the store keeps it behind

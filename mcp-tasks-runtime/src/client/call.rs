@@ -79,16 +79,8 @@ impl McpClient {
         key: Option<IdempotencyKey>,
         on_event: impl FnMut(TaskEvent) + Send,
     ) -> Result<Called, ClientError> {
-        let span = spans::span("tools/call", Some(name));
-        let called = tracing::Instrument::instrument(
-            self.call_tool_in_span(name, arguments, key, on_event),
-            span.clone(),
-        )
-        .await;
-        if let Err(e) = &called {
-            spans::failed(&span, e);
-        }
-        called
+        let call = self.call_tool_in_span(name, arguments, key, on_event);
+        spans::traced("tools/call", Some(name), call).await
     }
 
     async fn call_tool_in_span(
@@ -473,7 +465,7 @@ pub(super) mod spans {
     use tracing::field::Empty;
 
     /// The span of a request the client sends: `{method} {target}`, kind client.
-    pub(in crate::client) fn span(method: &str, target: Option<&str>) -> tracing::Span {
+    fn span(method: &str, target: Option<&str>) -> tracing::Span {
         let span = tracing::info_span!(
             "call",
             otel.name = Empty,
@@ -493,8 +485,23 @@ pub(super) mod spans {
         span
     }
 
+    /// Runs `request` in the span of `method` on `target`, and records there whether it
+    /// failed.
+    pub(in crate::client) async fn traced<T>(
+        method: &str,
+        target: Option<&str>,
+        request: impl Future<Output = Result<T, super::ClientError>>,
+    ) -> Result<T, super::ClientError> {
+        let span = span(method, target);
+        let answer = tracing::Instrument::instrument(request, span.clone()).await;
+        if let Err(e) = &answer {
+            failed(&span, e);
+        }
+        answer
+    }
+
     /// Records on a client span that its request failed.
-    pub(in crate::client) fn failed(span: &tracing::Span, error: &super::ClientError) {
+    fn failed(span: &tracing::Span, error: &super::ClientError) {
         span.record("otel.status_code", "error");
         let kind = match error {
             super::ClientError::Rpc { code, .. } => code.to_string(),

@@ -424,12 +424,7 @@ impl McpClient {
         if method == "tools/call" {
             return send.await;
         }
-        let span = call::spans::span(method, None);
-        let answer = tracing::Instrument::instrument(send, span.clone()).await;
-        if let Err(e) = &answer {
-            call::spans::failed(&span, e);
-        }
-        answer
+        call::spans::traced(method, None, send).await
     }
 
     /// [`McpClient::request`] under a given id, as a future that owns what it needs.

@@ -287,17 +287,10 @@ impl Engine {
                     .await?;
                 if let Some((rec, true)) = &written {
                     let lapsed_worker = lapsed_lease.as_ref().map(|l| l.worker.as_str());
-                    let trace = rec.trace.as_deref().map(|t| {
-                        (
-                            t.traceparent.as_str(),
-                            t.tracestate.as_deref(),
-                            t.baggage.as_deref(),
-                        )
-                    });
                     crate::spans::takeover(
                         &rec.id,
                         &rec.tool,
-                        trace,
+                        rec.trace.as_deref(),
                         lapsed_worker,
                         &self.worker,
                         rerun,

@@ -370,9 +370,6 @@ impl Engine {
         // The span of the request that creates the task (a child of the caller's), when
         // OpenTelemetry records it; else the trace context the request carried.
         let trace = crate::spans::creating(&id)
-            .and_then(|(parent, state, baggage)| {
-                crate::task::TraceContext::parse(&parent, state.as_deref(), baggage.as_deref())
-            })
             .map(Arc::new)
             .or_else(|| new.trace.clone());
         TaskRecord {

@@ -444,19 +444,12 @@ impl Engine {
             .rev()
             .filter_map(|c| c.process.as_deref())
             .find(|p| *p != engine.worker);
-        let trace = record.trace.as_deref().map(|t| {
-            (
-                t.traceparent.as_str(),
-                t.tracestate.as_deref(),
-                t.baggage.as_deref(),
-            )
-        });
         let span = crate::spans::run(
             &record.id,
             &tool.name,
             record.epoch,
             &engine.worker,
-            trace,
+            record.trace.as_deref(),
             previous,
         );
         // The run keeps only the id and the lease of the record, not a copy of it all.

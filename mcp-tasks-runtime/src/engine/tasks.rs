@@ -147,11 +147,6 @@ impl Engine {
         }
     }
 
-    /// `rec` if it has not expired and `owner` may see it ([`Engine::may_see`]).
-    pub(super) fn visible(&self, rec: TaskRecord, owner: Option<&str>) -> Option<TaskRecord> {
-        self.may_see(&rec, owner).then_some(rec)
-    }
-
     /// Whether `rec` has not expired and `owner` may see it. A task owned by a principal is
     /// visible only to that principal; a task owned by a session is a bearer handle unless
     /// sessions are strictly bound; a task without an owner is a bearer handle.
@@ -178,15 +173,10 @@ impl Engine {
         id: &str,
         access: Access<'_>,
     ) -> Result<Option<TaskRecord>, Error> {
-        // A process that only reads must still hear of other processes' writes.
-        self.ensure_background();
-        let Some(rec) = self.store.get(id).await? else {
-            return Ok(None);
-        };
-        Ok(match access {
-            Access::Owner(owner) => self.visible(rec, owner),
-            Access::Admin(_) => (!is_expired(&rec)).then_some(rec),
-        })
+        Ok(self
+            .get_shared_as(id, access)
+            .await?
+            .map(Arc::unwrap_or_clone))
     }
 
     /// [`Engine::get_as`], shared: the store's record without a copy where the store keeps
@@ -196,6 +186,7 @@ impl Engine {
         id: &str,
         access: Access<'_>,
     ) -> Result<Option<Arc<TaskRecord>>, Error> {
+        // A process that only reads must still hear of other processes' writes.
         self.ensure_background();
         let Some(rec) = self.store.get_shared(id).await? else {
             return Ok(None);

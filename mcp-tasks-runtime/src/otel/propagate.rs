@@ -2,9 +2,10 @@
 //! the parent of a span, and from the current span to the `_meta` of a request the server
 //! sends.
 //!
-//! A trace context is its three W3C values, `(traceparent, tracestate, baggage)`; the
-//! propagators check them (an invalid `traceparent` names no parent, as W3C asks).
+//! A trace context is the task record's [`TraceContext`]; the propagators check it (an
+//! invalid `traceparent` names no parent, as W3C asks).
 
+use crate::trace_context::TraceContext;
 use opentelemetry::Context;
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt as _;
@@ -15,17 +16,14 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 /// The three `_meta` keys of W3C trace context, as MCP carries them (SEP-414).
 const KEYS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
 
-/// A trace context as its three W3C values.
-pub(crate) type W3c<'a> = (&'a str, Option<&'a str>, Option<&'a str>);
-
-struct Values<'a>(W3c<'a>);
+struct Values<'a>(&'a TraceContext);
 
 impl Extractor for Values<'_> {
     fn get(&self, key: &str) -> Option<&str> {
         match key {
-            "traceparent" => Some(self.0.0),
-            "tracestate" => self.0.1,
-            "baggage" => self.0.2,
+            "traceparent" => Some(&self.0.traceparent),
+            "tracestate" => self.0.tracestate.as_deref(),
+            "baggage" => self.0.baggage.as_deref(),
             _ => None,
         }
     }
@@ -54,14 +52,14 @@ impl Written {
 
 /// The OpenTelemetry context a W3C trace context names: a remote span, with its trace
 /// state, and the baggage.
-fn context_of(trace: W3c<'_>) -> Context {
+fn context_of(trace: &TraceContext) -> Context {
     let cx = TraceContextPropagator::new().extract(&Values(trace));
     BaggagePropagator::new().extract_with_context(&cx, &Values(trace))
 }
 
 /// Makes `trace` the parent of `span` (which must not have been entered yet), when its
 /// `traceparent` is valid.
-pub(crate) fn set_parent(span: &tracing::Span, trace: W3c<'_>) {
+pub(crate) fn set_parent(span: &tracing::Span, trace: &TraceContext) {
     let cx = context_of(trace);
     if cx.span().span_context().is_valid() {
         // Fails only when the span is disabled or was entered already: it then keeps its
@@ -76,14 +74,15 @@ pub(crate) fn adopt(span: &tracing::Span, params: Option<&Value>) {
         return;
     };
     let text = |key: &str| meta.get(key).and_then(Value::as_str);
-    if let Some(parent) = text(KEYS[0]) {
-        set_parent(span, (parent, text(KEYS[1]), text(KEYS[2])));
+    if let Some(trace) =
+        text(KEYS[0]).and_then(|parent| TraceContext::parse(parent, text(KEYS[1]), text(KEYS[2])))
+    {
+        set_parent(span, &trace);
     }
 }
 
-/// The W3C trace context of `span` (`traceparent`, `tracestate`, `baggage`), when
-/// OpenTelemetry records it.
-pub(crate) fn trace_of(span: &tracing::Span) -> Option<(String, Option<String>, Option<String>)> {
+/// The W3C trace context of `span`, when OpenTelemetry records it.
+pub(crate) fn trace_of(span: &tracing::Span) -> Option<TraceContext> {
     let cx = span.context();
     if !cx.span().span_context().is_valid() {
         return None;
@@ -91,12 +90,10 @@ pub(crate) fn trace_of(span: &tracing::Span) -> Option<(String, Option<String>, 
     let mut out = Written::default();
     TraceContextPropagator::new().inject_context(&cx, &mut out);
     BaggagePropagator::new().inject_context(&cx, &mut out);
-    let parent = out.take(KEYS[0])?;
-    Some((
-        parent,
-        out.take(KEYS[1]).filter(|v| !v.is_empty()),
-        out.take(KEYS[2]).filter(|v| !v.is_empty()),
-    ))
+    let traceparent = out.take(KEYS[0])?;
+    let tracestate = out.take(KEYS[1]).filter(|v| !v.is_empty());
+    let baggage = out.take(KEYS[2]).filter(|v| !v.is_empty());
+    TraceContext::parse(&traceparent, tracestate.as_deref(), baggage.as_deref())
 }
 
 /// Writes the current span's trace context into `_meta` of `params` (an object), unless
@@ -105,7 +102,7 @@ pub(crate) fn inject(params: &mut Value) {
     let Value::Object(params) = params else {
         return;
     };
-    let Some((parent, state, baggage)) = trace_of(&tracing::Span::current()) else {
+    let Some(trace) = trace_of(&tracing::Span::current()) else {
         return;
     };
     let meta = params
@@ -117,11 +114,11 @@ pub(crate) fn inject(params: &mut Value) {
     if meta.contains_key(KEYS[0]) {
         return;
     }
-    meta.insert(KEYS[0].into(), Value::String(parent));
-    if let Some(state) = state {
+    meta.insert(KEYS[0].into(), Value::String(trace.traceparent));
+    if let Some(state) = trace.tracestate {
         meta.insert(KEYS[1].into(), Value::String(state));
     }
-    if let Some(baggage) = baggage {
+    if let Some(baggage) = trace.baggage {
         meta.insert(KEYS[2].into(), Value::String(baggage));
     }
 }

@@ -24,6 +24,20 @@ pub(super) fn qualified_columns(table: &str) -> String {
 /// The states in which a task is unfinished, as SQL.
 pub(super) const UNFINISHED: &str = "status IN ('working', 'input_required')";
 
+/// The rows of a batch of task writes (inserts and updates), one array a column, for
+/// `FROM {ROWS} AS u({ROW_COLUMNS})`.
+const ROWS: &str = "unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+    $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[], \
+    $13::int8[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], \
+    $19::text[], $20::int8[], $21::int8[], $22::int8[], $23::text[], $24::text[], \
+    $25::text[], $26::bool[], $27::text[])";
+
+/// The names of [`ROWS`]' columns.
+const ROW_COLUMNS: &str = "id, owner, tool, settle, status, status_message, created_at, \
+    updated_at, ttl_ms, poll_interval_ms, expires_at, version, input_seq, arguments, \
+    input_requests, input_responses, outcome, client, lease_worker, lease_until, epoch, \
+    cancel_at, cancel_by, steps, unique_key, synchronous, journal";
+
 /// The SQL of every statement, with the schema filled in.
 pub(super) struct Sql {
     pub(super) insert: String,
@@ -64,18 +78,9 @@ impl Sql {
                     outcome::jsonb, client::jsonb, lease_worker, lease_until, epoch, \
                     cancel_at, cancel_by, steps::jsonb, unique_key, synchronous, \
                     journal::jsonb \
-                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
-                    $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], \
-                    $12::int8[], $13::int8[], $14::text[], $15::text[], $16::text[], \
-                    $17::text[], $18::text[], $19::text[], $20::int8[], $21::int8[], \
-                    $22::int8[], $23::text[], $24::text[], $25::text[], $26::bool[], \
-                    $27::text[]) \
+                 FROM {ROWS} \
                     WITH ORDINALITY \
-                    AS u(id, owner, tool, settle, status, status_message, created_at, \
-                    updated_at, ttl_ms, poll_interval_ms, expires_at, version, input_seq, \
-                    arguments, input_requests, input_responses, outcome, client, \
-                    lease_worker, lease_until, epoch, cancel_at, cancel_by, steps, \
-                    unique_key, synchronous, journal, n) \
+                    AS u({ROW_COLUMNS}, n) \
                  ORDER BY id, n \
                  ON CONFLICT DO NOTHING RETURNING id, change_seq"
             ),
@@ -92,17 +97,8 @@ impl Sql {
                     cancel_by = u.cancel_by, steps = u.steps::jsonb, unique_key = u.unique_key, \
                     synchronous = u.synchronous, journal = u.journal::jsonb, \
                     change_seq = nextval('{s}.change_seq') \
-                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
-                    $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], \
-                    $12::int8[], $13::int8[], $14::text[], $15::text[], $16::text[], \
-                    $17::text[], $18::text[], $19::text[], $20::int8[], $21::int8[], \
-                    $22::int8[], $23::text[], $24::text[], $25::text[], $26::bool[], \
-                    $27::text[]) \
-                    AS u(id, owner, tool, settle, status, status_message, created_at, \
-                    updated_at, ttl_ms, poll_interval_ms, expires_at, version, input_seq, \
-                    arguments, input_requests, input_responses, outcome, client, \
-                    lease_worker, lease_until, epoch, cancel_at, cancel_by, steps, \
-                    unique_key, synchronous, journal) \
+                 FROM {ROWS} \
+                    AS u({ROW_COLUMNS}) \
                  WHERE t.id = ANY($1::text[]) AND t.id = u.id AND t.version = u.version \
                  RETURNING t.id, t.change_seq"
             ),

@@ -9,7 +9,6 @@ use crate::error::Error;
 use crate::idempotency::{IDEMPOTENCY_KEY_META, IdempotencyKey};
 use crate::jsonrpc::Request;
 use crate::server::Server;
-use crate::wire::v2026_07_28::META_PROTOCOL_VERSION;
 use axum::http::HeaderMap;
 use base64::Engine as _;
 use serde_json::Value;
@@ -209,12 +208,7 @@ pub(crate) fn check_stateless(
     let version = text(headers, PROTOCOL_VERSION)?.ok_or_else(|| {
         Error::HeaderMismatch("the MCP-Protocol-Version header is required".into())
     })?;
-    let meta_version = request
-        .params
-        .as_ref()
-        .and_then(|p| p.get("_meta"))
-        .and_then(|m| m.get(META_PROTOCOL_VERSION))
-        .and_then(Value::as_str);
+    let meta_version = crate::wire::v2026_07_28::meta_version(request.params.as_ref());
     if let Some(meta_version) = meta_version
         && meta_version != version
     {

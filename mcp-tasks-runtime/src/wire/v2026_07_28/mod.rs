@@ -72,6 +72,12 @@ pub(crate) struct RequestMeta {
     pub(crate) trace: Option<std::sync::Arc<crate::task::TraceContext>>,
 }
 
+/// The protocol version a request's `_meta` names, unchecked (for its span, and to compare
+/// with the HTTP header); [`request_meta`] checks it.
+pub(crate) fn meta_version(params: Option<&Value>) -> Option<&str> {
+    params?.get("_meta")?.get(META_PROTOCOL_VERSION)?.as_str()
+}
+
 /// Reads and checks the per-request `_meta`, taking it out of the params.
 pub(crate) fn request_meta(params: &mut JsonObject) -> Result<RequestMeta, Error> {
     let mut meta = match params.remove("_meta") {
