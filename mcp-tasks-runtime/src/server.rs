@@ -62,6 +62,9 @@ pub enum BuildError {
 pub(crate) struct ServerInner {
     pub(crate) info: Implementation,
     pub(crate) info_value: Value,
+    /// [`info_value`](Self::info_value) as JSON text, written as it is into every result of
+    /// the 2026-07-28 era.
+    pub(crate) info_json: Box<serde_json::value::RawValue>,
     pub(crate) instructions: Option<String>,
     pub(crate) registry: Registry,
     pub(crate) prompts: Prompts,
@@ -602,6 +605,8 @@ impl ServerBuilder {
                 recovered: tokio::sync::OnceCell::new(),
                 shutdown_grace: self.shutdown_grace,
                 signals: std::sync::OnceLock::new(),
+                info_json: serde_json::value::to_raw_value(&self.info.to_value())
+                    .expect("server info serialises"),
                 info_value: self.info.to_value(),
                 info: self.info,
                 instructions: self.instructions,

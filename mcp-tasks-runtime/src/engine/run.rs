@@ -452,8 +452,18 @@ impl Engine {
             record.trace.as_deref(),
             previous,
         );
-        // The run keeps only the id and the lease of the record, not a copy of it all.
-        let (id, lease_until) = (record.id, record.lease.map(|l| l.until));
+        // The run keeps the id and the lease of the record. Where a read is a round trip to
+        // a store other processes share, it keeps the whole record too: its outcome is then
+        // written over the version it started from with no read first, unless something
+        // else wrote the task meanwhile (a renewal, a question, a step), which makes that
+        // write fail and the task be read again. Elsewhere a read is a lookup in memory,
+        // and a running task keeps no copy.
+        let lease_until = record.lease.as_ref().map(|l| l.until);
+        let (id, started_from) = if engine.store.is_shared() {
+            (record.id.clone(), Some(record))
+        } else {
+            (record.id, None)
+        };
         let running = async move {
             let started = Instant::now();
             metrics::gauge!("mcp_tasks_running").increment(1.0);
@@ -463,7 +473,7 @@ impl Engine {
             let status = match end {
                 // Boxed, like the renewals below: a running task's future is sized for its
                 // largest state, and these states are large and rare.
-                Some(end) => Box::pin(engine.finish(&tool, &id, &run, end)).await,
+                Some(end) => Box::pin(engine.finish(&tool, &id, &run, end, started_from)).await,
                 None => {
                     tracing::warn!(
                         "the task's lease was lost to another process; this run stopped without settling it"
@@ -650,12 +660,15 @@ impl Engine {
     }
 
     /// Stores the outcome of a run; returns what became of the task, for the logs.
+    /// `started_from` is the record the run started from, if it kept it: the first write
+    /// goes over that version without reading the task first.
     pub(super) async fn finish(
         &self,
         tool: &Tool,
         id: &str,
         run: &Run,
         end: RunEnd,
+        mut started_from: Option<TaskRecord>,
     ) -> &'static str {
         let outcome = match outcome_of(tool, end) {
             Some(o) => o,
@@ -676,7 +689,7 @@ impl Engine {
         let mut replaced = false;
         let result = loop {
             let result = self
-                .store_update_from(id, None, |rec| {
+                .store_update_from(id, started_from.take(), |rec| {
                     if !rec.is_held_by(&self.worker, run.epoch) {
                         return false;
                     }
