@@ -9,7 +9,20 @@
 //! MCP_TASKS_BENCH_SIZES=1000,30000 cargo bench -p mcp-tasks-runtime --bench engine
 //! # one size, then only N `tasks/get`s from one caller (for instruction counts):
 //! MCP_TASKS_BENCH_ONE=100000 MCP_TASKS_BENCH_GETS=3000 valgrind --tool=callgrind target/release/deps/engine-…
+//! # only `tasks/get` against the number of stored tasks, on one store (`memory` or `sqlite`):
+//! MCP_TASKS_BENCH_STORE=memory cargo bench -p mcp-tasks-runtime --bench engine
+//! MCP_TASKS_BENCH_STORE=sqlite cargo bench -p mcp-tasks-runtime --features sqlite --bench engine
 //! ```
+//!
+//! With `MCP_TASKS_BENCH_STORE`, each size (`MCP_TASKS_BENCH_SIZES`, default 1,000, 100,000
+//! and 1,000,000) runs in a fresh process, and the table gives `tasks/get`s per second
+//! from 16 callers of ids picked among the 10,000 tasks created last (`recent`, what
+//! clients poll) and among all of them (`any`). Each row is measured after a warm-up as
+//! long as the measurement, over the same ids. The memory store is filled through the
+//! session; the SQLite store (a file in a fresh temporary directory, default options)
+//! gets its first 1,000 tasks through a session, and the rest as copies of the last of
+//! them, made by one bulk `INSERT … SELECT` with the server stopped, each with an id of its
+//! own and the next creation and change sequence numbers.
 
 use mcp_tasks_runtime::model::{CallToolResult, Content, JsonObject, TaskSupport};
 use mcp_tasks_runtime::{Server, Session, Tool};
@@ -28,6 +41,10 @@ fn meta() -> Value {
 }
 
 fn server() -> Server {
+    builder().build().expect("server")
+}
+
+fn builder() -> mcp_tasks_runtime::ServerBuilder {
     Server::builder()
         .tool(
             Tool::new("quick", |_, args: JsonObject| async move {
@@ -38,8 +55,6 @@ fn server() -> Server {
         )
         // The benchmark is one requestor: lift the per-requestor quotas.
         .quotas(mcp_tasks_runtime::quota::QuotaConfig::unlimited())
-        .build()
-        .expect("server")
 }
 
 /// A fresh request id: ids of requests in flight on one session must differ.
@@ -121,6 +136,28 @@ where
 }
 
 fn main() {
+    if let Ok(one) = std::env::var("MCP_TASKS_BENCH_GET") {
+        let size = one.parse().expect("a size");
+        get_rows(size);
+        return;
+    }
+    if let Ok(store) = std::env::var("MCP_TASKS_BENCH_STORE") {
+        let sizes: Vec<u64> = std::env::var("MCP_TASKS_BENCH_SIZES")
+            .ok()
+            .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+            .unwrap_or_else(|| vec![1_000, 100_000, 1_000_000]);
+        println!("| store | stored tasks | ids picked among | tasks/get/s (16 callers) |");
+        println!("| --- | ---: | --- | ---: |");
+        for size in &sizes {
+            let status = std::process::Command::new(std::env::current_exe().expect("bench binary"))
+                .env("MCP_TASKS_BENCH_GET", size.to_string())
+                .env("MCP_TASKS_BENCH_STORE", &store)
+                .status()
+                .expect("run one size");
+            assert!(status.success(), "size {size} failed");
+        }
+        return;
+    }
     // Each size runs in a fresh process, so memory freed by one run does not hide the next
     // one's growth.
     for (variable, running) in [
@@ -350,4 +387,173 @@ async fn run(size: u64) {
             per_task
         );
     }
+}
+
+/// The most recently created tasks, which the `recent` rows read.
+const RECENT: usize = 10_000;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Creates `size` tasks through `session` from 64 callers; their ids, in creation order.
+async fn fill(session: &Session, size: u64) -> Vec<String> {
+    let ids = Arc::new(std::sync::Mutex::new(Vec::with_capacity(size as usize)));
+    let next = Arc::new(AtomicU64::new(0));
+    let mut fillers = Vec::new();
+    for _ in 0..64 {
+        let session = session.clone();
+        let ids = Arc::clone(&ids);
+        let next = Arc::clone(&next);
+        fillers.push(tokio::spawn(async move {
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= size {
+                    break;
+                }
+                let id = create(&session, n).await;
+                ids.lock().unwrap().push(id);
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    for f in fillers {
+        f.await.unwrap();
+    }
+    // Let every task finish so the store holds settled tasks with results.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::mem::take(&mut *ids.lock().unwrap())
+}
+
+/// `tasks/get`s per second from 16 callers of ids picked among `ids`, after a warm-up as
+/// long as the measurement.
+async fn get_rate(session: &Session, ids: Arc<Vec<String>>) -> f64 {
+    let mut measured = 0.0;
+    for _ in 0..2 {
+        let session = session.clone();
+        let ids = Arc::clone(&ids);
+        measured = rate(16, move |i| {
+            let session = session.clone();
+            let ids = Arc::clone(&ids);
+            async move {
+                let id = &ids[(i.wrapping_mul(2_654_435_761) % ids.len() as u64) as usize];
+                let r = get(&session, id).await;
+                assert!(r["result"]["status"].is_string(), "{r}");
+            }
+        })
+        .await;
+    }
+    measured
+}
+
+/// Prints the rows of one store at one size: `tasks/get`s of recent ids, then of any.
+async fn get_table_rows(label: &str, session: &Session, ids: Vec<String>) {
+    let size = ids.len();
+    let recent = Arc::new(ids[size.saturating_sub(RECENT)..].to_vec());
+    let any = Arc::new(ids);
+    for (picked, ids) in [("recent", recent), ("any", any)] {
+        let rate = get_rate(session, ids).await;
+        println!("| {label} | {size} | {picked} | {rate:.0} |");
+    }
+}
+
+/// The rows of one size on the store `MCP_TASKS_BENCH_STORE` names.
+fn get_rows(size: u64) {
+    let store = std::env::var("MCP_TASKS_BENCH_STORE").unwrap_or_else(|_| "memory".into());
+    match store.as_str() {
+        "memory" => runtime().block_on(async {
+            let server = server();
+            let (session, _out) = server.session();
+            let ids = fill(&session, size).await;
+            get_table_rows("memory", &session, ids).await;
+        }),
+        "sqlite" => sqlite_rows(size),
+        other => panic!("MCP_TASKS_BENCH_STORE: unknown store {other:?} (memory, sqlite)"),
+    }
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn sqlite_rows(_size: u64) {
+    panic!(
+        "MCP_TASKS_BENCH_STORE=sqlite needs the `sqlite` feature: cargo bench --features sqlite"
+    );
+}
+
+/// The SQLite rows: the first tasks through a session, the rest copied in bulk with the
+/// server stopped, then the `tasks/get`s through a session of a server opened anew.
+#[cfg(feature = "sqlite")]
+fn sqlite_rows(size: u64) {
+    use mcp_tasks_runtime::store::SqliteTaskStore;
+    let dir = std::env::temp_dir().join(format!("mcp-tasks-bench-engine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = dir.join("engine.db");
+    let through_session = size.min(1_000);
+    let mut ids = {
+        // The runtime goes with the server, its tasks and its store.
+        runtime().block_on(async {
+            let store = SqliteTaskStore::open(&path).expect("open");
+            let server = builder().store(store).build().expect("server");
+            let (session, _out) = server.session();
+            fill(&session, through_session).await
+        })
+    };
+    if size > through_session {
+        let started = Instant::now();
+        let last = ids.last().expect("a task").clone();
+        sqlite_copy(&path, &last, through_session, size);
+        ids.extend((through_session..size).map(|x| format!("fill-{x}")));
+        eprintln!(
+            "copied to {size} in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    runtime().block_on(async {
+        let store = SqliteTaskStore::open(&path).expect("open");
+        let server = builder().store(store).build().expect("server");
+        let (session, _out) = server.session();
+        get_table_rows("SQLite", &session, ids).await;
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Copies the task `template` into `fill-{from}` … `fill-{to - 1}` in the SQLite file at
+/// `path`.
+#[cfg(feature = "sqlite")]
+fn sqlite_copy(path: &std::path::Path, template: &str, from: u64, to: u64) {
+    let conn = rusqlite::Connection::open(path).expect("open the bench database");
+    conn.busy_timeout(Duration::from_secs(30)).unwrap();
+    let columns: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('tasks')")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let values: Vec<String> = columns
+        .iter()
+        .map(|c| match c.as_str() {
+            "id" => "'fill-' || x".into(),
+            "seq" => format!("(SELECT value FROM meta WHERE key = 'last_seq') + x - {from} + 1"),
+            "change_seq" => {
+                format!("(SELECT value FROM meta WHERE key = 'change_seq') + x - {from} + 1")
+            }
+            other => format!("t.{other}"),
+        })
+        .collect();
+    conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE;
+         WITH RECURSIVE g(x) AS (SELECT {from} UNION ALL SELECT x + 1 FROM g WHERE x < {last})
+         INSERT INTO tasks ({}) SELECT {} FROM tasks AS t, g WHERE t.id = '{template}';
+         UPDATE meta SET value = value + {n} WHERE key IN ('last_seq', 'change_seq');
+         COMMIT;",
+        columns.join(", "),
+        values.join(", "),
+        last = to - 1,
+        n = to - from,
+    ))
+    .expect("bulk insert");
 }
