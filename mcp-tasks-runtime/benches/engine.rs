@@ -146,8 +146,10 @@ fn main() {
             .ok()
             .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
             .unwrap_or_else(|| vec![1_000, 100_000, 1_000_000]);
-        println!("| store | stored tasks | ids picked among | tasks/get/s (16 callers) |");
-        println!("| --- | ---: | --- | ---: |");
+        println!(
+            "| store | stored tasks | ids picked among | tasks/get/s (16 callers) | CPU per tasks/get |"
+        );
+        println!("| --- | ---: | --- | ---: | ---: |");
         for size in &sizes {
             let status = std::process::Command::new(std::env::current_exe().expect("bench binary"))
                 .env("MCP_TASKS_BENCH_GET", size.to_string())
@@ -429,14 +431,31 @@ async fn fill(session: &Session, size: u64) -> Vec<String> {
     std::mem::take(&mut *ids.lock().unwrap())
 }
 
+/// The CPU time this process has used (user and system), from `/proc/self/stat`.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name, which is in parentheses: utime and stime are the
+    // 12th and 13th, in clock ticks (100 a second on Linux).
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: u64 = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|t| t.parse::<u64>().ok())
+        .sum();
+    ticks as f64 / 100.0
+}
+
 /// `tasks/get`s per second from 16 callers of ids picked among `ids`, after a warm-up as
-/// long as the measurement.
-async fn get_rate(session: &Session, ids: Arc<Vec<String>>) -> f64 {
-    let mut measured = 0.0;
+/// long as the measurement, and the CPU time the process spent per `tasks/get` (which
+/// other load on the machine changes less than the rate).
+async fn get_rate(session: &Session, ids: Arc<Vec<String>>) -> (f64, f64) {
+    let mut measured = (0.0, 0.0);
     for _ in 0..2 {
         let session = session.clone();
         let ids = Arc::clone(&ids);
-        measured = rate(16, move |i| {
+        let cpu = cpu_seconds();
+        let per_second = rate(16, move |i| {
             let session = session.clone();
             let ids = Arc::clone(&ids);
             async move {
@@ -446,6 +465,8 @@ async fn get_rate(session: &Session, ids: Arc<Vec<String>>) -> f64 {
             }
         })
         .await;
+        let cpu = cpu_seconds() - cpu;
+        measured = (per_second, cpu / (per_second * MEASURE.as_secs_f64()));
     }
     measured
 }
@@ -456,8 +477,11 @@ async fn get_table_rows(label: &str, session: &Session, ids: Vec<String>) {
     let recent = Arc::new(ids[size.saturating_sub(RECENT)..].to_vec());
     let any = Arc::new(ids);
     for (picked, ids) in [("recent", recent), ("any", any)] {
-        let rate = get_rate(session, ids).await;
-        println!("| {label} | {size} | {picked} | {rate:.0} |");
+        let (rate, cpu) = get_rate(session, ids).await;
+        println!(
+            "| {label} | {size} | {picked} | {rate:.0} | {:.1} µs |",
+            cpu * 1e6
+        );
     }
 }
 
