@@ -530,9 +530,11 @@ fn sqlite_rows(size: u64) {
         let last = ids.last().expect("a task").clone();
         sqlite_copy(&path, &last, through_session, size);
         ids.extend((through_session..size).map(|x| format!("fill-{x}")));
+        let file = std::fs::metadata(&path).map_or(0, |m| m.len());
         eprintln!(
-            "copied to {size} in {:.1} s",
-            started.elapsed().as_secs_f64()
+            "copied to {size} in {:.1} s ({} MiB)",
+            started.elapsed().as_secs_f64(),
+            file >> 20
         );
     }
     runtime().block_on(async {
