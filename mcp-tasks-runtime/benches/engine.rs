@@ -472,10 +472,33 @@ async fn get_rate(session: &Session, ids: Arc<Vec<String>>) -> (f64, f64) {
 }
 
 /// Prints the rows of one store at one size: `tasks/get`s of recent ids, then of any.
+///
+/// With `MCP_TASKS_BENCH_GETS=N`, only `MCP_TASKS_BENCH_WARM` `tasks/get`s (default none)
+/// then N, from one caller, of ids picked among those `MCP_TASKS_BENCH_PICK` names
+/// (`recent`, the default, or `any`), and nothing printed: for instruction counts, where
+/// the difference between two values of N is the cost of the `tasks/get`s alone.
 async fn get_table_rows(label: &str, session: &Session, ids: Vec<String>) {
     let size = ids.len();
     let recent = Arc::new(ids[size.saturating_sub(RECENT)..].to_vec());
     let any = Arc::new(ids);
+    let count = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|n| n.parse::<u64>().expect("a count"))
+    };
+    if let Some(gets) = count("MCP_TASKS_BENCH_GETS") {
+        let ids = match std::env::var("MCP_TASKS_BENCH_PICK").as_deref() {
+            Ok("any") => any,
+            Ok("recent") | Err(_) => recent,
+            Ok(other) => panic!("MCP_TASKS_BENCH_PICK: {other:?} is neither recent nor any"),
+        };
+        for i in 0..count("MCP_TASKS_BENCH_WARM").unwrap_or(0) + gets {
+            let id = &ids[(i.wrapping_mul(2_654_435_761) % ids.len() as u64) as usize];
+            let r = get(session, id).await;
+            assert!(r["result"]["status"].is_string(), "{r}");
+        }
+        return;
+    }
     for (picked, ids) in [("recent", recent), ("any", any)] {
         let (rate, cpu) = get_rate(session, ids).await;
         println!(
@@ -512,10 +535,31 @@ fn sqlite_rows(_size: u64) {
 #[cfg(feature = "sqlite")]
 fn sqlite_rows(size: u64) {
     use mcp_tasks_runtime::store::SqliteTaskStore;
-    let dir = std::env::temp_dir().join(format!("mcp-tasks-bench-engine-{}", std::process::id()));
+    // `MCP_TASKS_BENCH_DB=DIR` keeps the file of each size (and its first ids) in DIR, and
+    // uses it again instead of filling anew (for runs under valgrind, which fill slowly).
+    let kept = std::env::var_os("MCP_TASKS_BENCH_DB").map(std::path::PathBuf::from);
+    let dir = kept.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("mcp-tasks-bench-engine-{}", std::process::id()))
+    });
     std::fs::create_dir_all(&dir).expect("a temporary directory");
-    let path = dir.join("engine.db");
+    let path = dir.join(format!("engine-{size}.db"));
+    let first_ids = dir.join(format!("engine-{size}.ids"));
     let through_session = size.min(1_000);
+    if kept.is_some() && path.exists() {
+        let mut ids: Vec<String> = std::fs::read_to_string(&first_ids)
+            .expect("the ids of the kept file")
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        ids.extend((through_session..size).map(|x| format!("fill-{x}")));
+        runtime().block_on(async {
+            let store = SqliteTaskStore::open(&path).expect("open");
+            let server = builder().store(store).build().expect("server");
+            let (session, _out) = server.session();
+            get_table_rows("SQLite", &session, ids).await;
+        });
+        return;
+    }
     let mut ids = {
         // The runtime goes with the server, its tasks and its store.
         runtime().block_on(async {
@@ -525,6 +569,9 @@ fn sqlite_rows(size: u64) {
             fill(&session, through_session).await
         })
     };
+    if kept.is_some() {
+        std::fs::write(&first_ids, ids.join("\n")).expect("keep the ids");
+    }
     if size > through_session {
         let started = Instant::now();
         let last = ids.last().expect("a task").clone();
@@ -543,7 +590,9 @@ fn sqlite_rows(size: u64) {
         let (session, _out) = server.session();
         get_table_rows("SQLite", &session, ids).await;
     });
-    let _ = std::fs::remove_dir_all(&dir);
+    if kept.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 /// Copies the task `template` into `fill-{from}` … `fill-{to - 1}` in the SQLite file at
