@@ -9,7 +9,21 @@
 //! MCP_TASKS_BENCH_SIZES=1000,30000 cargo bench -p mcp-tasks-runtime --bench engine
 //! # one size, then only N `tasks/get`s from one caller (for instruction counts):
 //! MCP_TASKS_BENCH_ONE=100000 MCP_TASKS_BENCH_GETS=3000 valgrind --tool=callgrind target/release/deps/engine-…
+//! # only `tasks/get` against the number of stored tasks, on one store (`memory` or `sqlite`):
+//! MCP_TASKS_BENCH_STORE=memory cargo bench -p mcp-tasks-runtime --bench engine
+//! MCP_TASKS_BENCH_STORE=sqlite cargo bench -p mcp-tasks-runtime --features sqlite --bench engine
 //! ```
+//!
+//! With `MCP_TASKS_BENCH_STORE`, each size (`MCP_TASKS_BENCH_SIZES`, default 1,000, 100,000
+//! and 1,000,000) runs in a fresh process, and the table gives `tasks/get`s per second
+//! from 16 callers of ids picked among all the tasks (`any`), then among the 10,000
+//! created last (`recent`, what clients poll, read after the arbitrary reads of the
+//! first row have filled the SQLite store's read cache). Each row is measured after a
+//! warm-up as long as the measurement, over the same ids. The memory store is filled through the
+//! session; the SQLite store (a file in a fresh temporary directory, default options)
+//! gets its first 1,000 tasks through a session, and the rest as copies of the last of
+//! them, made by one bulk `INSERT … SELECT` with the server stopped, each with an id of its
+//! own and the next creation and change sequence numbers.
 
 use mcp_tasks_runtime::model::{CallToolResult, Content, JsonObject, TaskSupport};
 use mcp_tasks_runtime::{Server, Session, Tool};
@@ -28,6 +42,10 @@ fn meta() -> Value {
 }
 
 fn server() -> Server {
+    builder().build().expect("server")
+}
+
+fn builder() -> mcp_tasks_runtime::ServerBuilder {
     Server::builder()
         .tool(
             Tool::new("quick", |_, args: JsonObject| async move {
@@ -38,8 +56,6 @@ fn server() -> Server {
         )
         // The benchmark is one requestor: lift the per-requestor quotas.
         .quotas(mcp_tasks_runtime::quota::QuotaConfig::unlimited())
-        .build()
-        .expect("server")
 }
 
 /// A fresh request id: ids of requests in flight on one session must differ.
@@ -121,6 +137,30 @@ where
 }
 
 fn main() {
+    if let Ok(one) = std::env::var("MCP_TASKS_BENCH_GET") {
+        let size = one.parse().expect("a size");
+        get_rows(size);
+        return;
+    }
+    if let Ok(store) = std::env::var("MCP_TASKS_BENCH_STORE") {
+        let sizes: Vec<u64> = std::env::var("MCP_TASKS_BENCH_SIZES")
+            .ok()
+            .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+            .unwrap_or_else(|| vec![1_000, 100_000, 1_000_000]);
+        println!(
+            "| store | stored tasks | ids picked among | tasks/get/s (16 callers) | CPU per tasks/get |"
+        );
+        println!("| --- | ---: | --- | ---: | ---: |");
+        for size in &sizes {
+            let status = std::process::Command::new(std::env::current_exe().expect("bench binary"))
+                .env("MCP_TASKS_BENCH_GET", size.to_string())
+                .env("MCP_TASKS_BENCH_STORE", &store)
+                .status()
+                .expect("run one size");
+            assert!(status.success(), "size {size} failed");
+        }
+        return;
+    }
     // Each size runs in a fresh process, so memory freed by one run does not hide the next
     // one's growth.
     for (variable, running) in [
@@ -350,4 +390,248 @@ async fn run(size: u64) {
             per_task
         );
     }
+}
+
+/// The most recently created tasks, which the `recent` rows read.
+const RECENT: usize = 10_000;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Creates `size` tasks through `session` from 64 callers; their ids, in creation order.
+async fn fill(session: &Session, size: u64) -> Vec<String> {
+    let ids = Arc::new(std::sync::Mutex::new(Vec::with_capacity(size as usize)));
+    let next = Arc::new(AtomicU64::new(0));
+    let mut fillers = Vec::new();
+    for _ in 0..64 {
+        let session = session.clone();
+        let ids = Arc::clone(&ids);
+        let next = Arc::clone(&next);
+        fillers.push(tokio::spawn(async move {
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= size {
+                    break;
+                }
+                let id = create(&session, n).await;
+                ids.lock().unwrap().push(id);
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    for f in fillers {
+        f.await.unwrap();
+    }
+    // Let every task finish so the store holds settled tasks with results.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::mem::take(&mut *ids.lock().unwrap())
+}
+
+/// The CPU time this process has used (user and system), from `/proc/self/stat`.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name, which is in parentheses: utime and stime are the
+    // 12th and 13th, in clock ticks (100 a second on Linux).
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: u64 = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|t| t.parse::<u64>().ok())
+        .sum();
+    ticks as f64 / 100.0
+}
+
+/// `tasks/get`s per second from 16 callers of ids picked among `ids`, after a warm-up as
+/// long as the measurement, and the CPU time the process spent per `tasks/get` (which
+/// other load on the machine changes less than the rate).
+async fn get_rate(session: &Session, ids: Arc<Vec<String>>) -> (f64, f64) {
+    let mut measured = (0.0, 0.0);
+    for _ in 0..2 {
+        let session = session.clone();
+        let ids = Arc::clone(&ids);
+        let cpu = cpu_seconds();
+        let per_second = rate(16, move |i| {
+            let session = session.clone();
+            let ids = Arc::clone(&ids);
+            async move {
+                let id = &ids[(i.wrapping_mul(2_654_435_761) % ids.len() as u64) as usize];
+                let r = get(&session, id).await;
+                assert!(r["result"]["status"].is_string(), "{r}");
+            }
+        })
+        .await;
+        let cpu = cpu_seconds() - cpu;
+        measured = (per_second, cpu / (per_second * MEASURE.as_secs_f64()));
+    }
+    measured
+}
+
+/// Prints the rows of one store at one size: `tasks/get`s of any ids, then of recent ones.
+///
+/// With `MCP_TASKS_BENCH_GETS=N`, only `MCP_TASKS_BENCH_WARM` `tasks/get`s (default none)
+/// then N, from one caller, of ids picked among those `MCP_TASKS_BENCH_PICK` names
+/// (`recent`, the default, or `any`), and nothing printed: for instruction counts, where
+/// the difference between two values of N is the cost of the `tasks/get`s alone.
+async fn get_table_rows(label: &str, session: &Session, ids: Vec<String>) {
+    let size = ids.len();
+    let recent = Arc::new(ids[size.saturating_sub(RECENT)..].to_vec());
+    let any = Arc::new(ids);
+    let count = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|n| n.parse::<u64>().expect("a count"))
+    };
+    if let Some(gets) = count("MCP_TASKS_BENCH_GETS") {
+        let ids = match std::env::var("MCP_TASKS_BENCH_PICK").as_deref() {
+            Ok("any") => any,
+            Ok("recent") | Err(_) => recent,
+            Ok(other) => panic!("MCP_TASKS_BENCH_PICK: {other:?} is neither recent nor any"),
+        };
+        for i in 0..count("MCP_TASKS_BENCH_WARM").unwrap_or(0) + gets {
+            let id = &ids[(i.wrapping_mul(2_654_435_761) % ids.len() as u64) as usize];
+            let r = get(session, id).await;
+            assert!(r["result"]["status"].is_string(), "{r}");
+        }
+        return;
+    }
+    // Any first: the recent rows then show whether the cache keeps the polled tasks when
+    // arbitrary reads have filled it.
+    for (picked, ids) in [("any", any), ("recent", recent)] {
+        let (rate, cpu) = get_rate(session, ids).await;
+        println!(
+            "| {label} | {size} | {picked} | {rate:.0} | {:.1} µs |",
+            cpu * 1e6
+        );
+    }
+}
+
+/// The rows of one size on the store `MCP_TASKS_BENCH_STORE` names.
+fn get_rows(size: u64) {
+    let store = std::env::var("MCP_TASKS_BENCH_STORE").unwrap_or_else(|_| "memory".into());
+    match store.as_str() {
+        "memory" => runtime().block_on(async {
+            let server = server();
+            let (session, _out) = server.session();
+            let ids = fill(&session, size).await;
+            get_table_rows("memory", &session, ids).await;
+        }),
+        "sqlite" => sqlite_rows(size),
+        other => panic!("MCP_TASKS_BENCH_STORE: unknown store {other:?} (memory, sqlite)"),
+    }
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn sqlite_rows(_size: u64) {
+    panic!(
+        "MCP_TASKS_BENCH_STORE=sqlite needs the `sqlite` feature: cargo bench --features sqlite"
+    );
+}
+
+/// The SQLite rows: the first tasks through a session, the rest copied in bulk with the
+/// server stopped, then the `tasks/get`s through a session of a server opened anew.
+#[cfg(feature = "sqlite")]
+fn sqlite_rows(size: u64) {
+    use mcp_tasks_runtime::store::SqliteTaskStore;
+    // `MCP_TASKS_BENCH_DB=DIR` keeps the file of each size (and its first ids) in DIR, and
+    // uses it again instead of filling anew (for runs under valgrind, which fill slowly).
+    let kept = std::env::var_os("MCP_TASKS_BENCH_DB").map(std::path::PathBuf::from);
+    let dir = kept.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("mcp-tasks-bench-engine-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = dir.join(format!("engine-{size}.db"));
+    let first_ids = dir.join(format!("engine-{size}.ids"));
+    let through_session = size.min(1_000);
+    if kept.is_some() && path.exists() {
+        let mut ids: Vec<String> = std::fs::read_to_string(&first_ids)
+            .expect("the ids of the kept file")
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        ids.extend((through_session..size).map(|x| format!("fill-{x}")));
+        runtime().block_on(async {
+            let store = SqliteTaskStore::open(&path).expect("open");
+            let server = builder().store(store).build().expect("server");
+            let (session, _out) = server.session();
+            get_table_rows("SQLite", &session, ids).await;
+        });
+        return;
+    }
+    let mut ids = {
+        // The runtime goes with the server, its tasks and its store.
+        runtime().block_on(async {
+            let store = SqliteTaskStore::open(&path).expect("open");
+            let server = builder().store(store).build().expect("server");
+            let (session, _out) = server.session();
+            fill(&session, through_session).await
+        })
+    };
+    if kept.is_some() {
+        std::fs::write(&first_ids, ids.join("\n")).expect("keep the ids");
+    }
+    if size > through_session {
+        let started = Instant::now();
+        let last = ids.last().expect("a task").clone();
+        sqlite_copy(&path, &last, through_session, size);
+        ids.extend((through_session..size).map(|x| format!("fill-{x}")));
+        let file = std::fs::metadata(&path).map_or(0, |m| m.len());
+        eprintln!(
+            "copied to {size} in {:.1} s ({} MiB)",
+            started.elapsed().as_secs_f64(),
+            file >> 20
+        );
+    }
+    runtime().block_on(async {
+        let store = SqliteTaskStore::open(&path).expect("open");
+        let server = builder().store(store).build().expect("server");
+        let (session, _out) = server.session();
+        get_table_rows("SQLite", &session, ids).await;
+    });
+    if kept.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Copies the task `template` into `fill-{from}` … `fill-{to - 1}` in the SQLite file at
+/// `path`.
+#[cfg(feature = "sqlite")]
+fn sqlite_copy(path: &std::path::Path, template: &str, from: u64, to: u64) {
+    let conn = rusqlite::Connection::open(path).expect("open the bench database");
+    conn.busy_timeout(Duration::from_secs(30)).unwrap();
+    let columns: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('tasks')")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let values: Vec<String> = columns
+        .iter()
+        .map(|c| match c.as_str() {
+            "id" => "'fill-' || x".into(),
+            "seq" => format!("(SELECT value FROM meta WHERE key = 'last_seq') + x - {from} + 1"),
+            "change_seq" => {
+                format!("(SELECT value FROM meta WHERE key = 'change_seq') + x - {from} + 1")
+            }
+            other => format!("t.{other}"),
+        })
+        .collect();
+    conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE;
+         WITH RECURSIVE g(x) AS (SELECT {from} UNION ALL SELECT x + 1 FROM g WHERE x < {last})
+         INSERT INTO tasks ({}) SELECT {} FROM tasks AS t, g WHERE t.id = '{template}';
+         UPDATE meta SET value = value + {n} WHERE key IN ('last_seq', 'change_seq');
+         COMMIT;",
+        columns.join(", "),
+        values.join(", "),
+        last = to - 1,
+        n = to - from,
+    ))
+    .expect("bulk insert");
 }

@@ -2,8 +2,8 @@
 
 use crate::sync::LockExt;
 use crate::task::TaskRecord;
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The number of cache shards; a power of two.
 pub(super) const CACHE_SHARDS: usize = 16;
@@ -14,36 +14,85 @@ pub(super) const CACHE_SHARDS: usize = 16;
 /// batch commits and before any caller is answered. A read that missed fills the cache
 /// only if no task of its shard was forgotten since the miss (the shard's `epoch` is
 /// unchanged), so a fill can never bring back a version older than a forget it raced with.
+///
+/// Records are kept behind an [`Arc`]: a hit hands out a reference count, not a copy.
+/// When a shard is over its budget, a fill evicts by second chance (CLOCK): the oldest
+/// fill goes unless it was read since it was filled or last passed over, so the tasks
+/// clients poll stay while tasks read once make room.
 pub(super) struct Cache {
     pub(super) shards: Box<[Mutex<CacheShard>]>,
     /// The byte budget of each shard.
     shard_bytes: usize,
 }
 
+/// A cached task.
+pub(super) struct Cached {
+    record: Arc<TaskRecord>,
+    /// Roughly how many bytes it takes.
+    bytes: usize,
+    /// Which fill of its shard cached it, so that a stale place in the order of fills
+    /// (the task was forgotten and filled again since) is told apart.
+    fill: u64,
+    /// Read since it was filled or since eviction last passed it over.
+    read: bool,
+}
+
 #[derive(Default)]
 pub(super) struct CacheShard {
-    pub(super) tasks: HashMap<String, (TaskRecord, usize)>,
+    pub(super) tasks: HashMap<Arc<str>, Cached>,
     pub(super) bytes: usize,
     /// Bumped by every forget.
     pub(super) epoch: u64,
     /// Tasks a transaction is writing now (with how many writes): never cached meanwhile.
     pub(super) writing: HashMap<String, u32>,
+    /// The cached tasks in the order of their fills (or of their second chances), with the
+    /// fill that placed each; places of tasks forgotten since are skipped.
+    order: VecDeque<(Arc<str>, u64)>,
+    /// Fills so far.
+    fills: u64,
 }
 
 impl CacheShard {
     /// Drops a task, and makes every read that missed before this unable to fill it.
     pub(super) fn invalidate(&mut self, id: &str) {
         self.epoch += 1;
-        if let Some((_, size)) = self.tasks.remove(id) {
-            self.bytes -= size;
+        if let Some(cached) = self.tasks.remove(id) {
+            self.bytes -= cached.bytes;
         }
+        // Places of forgotten tasks are dropped when eviction reaches them; keep them from
+        // piling up when little is evicted.
+        if self.order.len() > 2 * self.tasks.len() + 64 {
+            let tasks = &self.tasks;
+            self.order
+                .retain(|(id, fill)| tasks.get(id).is_some_and(|c| c.fill == *fill));
+        }
+    }
+
+    /// Evicts one task, the oldest fill not read since; `false` if the shard is empty.
+    fn evict_one(&mut self) -> bool {
+        while let Some((id, fill)) = self.order.pop_front() {
+            let Some(cached) = self.tasks.get_mut(&id) else {
+                continue;
+            };
+            if cached.fill != fill {
+                continue;
+            }
+            if cached.read {
+                cached.read = false;
+                self.order.push_back((id, fill));
+                continue;
+            }
+            let bytes = cached.bytes;
+            self.tasks.remove(&id);
+            self.bytes -= bytes;
+            return true;
+        }
+        false
     }
 }
 
-// Returned by value straight to the caller, so the size difference costs nothing.
-#[allow(clippy::large_enum_variant)]
 pub(super) enum Lookup {
-    Hit(TaskRecord),
+    Hit(Arc<TaskRecord>),
     /// Not cached; the shard's epoch at the time of the miss.
     Miss(u64),
 }
@@ -71,9 +120,12 @@ impl Cache {
         if self.shard_bytes == 0 {
             return Lookup::Miss(0);
         }
-        let shard = self.shard(id);
-        match shard.tasks.get(id) {
-            Some((record, _)) => Lookup::Hit(record.clone()),
+        let mut shard = self.shard(id);
+        match shard.tasks.get_mut(id) {
+            Some(cached) => {
+                cached.read = true;
+                Lookup::Hit(Arc::clone(&cached.record))
+            }
             None => Lookup::Miss(shard.epoch),
         }
     }
@@ -106,31 +158,37 @@ impl Cache {
     }
 
     /// Caches a task read after a miss at `epoch`, unless a write got in between.
-    pub(super) fn fill(&self, record: &TaskRecord, bytes: usize, epoch: u64) {
+    pub(super) fn fill(&self, record: &Arc<TaskRecord>, bytes: usize, epoch: u64) {
         // A shard's budget holds at least 4 tasks of the largest size cached.
         if bytes > self.shard_bytes / 4 {
             return;
         }
         let mut shard = self.shard(&record.id);
         if shard.epoch != epoch
-            || shard.tasks.contains_key(&record.id)
+            || shard.tasks.contains_key(record.id.as_str())
             || shard.writing.contains_key(&record.id)
         {
             return;
         }
         while shard.bytes + bytes > self.shard_bytes {
-            // Evict an arbitrary task: the hash map's order is as good as random.
-            let Some(victim) = shard.tasks.keys().next().cloned() else {
+            if !shard.evict_one() {
                 break;
-            };
-            if let Some((_, size)) = shard.tasks.remove(&victim) {
-                shard.bytes -= size;
             }
         }
+        shard.fills += 1;
+        let fill = shard.fills;
+        let id: Arc<str> = Arc::from(record.id.as_str());
         shard.bytes += bytes;
-        shard
-            .tasks
-            .insert(record.id.clone(), (record.clone(), bytes));
+        shard.order.push_back((Arc::clone(&id), fill));
+        shard.tasks.insert(
+            id,
+            Cached {
+                record: Arc::clone(record),
+                bytes,
+                fill,
+                read: false,
+            },
+        );
     }
 
     /// Drops a task that was just written.

@@ -372,6 +372,10 @@ impl TaskStore for SqliteTaskStore {
     }
 
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        Ok(self.get_shared(id).await?.map(Arc::unwrap_or_clone))
+    }
+
+    async fn get_shared(&self, id: &str) -> Result<Option<Arc<TaskRecord>>, StoreError> {
         let epoch = match self.cache.get(id) {
             Lookup::Hit(record) => return Ok(Some(record)),
             Lookup::Miss(epoch) => epoch,
@@ -379,11 +383,12 @@ impl TaskStore for SqliteTaskStore {
         let cache = Arc::clone(&self.cache);
         let id = id.to_owned();
         self.read(move |conn| {
-            let found = get_record(conn, &id)?;
-            if let Some((record, bytes)) = &found {
-                cache.fill(record, *bytes, epoch);
-            }
-            Ok(found.map(|(record, _)| record))
+            let Some((record, bytes)) = get_record(conn, &id)? else {
+                return Ok(None);
+            };
+            let record = Arc::new(record);
+            cache.fill(&record, bytes, epoch);
+            Ok(Some(record))
         })
         .await
     }

@@ -34,8 +34,13 @@ pub struct SqliteOptions {
     /// How long a connection waits for a lock SQLite holds briefly (checkpoints, recovery).
     /// Default 5 s.
     pub busy_timeout: Duration,
-    /// Bytes of the database each reader maps into memory (`PRAGMA mmap_size`), so hot
-    /// pages are read without a system call. Default 256 MiB; 0 turns it off.
+    /// Bytes of the database each reader maps into memory (`PRAGMA mmap_size`), so pages
+    /// are read without a system call and without a copy into SQLite's own page cache.
+    /// A read beyond the mapped part costs a system call per page, so a `get` that misses
+    /// the read cache slows down once the file outgrows this. The mapping takes address
+    /// space, not memory: the pages read are the operating system's file cache, shared
+    /// by the readers (they count in the process's resident size). Default 2 GiB on 64-bit
+    /// targets (the most the bundled SQLite maps), 256 MiB elsewhere; 0 turns it off.
     pub mmap_bytes: u64,
     /// The memory, in bytes of stored JSON and text, of the in-process cache of recently
     /// read tasks that answers `get` without a trip to a reader thread. Every write of
@@ -56,7 +61,11 @@ impl Default for SqliteOptions {
             read_connections: 2,
             max_batch: 1024,
             busy_timeout: Duration::from_secs(5),
-            mmap_bytes: 256 * 1024 * 1024,
+            mmap_bytes: if cfg!(target_pointer_width = "64") {
+                0x7fff_0000
+            } else {
+                256 * 1024 * 1024
+            },
             cache_bytes: 64 * 1024 * 1024,
         }
     }

@@ -7,6 +7,7 @@ use crate::store::scan::{SqlValue, count_query, scan_query};
 use crate::store::{Changes, StoreError, TaskCounts, TaskFilter, TaskPage};
 use crate::task::TaskRecord;
 use rusqlite::{Connection, params};
+use std::sync::LazyLock;
 
 /// The task with this id, and roughly how many bytes it takes.
 pub(super) fn get_record(
@@ -14,9 +15,9 @@ pub(super) fn get_record(
     id: &str,
 ) -> Result<Option<(TaskRecord, usize)>, StoreError> {
     let sql = |e| sql_error("cannot read a task", e);
-    let mut statement = conn
-        .prepare_cached(&format!("SELECT {COLUMNS} FROM tasks WHERE id = ?1"))
-        .map_err(sql)?;
+    static GET: LazyLock<String> =
+        LazyLock::new(|| format!("SELECT {COLUMNS} FROM tasks WHERE id = ?1"));
+    let mut statement = conn.prepare_cached(&GET).map_err(sql)?;
     let mut rows = statement.query([id]).map_err(sql)?;
     let Some(row) = rows.next().map_err(sql)? else {
         return Ok(None);

@@ -632,13 +632,13 @@ async fn the_read_cache_never_serves_an_older_version() {
 fn the_cache_keeps_to_its_budget() {
     let cache = Cache::new(CACHE_SHARDS * 1000);
     for n in 0..1000 {
-        let record = sample_record(&format!("t-{n}"), None, at_ms(0));
+        let record = Arc::new(sample_record(&format!("t-{n}"), None, at_ms(0)));
         let Lookup::Miss(epoch) = cache.get(&record.id) else {
             panic!("an unknown task was cached");
         };
         cache.fill(&record, 100, epoch);
         // Too big for a shard of 1000 bytes: never cached.
-        cache.fill(&sample_record("huge", None, at_ms(0)), 300, epoch);
+        cache.fill(&Arc::new(sample_record("huge", None, at_ms(0))), 300, epoch);
     }
     for shard in cache.shards.iter() {
         let shard = shard.lock().unwrap();
@@ -647,7 +647,7 @@ fn the_cache_keeps_to_its_budget() {
         assert!(!shard.tasks.contains_key("huge"));
     }
     // A fill that raced with a write to its shard is dropped.
-    let record = sample_record("raced", None, at_ms(0));
+    let record = Arc::new(sample_record("raced", None, at_ms(0)));
     let Lookup::Miss(epoch) = cache.get("raced") else {
         panic!("cached")
     };
