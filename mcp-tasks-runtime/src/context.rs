@@ -12,7 +12,7 @@ use crate::sync::LockExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -48,7 +48,7 @@ pub(crate) trait CallBackend: Send + Sync {
 
 struct Inner {
     tool: Arc<str>,
-    task_id: Mutex<Option<String>>,
+    task_id: Mutex<Option<Arc<str>>>,
     cancel: CancellationToken,
     client_capabilities: Arc<Value>,
     principal: Option<Arc<crate::principal::Principal>>,
@@ -56,7 +56,7 @@ struct Inner {
     last_progress: Mutex<Option<f64>>,
     state: crate::state::StateMap,
     /// The durable steps that produced an output in this run, by name.
-    steps_done: Mutex<HashSet<String>>,
+    steps_done: Mutex<BTreeSet<String>>,
 }
 
 /// Everything a tool call can reach. Cheap to clone.
@@ -124,8 +124,8 @@ impl TaskContext {
         )
     }
 
-    pub(crate) fn set_task_id(&self, id: &str) {
-        *self.inner.task_id.locked() = Some(id.to_owned());
+    pub(crate) fn set_task_id(&self, id: &Arc<str>) {
+        *self.inner.task_id.locked() = Some(Arc::clone(id));
     }
 
     /// The name of the tool being called.
@@ -135,7 +135,7 @@ impl TaskContext {
 
     /// The task id when the call runs as a task.
     pub fn task_id(&self) -> Option<String> {
-        self.inner.task_id.locked().clone()
+        self.inner.task_id.locked().as_deref().map(str::to_owned)
     }
 
     /// The authenticated principal that made the call, if the transport has one: its

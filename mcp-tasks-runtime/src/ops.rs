@@ -348,7 +348,7 @@ pub(crate) async fn adopt_task(
     new: NewTask,
     future: crate::tool::ToolFuture,
     cancel: CancellationToken,
-    attach: impl FnOnce(&str, Arc<dyn crate::context::CallBackend>),
+    attach: impl FnOnce(&Arc<str>, Arc<dyn crate::context::CallBackend>),
 ) -> Result<TaskRecord, Error> {
     server.inner.engine.adopt(new, future, cancel, attach).await
 }

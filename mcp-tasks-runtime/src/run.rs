@@ -21,7 +21,7 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Polls a future, turning a panic inside it into `Err(message)`.
-pub(crate) struct CatchUnwind<F> {
+pub(crate) struct CatchUnwind<F: ?Sized> {
     inner: Pin<Box<F>>,
 }
 
@@ -33,7 +33,14 @@ impl<F> CatchUnwind<F> {
     }
 }
 
-impl<F: Future> Future for CatchUnwind<F> {
+impl<F: ?Sized> CatchUnwind<F> {
+    /// Over a future already on the heap, without boxing it again.
+    pub(crate) fn pinned(inner: Pin<Box<F>>) -> Self {
+        Self { inner }
+    }
+}
+
+impl<F: Future + ?Sized> Future for CatchUnwind<F> {
     type Output = Result<F::Output, String>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {

@@ -311,6 +311,22 @@ impl Tool {
         self.output_validator.as_deref()
     }
 
+    /// Whether `other` is this tool as far as a run of it goes (a copy of it): the same
+    /// name, function, deadline and output schema.
+    pub(crate) fn is_same(&self, other: &Tool) -> bool {
+        fn same<T: ?Sized>(a: &Arc<T>, b: &Arc<T>) -> bool {
+            std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+        }
+        self.name == other.name
+            && same(&self.handler, &other.handler)
+            && self.deadline == other.deadline
+            && match (&self.output_validator, &other.output_validator) {
+                (Some(a), Some(b)) => same(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+    }
+
     /// The tool's name.
     pub fn name(&self) -> &str {
         &self.name

@@ -1,7 +1,7 @@
 //! The background work of a process: the change feed, claims, lapsed leases, expiry, shutdown.
 
 use super::run::{keep_readable, settle};
-use super::{Engine, Run, shard_of};
+use super::{Engine, NOT_RENEWED, Run, shard_of};
 use crate::error::{CallOutcome, Error};
 use crate::sync::LockExt;
 use crate::task::{ShortId, TaskRecord, TaskStatus};
@@ -39,6 +39,18 @@ impl Engine {
                 }
                 engine.forget_claimed().await;
                 engine.uncount_expired();
+            }
+        });
+        // One loop renews the leases of every run here, rather than a timer per run.
+        let weak = self.this.clone();
+        let every = self.config.renew_round();
+        tokio::spawn(async move {
+            let mut rounds = tokio::time::interval(every);
+            rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                rounds.tick().await;
+                let Some(engine) = weak.upgrade() else { break };
+                engine.renew_due().await;
             }
         });
         if let Some((path, every)) = self.pause_file.clone() {
@@ -139,7 +151,7 @@ impl Engine {
                 // The feed is read from now on, and a task of this process may have
                 // changed since it was created but before now (a worker parked its
                 // question while this loop started): read each task waited on here once.
-                let live: Vec<String> = self
+                let live: Vec<Arc<str>> = self
                     .live
                     .iter()
                     .flat_map(|shard| shard.locked().keys().cloned().collect::<Vec<_>>())
@@ -250,7 +262,51 @@ impl Engine {
         tracing::debug!(task = %rec.id, tool = %rec.tool, epoch = rec.epoch, "claimed a task");
         metrics::counter!("mcp_tasks_claimed_total", "tool" => rec.tool.clone()).increment(1);
         self.observe(&rec);
-        self.launch(tool, rec, None);
+        self.launch(tool, rec.id.as_str().into(), rec, None);
+    }
+
+    /// Extends the leases of the runs here whose renewal is due, a few at a time; a run whose
+    /// lease turns out to be gone is stopped ([`renew`](Self::renew)). A run's lease is
+    /// renewed a renewal period after its tool started and after each renewal, as long as
+    /// the tool runs.
+    pub(super) async fn renew_due(&self) {
+        const AT_ONCE: usize = 64;
+        let now = self.millis_now();
+        let mut due: Vec<Arc<Run>> = Vec::new();
+        for shard in &self.live {
+            due.extend(shard.locked().values().filter_map(|live| {
+                let run = live.run.locked();
+                run.as_ref()
+                    .filter(|run| run.renew_at.load(Ordering::Acquire) <= now)
+                    .map(Arc::clone)
+            }));
+        }
+        if due.is_empty() {
+            return;
+        }
+        let every = self.config.renew_every().as_millis() as u64;
+        let mut renewals = tokio::task::JoinSet::new();
+        for run in due {
+            // Due again a period from now, unless the tool ended meanwhile.
+            let next = self.millis_now() + every;
+            let at = run.renew_at.load(Ordering::Acquire);
+            if at == NOT_RENEWED
+                || run
+                    .renew_at
+                    .compare_exchange(at, next, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+            {
+                continue;
+            }
+            if renewals.len() >= AT_ONCE {
+                renewals.join_next().await;
+            }
+            let engine = Arc::clone(&run.engine);
+            renewals.spawn(async move {
+                engine.renew(&run).await;
+            });
+        }
+        while renewals.join_next().await.is_some() {}
     }
 
     /// Settles tasks whose lease lapsed by their tools' restart policies: `rerun` tools go
@@ -442,7 +498,7 @@ impl Engine {
     /// lapse: a `rerun` tool's task goes back to the queue, where another process claims it
     /// at once; any other ends `failed`, interrupted by the shutdown.
     pub(crate) async fn hand_off(&self) -> HandOff {
-        let runs: Vec<(String, Arc<Run>)> = self
+        let runs: Vec<(Arc<str>, Arc<Run>)> = self
             .live
             .iter()
             .flat_map(|shard| {

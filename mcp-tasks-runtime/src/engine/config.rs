@@ -65,6 +65,12 @@ impl EngineConfig {
         (self.lease / 3).max(Duration::from_millis(10))
     }
 
+    /// How often the renewal loop looks for leases due for renewal: a lease is renewed at
+    /// most this late.
+    pub(super) fn renew_round(&self) -> Duration {
+        (self.renew_every() / 8).max(Duration::from_millis(5))
+    }
+
     /// How often lapsed leases are looked for.
     pub(super) fn lapse_scan_every(&self) -> Duration {
         (self.lease / 4).clamp(Duration::from_millis(20), Duration::from_secs(5))

@@ -9,7 +9,7 @@ use crate::session::{Connection, Sink};
 use crate::sync::LockExt;
 use crate::task::TaskRecord;
 use serde_json::Value;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -65,27 +65,20 @@ impl std::fmt::Debug for TaskWatch {
     }
 }
 
-/// The backend of a tool running as a task.
-pub(super) struct TaskBackend {
-    pub(super) engine: Arc<Engine>,
-    pub(super) id: String,
-    pub(super) run: Arc<Run>,
-    pub(super) last_write: Mutex<Option<Instant>>,
-}
-
-impl TaskBackend {
-    pub(super) fn delivery(&self) -> Option<Arc<dyn Delivery>> {
+impl Run {
+    fn delivery(&self) -> Option<Arc<dyn Delivery>> {
         self.engine.delivery(&self.id)
     }
 }
 
-impl CallBackend for TaskBackend {
+/// The backend of a tool running as a task is its run.
+impl CallBackend for Run {
     fn input(&self, request: InputRequest) -> BoxFuture<'_, Result<Value, ToolError>> {
-        Box::pin(async move { self.engine.input(&self.id, &self.run, request).await })
+        Box::pin(async move { self.engine.input(&self.id, self, request).await })
     }
 
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        if self.run.cancel.is_cancelled() {
+        if self.cancel.is_cancelled() {
             return;
         }
         if let Some(delivery) = self.delivery() {
@@ -107,8 +100,8 @@ impl CallBackend for TaskBackend {
             *last = Some(now);
         }
         let engine = Arc::clone(&self.engine);
-        let id = self.id.clone();
-        let epoch = self.run.epoch;
+        let id = Arc::clone(&self.id);
+        let epoch = self.epoch;
         tokio::spawn(async move { engine.set_status_message(&id, epoch, text).await });
     }
 
@@ -119,14 +112,14 @@ impl CallBackend for TaskBackend {
     }
 
     fn step_output(&self, name: &str) -> Option<Value> {
-        self.run.steps.locked().get(name).cloned()
+        self.steps.locked().get(name).cloned()
     }
 
     fn store_step(&self, name: &str, output: Value) -> BoxFuture<'_, Result<(), StepError>> {
         let name = name.to_owned();
         Box::pin(async move {
             self.engine
-                .store_step(&self.id, &self.run, name, output)
+                .store_step(&self.id, self, name, output)
                 .await
         })
     }

@@ -58,16 +58,52 @@ pub(crate) use dyn_store::DynStore;
 pub(crate) use keyed::KeyedCall;
 pub(crate) use tasks::{Access, is_expired, listing_error, unexpired};
 
-/// A run of a task's tool in this process.
+/// A run of a task's tool in this process, and the backend its tool's context calls
+/// ([`CallBackend`](crate::context::CallBackend)): one allocation per run.
 struct Run {
+    engine: Arc<Engine>,
+    /// The task's id, shared with the engine's entry for it.
+    id: Arc<str>,
+    /// The tool it runs, by name; the tool itself is the registry's.
+    tool: RunTool,
     /// The lease epoch it runs under; every write it makes is fenced by it.
     epoch: u64,
     cancel: CancellationToken,
     /// Set when the lease was lost to another process: the run stops and writes nothing.
     lost: AtomicBool,
+    /// When the engine's renewal loop next extends the run's lease, in milliseconds since
+    /// the engine started; [`NOT_RENEWED`] while the tool does not run (before it starts,
+    /// and once it ended).
+    renew_at: AtomicU64,
     /// The outputs of the tool's durable steps: those of the record the run started from,
     /// and those it stored since.
     steps: Mutex<BTreeMap<String, Value>>,
+    /// When the run last wrote a progress message.
+    last_write: Mutex<Option<std::time::Instant>>,
+}
+
+/// [`Run::renew_at`] of a run whose lease the renewal loop leaves alone.
+const NOT_RENEWED: u64 = u64::MAX;
+
+/// The tool of a run: its name, and the tool itself only when the engine's registry holds
+/// another tool by that name (a tool handed in from outside it).
+struct RunTool {
+    name: Arc<str>,
+    own: Option<Box<Tool>>,
+}
+
+impl Run {
+    /// The tool it runs.
+    fn tool(&self) -> &Tool {
+        match &self.tool.own {
+            Some(tool) => tool,
+            None => self
+                .engine
+                .registry
+                .get(&self.tool.name)
+                .expect("a run keeps its tool unless the registry holds it"),
+        }
+    }
 }
 
 /// What this process keeps of a task it runs, watches or delivers.
@@ -115,7 +151,7 @@ pub(crate) struct Engine {
     registry: Registry,
     /// This process's name in leases.
     worker: String,
-    live: [Mutex<HashMap<String, Arc<Live>>>; LIVE_SHARDS],
+    live: [Mutex<HashMap<Arc<str>, Arc<Live>>>; LIVE_SHARDS],
     slots: Mutex<Slots>,
     tool_limits: HashMap<String, usize>,
     /// Tasks this process created that wait for a slot (here or in another process).
@@ -144,6 +180,8 @@ pub(crate) struct Engine {
     pause_file: Option<(std::path::PathBuf, Duration)>,
     /// Wakes [`Engine::shutdown`] when a run here ends.
     run_ended: Notify,
+    /// When the engine started: the origin of [`Run::renew_at`].
+    born: std::time::Instant,
     this: Weak<Engine>,
 }
 
@@ -252,6 +290,7 @@ impl Engine {
             creation: controls.creation,
             pause_file: controls.pause_file,
             run_ended: Notify::new(),
+            born: std::time::Instant::now(),
             this: this.clone(),
         })
     }
@@ -272,12 +311,25 @@ impl Engine {
     }
 
     fn live_entry(&self, id: &str) -> Arc<Live> {
-        Arc::clone(
-            self.live[shard_of(id)]
-                .locked()
-                .entry(id.to_owned())
-                .or_insert_with(Live::new),
-        )
+        self.live_entry_shared(id, || id.into()).1
+    }
+
+    /// [`live_entry`](Self::live_entry), with the id as the entry keeps it: `key` when the
+    /// entry is new.
+    fn live_entry_shared(&self, id: &str, key: impl FnOnce() -> Arc<str>) -> (Arc<str>, Arc<Live>) {
+        let mut shard = self.live[shard_of(id)].locked();
+        if let Some((key, live)) = shard.get_key_value(id) {
+            return (Arc::clone(key), Arc::clone(live));
+        }
+        let key = key();
+        let live = Live::new();
+        shard.insert(Arc::clone(&key), Arc::clone(&live));
+        (key, live)
+    }
+
+    /// Milliseconds since the engine started, for [`Run::renew_at`].
+    fn millis_now(&self) -> u64 {
+        self.born.elapsed().as_millis() as u64
     }
 
     /// Forgets a task nobody here runs, watches or delivers any more.

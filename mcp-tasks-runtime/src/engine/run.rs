@@ -1,8 +1,7 @@
 //! Creating a task and running its tool under a lease, to its settled end.
 
-use super::delivery::TaskBackend;
 use super::keyed::{Identity, REPEAT_TRIES};
-use super::{Delivery, Engine, NewTask, Run, principal_of, shard_of};
+use super::{Delivery, Engine, NOT_RENEWED, NewTask, Run, RunTool, principal_of, shard_of};
 use crate::context::{CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
 use crate::run::{CatchUnwind, RunEnd, outcome_of};
@@ -11,7 +10,7 @@ use crate::sync::LockExt;
 use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus};
 use crate::task::{ShortId, random_id};
 use crate::tool::{Tool, ToolFuture};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
@@ -208,7 +207,7 @@ impl Engine {
             engine.observe(&rec);
             match then {
                 Confirmed::Run(tool) if rec.is_held_by(&engine.worker, record.epoch) => {
-                    engine.launch(tool, rec, None);
+                    engine.launch(tool, rec.id.as_str().into(), rec, None);
                 }
                 Confirmed::Run(tool) => engine.unreserve(&tool.name),
                 Confirmed::Queue => {
@@ -315,7 +314,7 @@ impl Engine {
             }
         };
         if run_now {
-            self.launch(new.tool.clone(), record.clone(), None);
+            self.launch(new.tool.clone(), id, record.clone(), None);
         } else {
             let queued = {
                 let mut queued = self.queued_here.locked();
@@ -339,7 +338,7 @@ impl Engine {
         new: NewTask,
         future: ToolFuture,
         cancel: CancellationToken,
-        attach: impl FnOnce(&str, Arc<dyn CallBackend>),
+        attach: impl FnOnce(&Arc<str>, Arc<dyn CallBackend>),
     ) -> Result<TaskRecord, Error> {
         self.admit()?;
         let id = random_id()?;
@@ -367,32 +366,43 @@ impl Engine {
                 return Err(e);
             }
         }
-        let run = self.begin_run(&record, cancel);
-        attach(&record.id, self.backend(&record, &run));
-        self.spawn_run(new.tool, record.clone(), run, future);
+        let run = self.begin_run(&new.tool, record.id.as_str().into(), &record, cancel);
+        attach(&run.id, Arc::clone(&run) as Arc<dyn CallBackend>);
+        self.spawn_run(run, record.clone(), future);
         Ok(record)
     }
 
-    pub(super) fn begin_run(&self, record: &TaskRecord, cancel: CancellationToken) -> Arc<Run> {
+    /// Makes the run of `record`'s task under its lease, and keeps it in the task's entry.
+    /// `id` is the task's id as the engine's indexes share it, for an entry made now.
+    pub(super) fn begin_run(
+        &self,
+        tool: &Tool,
+        id: Arc<str>,
+        record: &TaskRecord,
+        cancel: CancellationToken,
+    ) -> Arc<Run> {
+        let (id, live) = self.live_entry_shared(&record.id, || id);
+        let own = match self.registry.get(&tool.name) {
+            Some(known) if known.is_same(tool) => None,
+            _ => Some(Box::new(tool.clone())),
+        };
         let run = Arc::new(Run {
+            engine: self.arc(),
+            id,
+            tool: RunTool {
+                name: Arc::clone(&tool.name),
+                own,
+            },
             epoch: record.epoch,
             cancel,
             lost: AtomicBool::new(false),
+            renew_at: AtomicU64::new(NOT_RENEWED),
             steps: Mutex::new(record.steps.clone()),
+            last_write: Mutex::new(None),
         });
-        let live = self.live_entry(&record.id);
         live.started.fetch_max(record.epoch, Ordering::AcqRel);
         *live.run.locked() = Some(Arc::clone(&run));
         run
-    }
-
-    pub(super) fn backend(&self, record: &TaskRecord, run: &Arc<Run>) -> Arc<dyn CallBackend> {
-        Arc::new(TaskBackend {
-            engine: self.arc(),
-            id: record.id.clone(),
-            run: Arc::clone(run),
-            last_write: Mutex::new(None),
-        })
     }
 
     /// Runs the tool of a task this process holds the lease on (a slot is reserved),
@@ -402,78 +412,76 @@ impl Engine {
     /// one that finds it stored finds it under the same lease; only the first may run it,
     /// and none may run it again after it ended (each search keeps the task's entry here,
     /// and with it the epoch that started, for as long as it looks).
-    pub(super) fn launch(&self, tool: Tool, record: TaskRecord, future: Option<ToolFuture>) {
-        let started = self
-            .live_entry(&record.id)
-            .started
-            .fetch_max(record.epoch, Ordering::AcqRel);
+    ///
+    /// `id` is the task's id as the engine's indexes share it.
+    pub(super) fn launch(
+        &self,
+        tool: Tool,
+        id: Arc<str>,
+        record: TaskRecord,
+        future: Option<ToolFuture>,
+    ) {
+        let (id, live) = self.live_entry_shared(&record.id, || id);
+        let started = live.started.fetch_max(record.epoch, Ordering::AcqRel);
         if started >= record.epoch {
             tracing::debug!(task = %record.id, epoch = record.epoch, "a run of the task already started here under this lease");
             self.unreserve(&tool.name);
             self.release(&record.id);
             return;
         }
-        let run = self.begin_run(&record, CancellationToken::new());
+        let run = self.begin_run(&tool, id, &record, CancellationToken::new());
         let future = future.unwrap_or_else(|| {
             let cx = TaskContext::new(
                 Arc::clone(&tool.name),
                 run.cancel.clone(),
                 record.client_capabilities.clone(),
                 principal_of(&record),
-                self.backend(&record, &run),
+                Arc::clone(&run) as Arc<dyn CallBackend>,
                 self.state.clone(),
             );
-            cx.set_task_id(&record.id);
+            cx.set_task_id(&run.id);
             tool.runner().call(cx, record.arguments.clone())
         });
-        self.spawn_run(tool, record, run, future);
+        self.spawn_run(run, record, future);
     }
 
-    pub(super) fn spawn_run(
-        &self,
-        tool: Tool,
-        record: TaskRecord,
-        run: Arc<Run>,
-        future: ToolFuture,
-    ) {
-        let engine = self.arc();
+    /// Spawns the run: the tool's future, then the storing of its outcome.
+    pub(super) fn spawn_run(&self, run: Arc<Run>, record: TaskRecord, future: ToolFuture) {
         // The process that ran it before, as its history tells (for a rerun's span).
         let previous = record
             .history
             .iter()
             .rev()
             .filter_map(|c| c.process.as_deref())
-            .find(|p| *p != engine.worker);
+            .find(|p| *p != self.worker);
         let span = crate::spans::run(
             &record.id,
-            &tool.name,
+            &run.tool.name,
             record.epoch,
-            &engine.worker,
+            &self.worker,
             record.trace.as_deref(),
             previous,
         );
-        // The run keeps the id and the lease of the record. Where a read is a round trip to
-        // a store other processes share, it keeps the whole record too: its outcome is then
-        // written over the version it started from with no read first, unless something
-        // else wrote the task meanwhile (a renewal, a question, a step), which makes that
-        // write fail and the task be read again. Elsewhere a read is a lookup in memory,
-        // and a running task keeps no copy.
+        // The run keeps the lease's end of the record; the rest of what it needs is in
+        // `run`, so the future holds little more than the tool's. Where a read is a round
+        // trip to a store other processes share, it keeps the whole record too: its outcome
+        // is then written over the version it started from with no read first, unless
+        // something else wrote the task meanwhile (a renewal, a question, a step), which
+        // makes that write fail and the task be read again. Elsewhere a read is a lookup in
+        // memory, and a running task keeps no copy.
         let lease_until = record.lease.as_ref().map(|l| l.until);
-        let (id, started_from) = if engine.store.is_shared() {
-            (record.id.clone(), Some(record))
-        } else {
-            (record.id, None)
-        };
+        let started_from = self.store.is_shared().then_some(record);
         let running = async move {
+            let engine = &run.engine;
             let started = Instant::now();
             metrics::gauge!("mcp_tasks_running").increment(1.0);
-            crate::spans::run_started(&tool.name);
-            tracing::debug!(task = %id, "run started");
-            let end = engine.execute(&tool, &id, &run, lease_until, future).await;
+            crate::spans::run_started(&run.tool.name);
+            tracing::debug!(task = %run.id, "run started");
+            let end = engine.execute(&run, lease_until, future).await;
             let status = match end {
-                // Boxed, like the renewals below: a running task's future is sized for its
-                // largest state, and these states are large and rare.
-                Some(end) => Box::pin(engine.finish(&tool, &id, &run, end, started_from)).await,
+                // Boxed: a running task's future is sized for its largest state, and this
+                // one is large and comes once.
+                Some(end) => Box::pin(engine.finish(&run, end, started_from)).await,
                 None => {
                     tracing::warn!(
                         "the task's lease was lost to another process; this run stopped without settling it"
@@ -482,90 +490,98 @@ impl Engine {
                 }
             };
             let elapsed = started.elapsed();
-            crate::spans::run_ended(&tracing::Span::current(), &tool.name, status, elapsed);
+            let name = &run.tool.name;
+            crate::spans::run_ended(&tracing::Span::current(), name, status, elapsed);
             tracing::info!(
                 status,
                 duration = ?Duration::from_millis(elapsed.as_millis() as u64),
                 "task finished"
             );
             metrics::gauge!("mcp_tasks_running").decrement(1.0);
-            metrics::histogram!("mcp_tasks_run_seconds", "tool" => tool.name.to_string())
+            metrics::histogram!("mcp_tasks_run_seconds", "tool" => name.to_string())
                 .record(elapsed.as_secs_f64());
             metrics::counter!(
                 "mcp_tasks_finished_total",
-                "tool" => tool.name.to_string(),
+                "tool" => name.to_string(),
                 "status" => status
             )
             .increment(1);
-            if let Some(live) = engine.live(&id) {
+            if let Some(live) = engine.live(&run.id) {
                 *live.run.locked() = None;
             }
-            engine.release(&id);
-            engine.unreserve(&tool.name);
+            engine.release(&run.id);
+            engine.unreserve(name);
         };
         tokio::spawn(tracing::Instrument::instrument(running, span));
     }
 
     /// Runs the tool until it ends. `None` when the lease was lost: the caller must write
     /// nothing (and the tool never started, when it was lost before).
+    ///
+    /// While the tool runs, the engine's renewal loop extends the lease
+    /// ([`renew_due`](Self::renew_due)).
     pub(super) async fn execute(
         &self,
-        tool: &Tool,
-        id: &str,
         run: &Run,
         lease_until: Option<SystemTime>,
         future: ToolFuture,
     ) -> Option<RunEnd> {
-        if !self.still_held_at_start(id, run, lease_until).await {
+        if !self.still_held_at_start(run, lease_until).await {
             return None;
         }
-        tracing::debug!(task = %id, "the tool starts");
+        tracing::debug!(task = %run.id, "the tool starts");
+        run.renew_at.store(
+            self.millis_now() + self.config.renew_every().as_millis() as u64,
+            Ordering::Release,
+        );
+        let end = self.drive(run, future).await;
+        run.renew_at.store(NOT_RENEWED, Ordering::Release);
+        end
+    }
+
+    /// Polls the tool to its end, its cancellation or its deadline.
+    async fn drive(&self, run: &Run, future: ToolFuture) -> Option<RunEnd> {
         let cancel = &run.cancel;
-        let mut future = CatchUnwind::new(future);
+        let mut future = CatchUnwind::pinned(future);
+        // On the heap, and only for a tool with a deadline: most have none.
+        let mut deadline = run.tool().deadline.map(|d| Box::pin(tokio::time::sleep(d)));
         let deadline = async {
-            match tool.deadline {
-                Some(d) => tokio::time::sleep(d).await,
+            match deadline.as_mut() {
+                Some(sleep) => sleep.await,
                 None => std::future::pending().await,
             }
         };
-        tokio::pin!(deadline);
-        let mut renew = tokio::time::interval(self.config.renew_every());
-        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        renew.tick().await;
-        let end = loop {
-            tokio::select! {
-                end = &mut future => break end,
-                () = cancel.cancelled() => {
-                    // Handed off or taken over: the task is no longer this run's, and the
-                    // tool is dropped at once.
-                    if run.lost.load(Ordering::Acquire) {
-                        tracing::info!("the run stopped: its lease is another process's");
-                        return None;
-                    }
-                    tracing::info!("cancel requested");
-                    // Cooperative first: the tool sees its token fire and may finish cleanly.
-                    let end = tokio::time::timeout(self.config.cancel_grace, &mut future).await;
-                    if run.lost.load(Ordering::Acquire) {
-                        return None;
-                    }
-                    match end {
-                        Ok(end) => break end,
-                        Err(_) => return Some(RunEnd::Cancelled),
-                    }
+        let end = tokio::select! {
+            end = &mut future => end,
+            () = cancel.cancelled() => {
+                // Handed off or taken over: the task is no longer this run's, and the
+                // tool is dropped at once.
+                if run.lost.load(Ordering::Acquire) {
+                    tracing::info!("the run stopped: its lease is another process's");
+                    return None;
                 }
-                () = &mut deadline => {
-                    cancel.cancel();
-                    return Some(RunEnd::Returned(Err(ToolError::protocol(
-                        crate::jsonrpc::INTERNAL_ERROR,
-                        format!(
-                            "the task exceeded its execution deadline of {} s",
-                            tool.deadline.unwrap_or_default().as_secs()
-                        ),
-                    ))));
+                tracing::info!("cancel requested");
+                // Cooperative first: the tool sees its token fire and may finish cleanly.
+                // Boxed: the grace timer is needed only here.
+                let end = Box::pin(tokio::time::timeout(self.config.cancel_grace, &mut future))
+                    .await;
+                if run.lost.load(Ordering::Acquire) {
+                    return None;
                 }
-                _ = renew.tick() => {
-                    Box::pin(self.renew(id, run)).await;
+                match end {
+                    Ok(end) => end,
+                    Err(_) => return Some(RunEnd::Cancelled),
                 }
+            }
+            () = deadline => {
+                cancel.cancel();
+                return Some(RunEnd::Returned(Err(ToolError::protocol(
+                    crate::jsonrpc::INTERNAL_ERROR,
+                    format!(
+                        "the task exceeded its execution deadline of {} s",
+                        run.tool().deadline.unwrap_or_default().as_secs()
+                    ),
+                ))));
             }
         };
         if run.lost.load(Ordering::Acquire) {
@@ -574,7 +590,7 @@ impl Engine {
         Some(match end {
             Ok(result) => RunEnd::Returned(result),
             Err(message) => {
-                tracing::warn!(tool = %tool.name, panic = %message, "the tool panicked");
+                tracing::warn!(tool = %run.tool.name, panic = %message, "the tool panicked");
                 RunEnd::Panicked
             }
         })
@@ -592,12 +608,8 @@ impl Engine {
     /// wait for it to lapse), so the common start costs no store call. What remains: a pause
     /// between this check and the tool's first step longer than the lease's rest, or clocks
     /// of two processes apart by more than a renewal period.
-    async fn still_held_at_start(
-        &self,
-        id: &str,
-        run: &Run,
-        lease_until: Option<SystemTime>,
-    ) -> bool {
+    async fn still_held_at_start(&self, run: &Run, lease_until: Option<SystemTime>) -> bool {
+        let id = &*run.id;
         let Some(until) = lease_until else {
             return true;
         };
@@ -610,7 +622,7 @@ impl Engine {
             left_ms = left.as_millis() as u64,
             "the lease is about to lapse before the tool starts: renewing it first"
         );
-        if Box::pin(self.renew(id, run)).await {
+        if Box::pin(self.renew(run)).await {
             return true;
         }
         tracing::warn!(task = %ShortId(id), "the task is no longer this process's: its tool does not start");
@@ -621,7 +633,8 @@ impl Engine {
     /// Extends the lease of a running task; stops the run when the lease is gone. `true`
     /// when the lease is still this process's (also when the store could not be reached:
     /// the lease then runs on until it lapses).
-    pub(super) async fn renew(&self, id: &str, run: &Run) -> bool {
+    pub(super) async fn renew(&self, run: &Run) -> bool {
+        let id = &*run.id;
         let until = SystemTime::now() + self.config.lease;
         let renewed = self
             .update(id, |rec| {
@@ -664,12 +677,11 @@ impl Engine {
     /// goes over that version without reading the task first.
     pub(super) async fn finish(
         &self,
-        tool: &Tool,
-        id: &str,
         run: &Run,
         end: RunEnd,
         mut started_from: Option<TaskRecord>,
     ) -> &'static str {
+        let (tool, id) = (run.tool(), &*run.id);
         let outcome = match outcome_of(tool, end) {
             Some(o) => o,
             None => CallOutcome::Error(
