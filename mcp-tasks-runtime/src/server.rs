@@ -77,6 +77,7 @@ pub(crate) struct ServerInner {
     /// A channel nobody reads, closed from the start: the own channel of every session
     /// that serves one request of the 2026-07-28 era over HTTP (its messages all go to the
     /// request's own stream), so that such a session makes no channel of its own.
+    #[cfg(feature = "http")]
     pub(crate) unread: tokio::sync::mpsc::Sender<String>,
     /// The keys that sign and check `requestState`, newest first; never empty.
     pub(crate) state_keys: Box<[[u8; 32]]>,
@@ -609,6 +610,7 @@ impl ServerBuilder {
                 recovered: tokio::sync::OnceCell::new(),
                 shutdown_grace: self.shutdown_grace,
                 signals: std::sync::OnceLock::new(),
+                #[cfg(feature = "http")]
                 unread: crate::session::outbound_channel(1).0,
                 info_json: serde_json::value::to_raw_value(&self.info.to_value())
                     .expect("server info serialises"),

@@ -6,9 +6,14 @@
 //! task's run is `execute_tool {gen_ai.tool.name}`, a child of the span of the request that
 //! created the task, on whichever process runs it. A task id is a bearer handle: spans
 //! carry its first characters only (`mcp.task.id`).
+//!
+//! A request's span is at `debug` level under the target `mcp_tasks::request`, as per-request
+//! spans of HTTP servers usually are: a subscriber that logs at `info` neither makes nor
+//! formats one per request, and OpenTelemetry's layer, as this crate installs it, takes
+//! them.
 
 use crate::jsonrpc::{ErrorObject, Payload, Request};
-use crate::trace_context::TraceContext;
+use crate::trace_context::{REQUEST_TARGET, TraceContext};
 use serde_json::Value;
 use std::sync::Arc;
 use tracing::field::Empty;
@@ -56,7 +61,8 @@ pub(crate) fn request(
         "prompts/get" => (None, text("name")),
         _ => (None, None),
     };
-    let span = tracing::info_span!(
+    let span = tracing::debug_span!(
+        target: REQUEST_TARGET,
         "request",
         otel.name = Empty,
         otel.kind = "server",

@@ -1,7 +1,12 @@
-//! The W3C trace context a task keeps (a module of its own, so that the spans can name it
-//! without depending on the task model).
+//! The W3C trace context a task keeps, and the `tracing` target of request spans (a module
+//! of its own, so that the spans and OpenTelemetry can name them without depending on the
+//! task model or on each other).
 
 use serde::{Deserialize, Serialize};
+
+/// The `tracing` target of request spans, which are at `debug` level:
+/// `RUST_LOG=mcp_tasks::request=debug` shows them in logs.
+pub const REQUEST_TARGET: &str = "mcp_tasks::request";
 
 /// The W3C trace context of the request that created a task (`traceparent`, `tracestate`,
 /// `baggage`, as the request's `_meta` or HTTP headers carried them), kept with the task so

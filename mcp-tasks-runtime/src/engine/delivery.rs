@@ -117,10 +117,6 @@ impl CallBackend for Run {
 
     fn store_step(&self, name: &str, output: Value) -> BoxFuture<'_, Result<(), StepError>> {
         let name = name.to_owned();
-        Box::pin(async move {
-            self.engine
-                .store_step(&self.id, self, name, output)
-                .await
-        })
+        Box::pin(async move { self.engine.store_step(&self.id, self, name, output).await })
     }
 }

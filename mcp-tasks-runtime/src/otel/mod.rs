@@ -15,7 +15,10 @@
 //! their `_meta`.
 //!
 //! The spans are `tracing` spans: [`OtelGuard::layer`] (or [`init_from_env`], which installs
-//! a subscriber) hands them to OpenTelemetry.
+//! a subscriber) hands them to OpenTelemetry. A request's span is at `debug` level under the
+//! target [`REQUEST_TARGET`] (so that logging at `info` costs nothing per request); a
+//! subscriber that filters the layer must let that target through at `debug`, as
+//! [`export_filter`] does.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -50,6 +53,8 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::time::Duration;
+
+pub use crate::trace_context::REQUEST_TARGET;
 
 /// The OTLP transport of the exporter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,7 +253,8 @@ pub struct OtelGuard {
 
 impl OtelGuard {
     /// The `tracing` layer that turns spans into OpenTelemetry spans exported by this
-    /// guard's provider. Add it to a subscriber (with no filter of its own below `info`).
+    /// guard's provider. Add it to a subscriber with no filter of its own, or with
+    /// [`export_filter`] (`info`, and the request spans at `debug`).
     pub fn layer<S>(&self) -> impl tracing_subscriber::Layer<S> + use<S>
     where
         S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
@@ -293,6 +299,17 @@ pub fn dropped_spans() -> u64 {
     queue::dropped()
 }
 
+/// The filter of an OpenTelemetry layer: spans and events at `info` and above, and the
+/// request spans ([`REQUEST_TARGET`], at `debug`).
+pub fn export_filter() -> tracing_subscriber::filter::Targets {
+    tracing_subscriber::filter::Targets::new()
+        .with_default(tracing_subscriber::filter::LevelFilter::INFO)
+        .with_target(
+            REQUEST_TARGET,
+            tracing_subscriber::filter::LevelFilter::DEBUG,
+        )
+}
+
 /// Sets up logging and, when the environment asks for it, export: installs a global
 /// `tracing` subscriber that logs to stderr (`RUST_LOG` picks the level, `info` by
 /// default) and, when [`OtelConfig::from_env`] finds an endpoint, hands `info` spans and
@@ -309,10 +326,9 @@ pub fn init_from_env() -> Result<Option<OtelGuard>, OtelError> {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         );
-    let spans = guard.as_ref().map(|g| {
-        g.layer()
-            .with_filter(tracing_subscriber::filter::LevelFilter::INFO)
-    });
+    let spans = guard
+        .as_ref()
+        .map(|g| g.layer().with_filter(export_filter()));
     tracing_subscriber::registry()
         .with(logs)
         .with(spans)
@@ -333,11 +349,7 @@ pub fn init_export_from_env() -> Result<Option<OtelGuard>, OtelError> {
         return Ok(None);
     };
     tracing_subscriber::registry()
-        .with(
-            guard
-                .layer()
-                .with_filter(tracing_subscriber::filter::LevelFilter::INFO),
-        )
+        .with(guard.layer().with_filter(export_filter()))
         .try_init()
         .map_err(|e| OtelError::Subscriber(e.to_string()))?;
     Ok(Some(guard))
