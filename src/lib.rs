@@ -197,7 +197,10 @@
 //! Each request runs in a `request` span and each task run in a `task` span, with fields
 //! named after the OpenTelemetry semantic conventions for MCP (`mcp.method.name`,
 //! `jsonrpc.request.id`, `gen_ai.tool.name`, `mcp.task.id`, and the run's epoch and final
-//! status). `RUST_LOG=mcp_tasks_runtime=debug` is the runtime alone in detail.
+//! status). A `request` span is at `debug` level under the target `mcp_tasks::request`
+//! (`RUST_LOG=info,mcp_tasks::request=debug` adds it to the `info` logs), so that logging
+//! at `info` makes no span per request; a `task` span is at `info`.
+//! `RUST_LOG=mcp_tasks_runtime=debug` is the runtime alone in detail.
 //!
 //! With the `otel` feature those spans become OpenTelemetry traces that follow a task
 //! across processes, with metrics after the same conventions, exported over OTLP as the
