@@ -18,12 +18,28 @@
 //! and 1,000,000) runs in a fresh process, and the table gives `tasks/get`s per second
 //! from 16 callers of ids picked among all the tasks (`any`), then among the 10,000
 //! created last (`recent`, what clients poll, read after the arbitrary reads of the
-//! first row have filled the SQLite store's read cache). Each row is measured after a
-//! warm-up as long as the measurement, over the same ids. The memory store is filled through the
-//! session; the SQLite store (a file in a fresh temporary directory, default options)
-//! gets its first 1,000 tasks through a session, and the rest as copies of the last of
-//! them, made by one bulk `INSERT … SELECT` with the server stopped, each with an id of its
-//! own and the next creation and change sequence numbers.
+//! first row have filled the SQLite store's read cache), with the CPU time the process
+//! spent per `tasks/get` (which other load on the machine changes less than the rate).
+//! Each row is measured after a warm-up as long as the measurement, over the same ids.
+//! The memory store is filled through the session; the SQLite store (a file in a fresh
+//! temporary directory, default options) gets its first 1,000 tasks through a session,
+//! and the rest as copies of the last of them, made by one bulk `INSERT … SELECT` with the
+//! server stopped, each with an id of its own and the next creation and change sequence
+//! numbers.
+//!
+//! For instruction counts of `tasks/get` alone: `MCP_TASKS_BENCH_GET=SIZE` runs one size,
+//! `MCP_TASKS_BENCH_GETS=N` makes it do only `MCP_TASKS_BENCH_WARM` `tasks/get`s then N
+//! from one caller (of `MCP_TASKS_BENCH_PICK` ids: `recent` or `any`), and
+//! `MCP_TASKS_BENCH_DB=DIR` keeps the SQLite files in DIR to use again, so that the runs
+//! under valgrind do not fill; the difference between two values of N is the cost of the
+//! `tasks/get`s:
+//!
+//! ```text
+//! MCP_TASKS_BENCH_DB=/tmp/bench MCP_TASKS_BENCH_STORE=sqlite MCP_TASKS_BENCH_GETS=0 target/release/deps/engine-…
+//! MCP_TASKS_BENCH_DB=/tmp/bench MCP_TASKS_BENCH_STORE=sqlite MCP_TASKS_BENCH_GET=1000000 \
+//!     MCP_TASKS_BENCH_PICK=recent MCP_TASKS_BENCH_WARM=10000 MCP_TASKS_BENCH_GETS=5000 \
+//!     valgrind --tool=callgrind target/release/deps/engine-…
+//! ```
 
 use mcp_tasks_runtime::model::{CallToolResult, Content, JsonObject, TaskSupport};
 use mcp_tasks_runtime::{Server, Session, Tool};

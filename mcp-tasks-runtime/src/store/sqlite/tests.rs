@@ -1,6 +1,6 @@
 //! The SQLite store's own tests, beside the shared backend suite.
 
-use super::cache::{CACHE_SHARDS, Cache, Lookup};
+use super::cache::{CACHE_SHARDS, Cache, CacheShard, Lookup};
 use super::row::COLUMNS;
 use super::schema::{APPLICATION_ID, MIGRATIONS, migrate};
 use super::*;
@@ -583,6 +583,36 @@ async fn expiry_and_scans_use_their_indexes() {
     assert!(!expire.contains("TEMP B-TREE"), "{expire}");
 }
 
+#[tokio::test]
+async fn shared_reads_of_a_cached_task_share_one_record() {
+    let dir = TempDir::new("shared");
+    let store = SqliteTaskStore::open(dir.db()).unwrap();
+    let record = sample_record("shared", None, at_ms(0));
+    store.create(record.clone()).await.unwrap();
+    let first = store.get_shared("shared").await.unwrap().unwrap();
+    let second = store.get_shared("shared").await.unwrap().unwrap();
+    assert!(
+        Arc::ptr_eq(&first, &second),
+        "a cache hit copied the record"
+    );
+    assert!(store.compare_and_set(record, 0).await.unwrap());
+    let written = store.get_shared("shared").await.unwrap().unwrap();
+    assert_eq!(written.version, 1);
+    assert!(!Arc::ptr_eq(&first, &written));
+    // Without the cache, every read decodes a record of its own.
+    let other = TempDir::new("uncached");
+    let uncached =
+        SqliteTaskStore::open_with(other.db(), SqliteOptions::default().cache_bytes(0)).unwrap();
+    uncached
+        .create(sample_record("shared", None, at_ms(0)))
+        .await
+        .unwrap();
+    let a = uncached.get_shared("shared").await.unwrap().unwrap();
+    let b = uncached.get_shared("shared").await.unwrap().unwrap();
+    assert!(!Arc::ptr_eq(&a, &b));
+    assert_eq!(*a, *b);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_read_cache_never_serves_an_older_version() {
     let dir = TempDir::new("cache");
@@ -654,6 +684,57 @@ fn the_cache_keeps_to_its_budget() {
     cache.forget("raced");
     cache.fill(&record, 10, epoch);
     assert!(matches!(cache.get("raced"), Lookup::Miss(_)));
+}
+
+#[test]
+fn the_cache_evicts_tasks_not_read_since_their_fill_first() {
+    // One shard's worth of budget for 4 tasks of 100 bytes.
+    let cache = Cache::new(CACHE_SHARDS * 400);
+    // Tasks of the shard that "polled" falls in.
+    let same_shard: Vec<String> = {
+        let index = |id: &str| {
+            let shard = cache.shard(id);
+            std::ptr::from_ref::<CacheShard>(&shard) as usize
+        };
+        let target = index("polled");
+        (0..10_000)
+            .map(|n| format!("once-{n}"))
+            .filter(|id| index(id) == target)
+            .take(8)
+            .collect()
+    };
+    let fill = |id: &str| {
+        let Lookup::Miss(epoch) = cache.get(id) else {
+            panic!("{id} was cached before its fill");
+        };
+        cache.fill(&Arc::new(sample_record(id, None, at_ms(0))), 100, epoch);
+    };
+    fill("polled");
+    for id in &same_shard[..3] {
+        fill(id);
+    }
+    // Read after its fill: it gets a second chance, so the next fills evict the others.
+    let Lookup::Hit(first) = cache.get("polled") else {
+        panic!("a task filled into room to spare was not cached");
+    };
+    for id in &same_shard[3..] {
+        fill(id);
+        let Lookup::Hit(again) = cache.get("polled") else {
+            panic!("a polled task was evicted before tasks read once");
+        };
+        // A hit shares the cached record.
+        assert!(Arc::ptr_eq(&first, &again));
+    }
+    let shard = cache.shard("polled");
+    assert_eq!(shard.tasks.len(), 4);
+    assert_eq!(shard.bytes, 400);
+    // The tasks read once went in the order of their fills.
+    for id in &same_shard[..5] {
+        assert!(
+            !shard.tasks.contains_key(id.as_str()),
+            "{id} is still cached"
+        );
+    }
 }
 
 #[test]
