@@ -76,6 +76,27 @@ impl Server {
     }
 }
 
+impl Server {
+    /// A session of the 2026-07-28 era for one request over HTTP, whose messages all go to
+    /// that request's own stream: its own channel is the server's closed one.
+    #[cfg(feature = "http")]
+    pub(crate) fn open_request_session(
+        &self,
+        principal: Option<Arc<crate::principal::Principal>>,
+        requestor: Option<Arc<str>>,
+    ) -> Session {
+        Session {
+            server: self.clone(),
+            conn: Connection::new(
+                Sink::new(self.inner.unread.clone()),
+                principal,
+                requestor,
+                Some(Era::Stateless),
+            ),
+        }
+    }
+}
+
 impl Session {
     /// How many unread messages each of the session's outbound channels holds.
     #[cfg(feature = "http")]

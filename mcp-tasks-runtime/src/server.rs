@@ -62,6 +62,9 @@ pub enum BuildError {
 pub(crate) struct ServerInner {
     pub(crate) info: Implementation,
     pub(crate) info_value: Value,
+    /// [`info_value`](Self::info_value) as JSON text, written as it is into every result of
+    /// the 2026-07-28 era.
+    pub(crate) info_json: Box<serde_json::value::RawValue>,
     pub(crate) instructions: Option<String>,
     pub(crate) registry: Registry,
     pub(crate) prompts: Prompts,
@@ -71,6 +74,10 @@ pub(crate) struct ServerInner {
     pub(crate) hide_out_of_scope: bool,
     /// How many unread messages each outbound channel holds.
     pub(crate) outbound_capacity: usize,
+    /// A channel nobody reads, closed from the start: the own channel of every session
+    /// that serves one request of the 2026-07-28 era over HTTP (its messages all go to the
+    /// request's own stream), so that such a session makes no channel of its own.
+    pub(crate) unread: tokio::sync::mpsc::Sender<String>,
     /// The keys that sign and check `requestState`, newest first; never empty.
     pub(crate) state_keys: Box<[[u8; 32]]>,
     pub(crate) request_state_ttl: Duration,
@@ -602,6 +609,9 @@ impl ServerBuilder {
                 recovered: tokio::sync::OnceCell::new(),
                 shutdown_grace: self.shutdown_grace,
                 signals: std::sync::OnceLock::new(),
+                unread: crate::session::outbound_channel(1).0,
+                info_json: serde_json::value::to_raw_value(&self.info.to_value())
+                    .expect("server info serialises"),
                 info_value: self.info.to_value(),
                 info: self.info,
                 instructions: self.instructions,

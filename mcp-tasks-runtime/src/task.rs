@@ -96,6 +96,16 @@ pub fn rfc3339(time: SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 
+/// A time that serialises as [`rfc3339`] text, written straight into the output.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rfc3339(pub(crate) SystemTime);
+
+impl Serialize for Rfc3339 {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&humantime::format_rfc3339_millis(self.0))
+    }
+}
+
 /// Where a task is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

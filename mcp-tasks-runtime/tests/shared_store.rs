@@ -1,12 +1,15 @@
 //! Two servers on one SQLite file in one process, each with its own store connections, as
 //! two processes would have: a cancel through one stops the tool the other runs, and an
-//! answer through one reaches the tool waiting on the other.
+//! answer through one reaches the tool waiting on the other. And on a shared store, where a
+//! run writes its outcome over the version of the task it started from, a task written
+//! meanwhile (its lease renewed, a durable step stored) still gets its outcome, once.
 
 #![cfg(feature = "sqlite")]
 
-use mcp_tasks_runtime::model::TaskSupport;
+use mcp_tasks_runtime::model::{CallToolResult, Content, TaskSupport};
 use mcp_tasks_runtime::store::SqliteTaskStore;
-use mcp_tasks_runtime::{Server, Session, Tool, ToolError};
+use mcp_tasks_runtime::store::TaskStore;
+use mcp_tasks_runtime::{EngineConfig, Server, Session, Tool, ToolError};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -115,5 +118,82 @@ async fn an_answer_through_one_server_reaches_the_tool_on_the_other() {
         r["result"]["result"]["content"][0]["text"], "go: true",
         "{r}"
     );
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_written_while_it_ran_still_gets_its_outcome_once() {
+    let db = temp_db("written");
+    let store = Arc::new(SqliteTaskStore::open(&db).unwrap());
+    let server = Server::builder()
+        .engine_config(EngineConfig {
+            // Renewed every 50 ms: the task is written several times while `slow` sleeps.
+            lease: std::time::Duration::from_millis(150),
+            ..EngineConfig::default()
+        })
+        .tool(
+            Tool::new("slow", |_, _| async {
+                tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+                Ok(CallToolResult::success(vec![Content::text("slept")]))
+            })
+            .task_support(TaskSupport::Optional),
+        )
+        .tool(
+            Tool::new("stepped", |cx, _| async move {
+                let n: u32 = cx.steps().run("first", || async { Ok(7) }).await?;
+                Ok(CallToolResult::success(vec![Content::text(format!(
+                    "step {n}"
+                ))]))
+            })
+            .task_support(TaskSupport::Optional),
+        )
+        .tool(
+            Tool::new("quick", |_, _| async {
+                Ok(CallToolResult::success(vec![Content::text("at once")]))
+            })
+            .task_support(TaskSupport::Optional),
+        )
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let (session, _out) = server.session();
+    for (tool, text) in [
+        ("slow", "slept"),
+        ("stepped", "step 7"),
+        ("quick", "at once"),
+    ] {
+        let r = call(
+            &session,
+            "tools/call",
+            json!({"name": tool, "arguments": {}}),
+        )
+        .await;
+        let id = r["result"]["taskId"].as_str().expect("a task").to_owned();
+        eventually(async || {
+            call(&session, "tasks/get", json!({"taskId": id})).await["result"]["status"]
+                == "completed"
+        })
+        .await;
+        let r = call(&session, "tasks/get", json!({"taskId": id})).await;
+        assert_eq!(r["result"]["result"]["content"][0]["text"], text, "{r}");
+        let rec = store.get(&id).await.unwrap().expect("stored");
+        let finished: Vec<_> = rec
+            .history
+            .iter()
+            .filter(|c| c.status.is_terminal())
+            .collect();
+        assert_eq!(finished.len(), 1, "{tool}: {:?}", rec.history);
+        assert!(rec.lease.is_none(), "{tool}: {:?}", rec.lease);
+        if tool == "stepped" {
+            assert_eq!(rec.steps["first"], json!(7), "{:?}", rec.steps);
+        }
+        if tool == "slow" {
+            assert!(
+                rec.version > 3,
+                "{tool}: renewed while it ran, version {}",
+                rec.version
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }

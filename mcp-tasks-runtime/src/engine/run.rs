@@ -496,19 +496,25 @@ impl Engine {
             previous,
         );
         // The run keeps none of the record: what it needs is in `run`, and the lease's end
-        // only when a start must renew it first.
-        let lease_until = record.lease.map(|l| l.until);
+        // only when a start must renew it first. Where a read is a round trip to a store
+        // other processes share, it keeps the record it started from, boxed: its outcome is
+        // then written over that version with no read first, unless something else wrote
+        // the task meanwhile (a renewal, a question, a step), which makes that write fail
+        // and the task be read again. Elsewhere a read is a lookup in memory, and a running
+        // task keeps no copy.
+        let lease_until = record.lease.as_ref().map(|l| l.until);
+        let started_from = self.store.is_shared().then(|| Box::new(record));
         let future = CatchUnwind::pinned(future);
         // A start that must renew the lease first is rare: only it waits for the renewal
         // before the run, so that the run's own future holds nothing for it.
         match lease_until.filter(|_| self.lease_short(lease_until)) {
-            None => spawn_in(span, Self::drive(run, future)),
+            None => spawn_in(span, Self::drive(run, future, started_from)),
             Some(until) => spawn_in(span, async move {
                 if run.engine.still_held_at_start(&run, until).await {
-                    Self::drive(run, future).await;
+                    Self::drive(run, future, started_from).await;
                 } else {
                     metrics::gauge!("mcp_tasks_running").increment(1.0);
-                    Box::pin(run.engine.conclude(&run, None)).await;
+                    Box::pin(run.engine.conclude(&run, None, None)).await;
                 }
             }),
         }
@@ -517,9 +523,14 @@ impl Engine {
     /// Runs the tool to its end, then stores what became of it.
     ///
     /// A running task's future is sized for what it holds across its longest wait, the
-    /// tool's: the run, the tool's future and the wait for its cancellation. Everything
-    /// else is on the heap, and only while needed.
-    async fn drive(run: Arc<Run>, mut future: CatchUnwind<dyn Future<Output = ToolResult> + Send>) {
+    /// tool's: the run, the tool's future, the wait for its cancellation and, on a shared
+    /// store, the record it started from (boxed). Everything else is on the heap, and only
+    /// while needed.
+    async fn drive(
+        run: Arc<Run>,
+        mut future: CatchUnwind<dyn Future<Output = ToolResult> + Send>,
+        started_from: Option<Box<TaskRecord>>,
+    ) {
         metrics::gauge!("mcp_tasks_running").increment(1.0);
         crate::spans::run_started(&run.tool.name);
         tracing::debug!(task = %run.id, "run started");
@@ -571,13 +582,18 @@ impl Engine {
             // Boxed: the grace period's timer is needed only here.
             Err(Cancelled) => Box::pin(run.engine.cancelled(&run, &mut future)).await,
         };
-        Box::pin(run.engine.conclude(&run, end)).await;
+        Box::pin(run.engine.conclude(&run, end, started_from)).await;
     }
 
     /// Stores what became of a run (nothing when its lease was lost), and forgets it.
-    async fn conclude(&self, run: &Run, end: Option<RunEnd>) {
+    async fn conclude(
+        &self,
+        run: &Run,
+        end: Option<RunEnd>,
+        started_from: Option<Box<TaskRecord>>,
+    ) {
         let status = match end {
-            Some(end) => self.finish(run, end).await,
+            Some(end) => self.finish(run, end, started_from.map(|r| *r)).await,
             None => {
                 tracing::warn!(
                     "the task's lease was lost to another process; this run stopped without settling it"
@@ -726,7 +742,14 @@ impl Engine {
     }
 
     /// Stores the outcome of a run; returns what became of the task, for the logs.
-    pub(super) async fn finish(&self, run: &Run, end: RunEnd) -> &'static str {
+    /// `started_from` is the record the run started from, if it kept it: the first write
+    /// goes over that version without reading the task first.
+    pub(super) async fn finish(
+        &self,
+        run: &Run,
+        end: RunEnd,
+        mut started_from: Option<TaskRecord>,
+    ) -> &'static str {
         let (tool, id) = (run.tool(), &*run.id);
         let outcome = match outcome_of(tool, end) {
             Some(o) => o,
@@ -747,7 +770,7 @@ impl Engine {
         let mut replaced = false;
         let result = loop {
             let result = self
-                .store_update_from(id, None, |rec| {
+                .store_update_from(id, started_from.take(), |rec| {
                     if !rec.is_held_by(&self.worker, run.epoch) {
                         return false;
                     }

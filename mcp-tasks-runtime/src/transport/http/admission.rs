@@ -5,6 +5,7 @@
 use super::config::{AuthError, Principal, ProxyHeader, RequestParts};
 use super::response::plain_error;
 use super::{App, sessions};
+use crate::sync::LockExt as _;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use std::net::IpAddr;
@@ -88,6 +89,14 @@ impl App {
     /// Checks the media types of a POST: a JSON body (else 415), and an `Accept` that takes
     /// both a JSON answer and an event stream (else 406).
     pub(super) fn negotiate_post(&self, headers: &HeaderMap) -> Result<(), Refused> {
+        // What clients send, accepted without taking the headers apart.
+        let usual = headers
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes() == JSON.as_bytes())
+            && usual_accept(headers);
+        if usual {
+            return Ok(());
+        }
         let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -165,10 +174,20 @@ impl App {
         {
             return format!("key:{key}").into();
         }
-        match client {
-            Some(ip) => format!("address:{}", sessions::client_group(ip)).into(),
-            None => "address:unknown".into(),
+        let Some(ip) = client else {
+            return "address:unknown".into();
+        };
+        let group = sessions::client_group(ip);
+        let mut keys = self.requestor_keys.locked();
+        if let Some(key) = keys.get(&group) {
+            return Arc::clone(key);
         }
+        if keys.len() >= super::REQUESTOR_KEYS {
+            keys.clear();
+        }
+        let key: Arc<str> = format!("address:{group}").into();
+        keys.insert(group, Arc::clone(&key));
+        key
     }
 }
 
@@ -222,6 +241,22 @@ fn node_address(node: &str) -> Option<IpAddr> {
 /// Whether the `Accept` headers allow every media type of `wanted`. Strictly, each must be
 /// named (with a quality above zero), as the Streamable HTTP rules ask of clients; `lenient`
 /// also takes a missing `Accept` and wildcards (`*/*`, `text/*`).
+/// Whether the request has one `Accept` header naming exactly JSON and event streams, as
+/// clients write it: a header that needs no parsing.
+fn usual_accept(headers: &HeaderMap) -> bool {
+    const USUAL: [&[u8]; 4] = [
+        b"application/json, text/event-stream",
+        b"text/event-stream, application/json",
+        b"application/json,text/event-stream",
+        b"text/event-stream,application/json",
+    ];
+    let mut values = headers.get_all(header::ACCEPT).iter();
+    match (values.next(), values.next()) {
+        (Some(only), None) => USUAL.contains(&only.as_bytes()),
+        _ => false,
+    }
+}
+
 fn accepts(headers: &HeaderMap, wanted: &[&str], lenient: bool) -> bool {
     if headers.get(header::ACCEPT).is_none() {
         return lenient;
@@ -400,6 +435,13 @@ mod tests {
         ];
         for (accept, strict, lenient) in cases {
             let headers = with(accept);
+            // The headers taken without parsing are only ever ones the parser takes too.
+            if usual_accept(&headers) {
+                assert!(
+                    strict,
+                    "{accept:?} passes unparsed but the parser refuses it"
+                );
+            }
             assert_eq!(accepts(&headers, &both, false), strict, "{accept:?} strict");
             assert_eq!(
                 accepts(&headers, &both, true),
@@ -412,6 +454,23 @@ mod tests {
             &[EVENT_STREAM],
             false
         ));
+        for usual in [
+            "application/json, text/event-stream",
+            "text/event-stream,application/json",
+        ] {
+            assert!(usual_accept(&with(Some(usual))), "{usual}");
+            assert!(accepts(&with(Some(usual)), &both, false), "{usual}");
+        }
+        for unusual in [
+            "application/json",
+            "application/json, text/event-stream;q=0",
+            "*/*",
+        ] {
+            assert!(!usual_accept(&with(Some(unusual))), "{unusual}");
+        }
+        let mut twice = with(Some("application/json, text/event-stream"));
+        twice.append(header::ACCEPT, HeaderValue::from_static("text/html"));
+        assert!(!usual_accept(&twice));
         assert!(!accepts(&with(Some("*/*")), &[EVENT_STREAM], false));
         assert!(accepts(&with(Some("*/*")), &[EVENT_STREAM], true));
     }

@@ -25,8 +25,8 @@ pub(super) async fn get(
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };
-    let Some(session_id) = headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) else {
-        let version = headers::text(&headers, headers::PROTOCOL_VERSION)
+    let Some(session_id) = headers.get(&SESSION_ID).and_then(|v| v.to_str().ok()) else {
+        let version = headers::text(&headers, &headers::PROTOCOL_VERSION)
             .ok()
             .flatten();
         if version.is_some_and(is_stateful_version) {

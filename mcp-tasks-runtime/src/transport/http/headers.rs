@@ -9,21 +9,21 @@ use crate::error::Error;
 use crate::idempotency::{IDEMPOTENCY_KEY_META, IdempotencyKey};
 use crate::jsonrpc::Request;
 use crate::server::Server;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 use base64::Engine as _;
 use serde_json::Value;
 
 /// The header naming the protocol version of a request.
-pub(crate) const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+pub(crate) const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 /// The header mirroring the body's `method`.
-pub(crate) const METHOD: &str = "mcp-method";
+pub(crate) const METHOD: HeaderName = HeaderName::from_static("mcp-method");
 /// The header mirroring the body's name, URI or task id.
-pub(crate) const NAME: &str = "mcp-name";
+pub(crate) const NAME: HeaderName = HeaderName::from_static("mcp-name");
 /// The prefix of the custom headers tools declare with `x-mcp-header`.
 const PARAM_PREFIX: &str = "Mcp-Param-";
 
 /// The header carrying a `tools/call`'s idempotency key (the IETF httpapi draft).
-pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
+pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 /// Carries the `Idempotency-Key` header of a `tools/call` into its `_meta`
 /// ([`IDEMPOTENCY_KEY_META`]), where both eras read it. The header is a structured-field
@@ -36,7 +36,7 @@ pub(crate) fn carry_idempotency_key(
     if request.method != "tools/call" {
         return Ok(());
     }
-    let Some(raw) = text(headers, IDEMPOTENCY_KEY)? else {
+    let Some(raw) = text(headers, &IDEMPOTENCY_KEY)? else {
         return Ok(());
     };
     let unquoted = match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
@@ -72,7 +72,11 @@ pub(crate) fn carry_idempotency_key(
 }
 
 /// The W3C trace context headers, carried under the same names in `_meta`.
-const TRACE_HEADERS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
+const TRACE_HEADERS: [HeaderName; 3] = [
+    HeaderName::from_static("traceparent"),
+    HeaderName::from_static("tracestate"),
+    HeaderName::from_static("baggage"),
+];
 
 /// Carries the W3C trace context headers (`traceparent`, `tracestate`, `baggage`) of a
 /// request into its `_meta`, where both eras read the trace context a task keeps and the
@@ -80,7 +84,7 @@ const TRACE_HEADERS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
 /// headers are then left out. A value that is not text is left out too (an invalid trace
 /// context is ignored, never refused).
 pub(crate) fn carry_trace_context(headers: &HeaderMap, request: &mut Request) {
-    if !headers.contains_key(TRACE_HEADERS[0]) {
+    if !headers.contains_key(&TRACE_HEADERS[0]) {
         return;
     }
     let params = request
@@ -95,12 +99,12 @@ pub(crate) fn carry_trace_context(headers: &HeaderMap, request: &mut Request) {
     let Value::Object(meta) = meta else {
         return;
     };
-    if meta.contains_key(TRACE_HEADERS[0]) {
+    if meta.contains_key(TRACE_HEADERS[0].as_str()) {
         return;
     }
-    for name in TRACE_HEADERS {
+    for name in &TRACE_HEADERS {
         if let Ok(Some(value)) = text(headers, name) {
-            meta.insert(name.to_owned(), Value::String(value.to_owned()));
+            meta.insert(name.as_str().to_owned(), Value::String(value.to_owned()));
         }
     }
 }
@@ -108,7 +112,10 @@ pub(crate) fn carry_trace_context(headers: &HeaderMap, request: &mut Request) {
 /// Reads a header as text with surrounding whitespace removed (RFC 9110 §5.5).
 ///
 /// `Err` when the header is present but not visible ASCII.
-pub(crate) fn text<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Error> {
+pub(crate) fn text<'a>(
+    headers: &'a HeaderMap,
+    name: &HeaderName,
+) -> Result<Option<&'a str>, Error> {
     match headers.get(name) {
         None => Ok(None),
         Some(v) => v
@@ -142,8 +149,9 @@ struct ParamHeader {
     param: String,
     /// The header, as written in errors (`Mcp-Param-{Name}`).
     display: String,
-    /// The header, as looked up (lowercase).
-    name: String,
+    /// The header, as looked up; `None` when the declared name is no valid header name (so
+    /// no request can carry it).
+    name: Option<HeaderName>,
 }
 
 /// The mirrored arguments of every tool that has any, read from the schemas once when the
@@ -166,7 +174,7 @@ impl ParamHeaders {
                     let display = format!("{PARAM_PREFIX}{suffix}");
                     Some(ParamHeader {
                         param: param.clone(),
-                        name: display.to_ascii_lowercase(),
+                        name: HeaderName::from_bytes(display.as_bytes()).ok(),
                         display,
                     })
                 })
@@ -205,7 +213,7 @@ pub(crate) fn check_stateless(
     request: &Request,
     strict_task_name: bool,
 ) -> Result<(), Error> {
-    let version = text(headers, PROTOCOL_VERSION)?.ok_or_else(|| {
+    let version = text(headers, &PROTOCOL_VERSION)?.ok_or_else(|| {
         Error::HeaderMismatch("the MCP-Protocol-Version header is required".into())
     })?;
     let meta_version = crate::wire::v2026_07_28::meta_version(request.params.as_ref());
@@ -216,12 +224,12 @@ pub(crate) fn check_stateless(
             "MCP-Protocol-Version is {version:?} but the request's `_meta` says {meta_version:?}"
         )));
     }
-    mirrored(headers, METHOD, "Mcp-Method", Some(&request.method))?;
+    mirrored(headers, Some(&METHOD), "Mcp-Method", Some(&request.method))?;
     if let Some(name) = name_in_body(request) {
-        if !strict_task_name && is_task_method(&request.method) && text(headers, NAME)?.is_none() {
+        if !strict_task_name && is_task_method(&request.method) && text(headers, &NAME)?.is_none() {
             tracing::debug!(method = %request.method, "no Mcp-Name header; the task id is in the body");
         } else {
-            mirrored(headers, NAME, "Mcp-Name", Some(name))?;
+            mirrored(headers, Some(&NAME), "Mcp-Name", Some(name))?;
         }
     }
     if request.method == "tools/call" {
@@ -233,14 +241,17 @@ pub(crate) fn check_stateless(
 /// Checks that a header is present and decodes to `expected`.
 fn mirrored(
     headers: &HeaderMap,
-    name: &str,
+    name: Option<&HeaderName>,
     display: &str,
     expected: Option<&str>,
 ) -> Result<(), Error> {
     let Some(expected) = expected else {
         return Ok(());
     };
-    let raw = text(headers, name)?
+    let raw = name
+        .map(|name| text(headers, name))
+        .transpose()?
+        .flatten()
         .ok_or_else(|| Error::HeaderMismatch(format!("the {display} header is required")))?;
     let value = decode(raw).map_err(|e| Error::HeaderMismatch(format!("{display}: {e}")))?;
     if value != expected {
@@ -281,7 +292,7 @@ fn check_params(
             // Objects and arrays cannot be mirrored; the schema should not allow them.
             _ => continue,
         };
-        self::mirrored(headers, name, display, Some(&expected))?;
+        self::mirrored(headers, name.as_ref(), display, Some(&expected))?;
     }
     Ok(())
 }

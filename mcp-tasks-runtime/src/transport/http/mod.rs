@@ -98,7 +98,7 @@ use crate::server::Server;
 use crate::transport::TransportError;
 use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use response::{method_not_allowed, plain_error, session_not_found};
 use session::HttpSession;
@@ -109,7 +109,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The session header of 2025-11-25.
-const SESSION_ID: &str = "mcp-session-id";
+const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 
 /// The header a client resumes a stream with.
 const LAST_EVENT_ID: &str = "last-event-id";
@@ -259,6 +259,7 @@ impl Server {
             config,
             sessions: Mutex::new(Sessions::new(limits)),
             epoch: Instant::now(),
+            requestor_keys: Mutex::default(),
         });
         let router = Router::new()
             .route(
@@ -319,7 +320,13 @@ struct App {
     config: HttpConfig,
     sessions: Mutex<Sessions<HttpSession>>,
     epoch: Instant,
+    /// The requestor keys of the client groups seen lately, so that a request does not
+    /// write its own; emptied when it holds [`REQUESTOR_KEYS`].
+    requestor_keys: Mutex<std::collections::HashMap<std::net::IpAddr, Arc<str>>>,
 }
+
+/// The most requestor keys of client groups [`App`] keeps.
+const REQUESTOR_KEYS: usize = 4096;
 
 async fn delete(State(app): State<Arc<App>>, request: axum::extract::Request) -> HttpResponse {
     let (parts, _) = request.into_parts();
@@ -329,7 +336,7 @@ async fn delete(State(app): State<Arc<App>>, request: axum::extract::Request) ->
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };
-    let Some(session_id) = headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) else {
+    let Some(session_id) = headers.get(&SESSION_ID).and_then(|v| v.to_str().ok()) else {
         return method_not_allowed();
     };
     if app

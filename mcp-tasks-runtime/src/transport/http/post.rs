@@ -18,7 +18,7 @@ use crate::wire::classify::{Facts, Kind, is_stateful_version};
 use crate::wire::v2025_11_25::primes_streams;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -31,7 +31,7 @@ pub(super) async fn post(
     request: axum::extract::Request,
 ) -> HttpResponse {
     let (parts, body) = request.into_parts();
-    let headers = parts.headers.clone();
+    let headers = &parts.headers;
     let peer = parts
         .extensions
         .get::<axum::extract::ConnectInfo<SocketAddr>>()
@@ -41,11 +41,11 @@ pub(super) async fn post(
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };
-    let client = app.client_address(&headers, peer);
-    if let Err(refused) = app.negotiate_post(&headers) {
+    let client = app.client_address(headers, peer);
+    if let Err(refused) = app.negotiate_post(headers) {
         return refused.into_response();
     }
-    let body = match read_body(&app.config, &headers, body).await {
+    let body = match read_body(&app.config, headers, body).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
@@ -61,31 +61,31 @@ pub(super) async fn post(
         Ok(m) => m,
         Err(error) => return json(StatusCode::BAD_REQUEST, &error),
     };
-    let version = match headers::text(&headers, headers::PROTOCOL_VERSION) {
+    let version = match headers::text(headers, &headers::PROTOCOL_VERSION) {
         Ok(v) => v.map(str::to_owned),
         Err(e) => return error_response(StatusCode::BAD_REQUEST, None, e),
     };
     let session_id = headers
-        .get(SESSION_ID)
+        .get(&SESSION_ID)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     match message {
         Message::Request(mut request) => {
             tracing::debug!(method = %request.method, id = %request.id, "HTTP request");
-            if let Err(e) = headers::carry_idempotency_key(&headers, &mut request) {
+            if let Err(e) = headers::carry_idempotency_key(headers, &mut request) {
                 return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
             }
-            headers::carry_trace_context(&headers, &mut request);
+            headers::carry_trace_context(headers, &mut request);
             let facts = Facts::of(&request).with_version_header(version.as_deref());
             // Only a request that may open tasks on a new session names its requestor.
             let requestor = |principal: &Option<Arc<Principal>>| {
                 principal
                     .is_none()
-                    .then(|| app.anonymous_requestor(&headers, client))
+                    .then(|| app.anonymous_requestor(headers, client))
             };
             if classify::classify(&facts) == Kind::Stateless {
                 let requestor = requestor(&principal);
-                return stateless(&app, &headers, principal, requestor, request).await;
+                return stateless(&app, headers, principal, requestor, request).await;
             }
             let Some(session_id) = session_id else {
                 if request.method == "initialize" {
@@ -282,8 +282,7 @@ pub(super) async fn initialize(
     tracing::debug!(session = %session_id, %version, "session opened");
     let mut http = json(StatusCode::OK, &response);
     if let Ok(v) = HeaderValue::from_str(&session_id) {
-        http.headers_mut()
-            .insert(HeaderName::from_static(SESSION_ID), v);
+        http.headers_mut().insert(SESSION_ID, v);
     }
     http
 }

@@ -6,7 +6,7 @@ use crate::jsonrpc;
 use crate::jsonrpc::{ErrorObject, RequestId, Response};
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response as HttpResponse};
+use axum::response::Response as HttpResponse;
 
 /// A JSON-RPC error without id, for refusals before a message is read.
 pub(crate) fn plain_error(status: StatusCode, message: &str) -> HttpResponse {
@@ -16,11 +16,18 @@ pub(crate) fn plain_error(status: StatusCode, message: &str) -> HttpResponse {
 
 /// A JSON body: a response, or a reply whose result may be JSON text already.
 pub(super) fn json(status: StatusCode, message: &impl serde::Serialize) -> HttpResponse {
-    let body = serde_json::to_string(message).unwrap_or_else(|e| {
+    let mut body = Vec::with_capacity(256);
+    if let Err(e) = serde_json::to_writer(&mut body, message) {
         debug_assert!(false, "a JSON-RPC message failed to serialise: {e}");
-        "null".to_owned()
-    });
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+        body = b"null".to_vec();
+    }
+    let mut response = HttpResponse::new(Body::from(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 pub(super) fn error_response(

@@ -7,7 +7,6 @@ use super::sse::{CancelOnDrop, LiveSse, Out, Running};
 use super::{App, BUSY_RETRY_AFTER_MS, headers};
 use crate::jsonrpc;
 use crate::jsonrpc::{ErrorObject, Request};
-use crate::wire::classify::Kind;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
@@ -28,9 +27,7 @@ pub(super) async fn stateless(
         return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
     }
     let listen = request.method == "subscriptions/listen";
-    let (session, _outbound) = app
-        .server
-        .open_session(principal, requestor, Some(Kind::Stateless));
+    let session = app.server.open_request_session(principal, requestor);
     session.set_wire(crate::spans::Wire {
         transport: "tcp",
         protocol: Some("http"),

@@ -1,7 +1,7 @@
 //! The params and result shapes of this era: nested task shapes (`ttl`, `pollInterval`).
 
 use crate::model::JsonObject;
-use crate::task::{TaskRecord, rfc3339};
+use crate::task::{Rfc3339, TaskRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -39,8 +39,8 @@ pub(super) struct TaskMetadata {
 pub(super) struct Task<'a> {
     pub(super) task_id: &'a str,
     pub(super) status: &'static str,
-    pub(super) created_at: String,
-    pub(super) last_updated_at: String,
+    pub(super) created_at: Rfc3339,
+    pub(super) last_updated_at: Rfc3339,
     /// Always present: `null` for a task kept until it is deleted.
     pub(super) ttl: Option<u64>,
     pub(super) poll_interval: u64,
@@ -53,8 +53,8 @@ impl<'a> Task<'a> {
         Self {
             task_id: &rec.id,
             status: rec.status.as_str(),
-            created_at: rfc3339(rec.created_at),
-            last_updated_at: rfc3339(rec.updated_at),
+            created_at: Rfc3339(rec.created_at),
+            last_updated_at: Rfc3339(rec.updated_at),
             ttl: rec.ttl.map(|t| t.as_millis() as u64),
             poll_interval: rec.poll_interval.as_millis() as u64,
             status_message: rec.status_message.as_deref(),

@@ -144,13 +144,13 @@ fn complete_typed<T: Serialize>(server: &Server, result: &T, result_type: &str) 
     #[derive(Serialize)]
     struct ServerMeta<'a> {
         #[serde(rename = "io.modelcontextprotocol/serverInfo")]
-        server_info: &'a Value,
+        server_info: &'a serde_json::value::RawValue,
     }
     let typed = Complete {
         result,
         result_type,
         meta: ServerMeta {
-            server_info: &server.inner.info_value,
+            server_info: &server.inner.info_json,
         },
     };
     match serde_json::value::to_raw_value(&typed) {

@@ -6,7 +6,7 @@ use crate::error::CallOutcome;
 use crate::jsonrpc::{self, ErrorObject, Payload};
 use crate::model::{InputRequest, JsonObject};
 use crate::server::Server;
-use crate::task::{TaskRecord, TaskStatus, rfc3339};
+use crate::task::{Rfc3339, TaskRecord, TaskStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -69,8 +69,8 @@ pub(super) struct ListenParams {
 pub(super) struct Task<'a> {
     pub(super) task_id: &'a str,
     pub(super) status: &'static str,
-    pub(super) created_at: String,
-    pub(super) last_updated_at: String,
+    pub(super) created_at: Rfc3339,
+    pub(super) last_updated_at: Rfc3339,
     /// Always present: `null` for a task kept until it is deleted.
     pub(super) ttl_ms: Option<u64>,
     pub(super) poll_interval_ms: u64,
@@ -83,8 +83,8 @@ impl<'a> Task<'a> {
         Self {
             task_id: &rec.id,
             status: rec.status.as_str(),
-            created_at: rfc3339(rec.created_at),
-            last_updated_at: rfc3339(rec.updated_at),
+            created_at: Rfc3339(rec.created_at),
+            last_updated_at: Rfc3339(rec.updated_at),
             ttl_ms: rec.ttl.map(|t| t.as_millis() as u64),
             poll_interval_ms: (rec.poll_interval.as_millis() as u64).max(1),
             status_message: rec.status_message.as_deref(),
