@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -46,6 +47,10 @@ pub(crate) trait CallBackend: Send + Sync {
     }
 }
 
+/// [`Inner::last_progress`] before any progress was sent: the bits of a NaN, which no
+/// progress sent can be (it is finite).
+const NO_PROGRESS: u64 = u64::MAX;
+
 struct Inner {
     tool: Arc<str>,
     task_id: Mutex<Option<Arc<str>>>,
@@ -53,7 +58,8 @@ struct Inner {
     client_capabilities: Arc<Value>,
     principal: Option<Arc<crate::principal::Principal>>,
     backend: Arc<dyn CallBackend>,
-    last_progress: Mutex<Option<f64>>,
+    /// The last progress sent, as the bits of an `f64`; [`NO_PROGRESS`] before the first.
+    last_progress: AtomicU64,
     state: crate::state::StateMap,
     /// The durable steps that produced an output in this run, by name.
     steps_done: Mutex<BTreeSet<String>>,
@@ -95,7 +101,7 @@ impl TaskContext {
                 client_capabilities,
                 principal,
                 backend,
-                last_progress: Mutex::new(None),
+                last_progress: AtomicU64::new(NO_PROGRESS),
                 state,
                 steps_done: Mutex::default(),
             }),
@@ -227,22 +233,26 @@ impl Progress {
 
     /// Updates the status message without a number (progress counts up by one).
     pub fn message(&self, message: impl AsRef<str>) {
-        let next = self
-            .cx
-            .inner
-            .last_progress
-            .locked()
-            .map_or(0.0, |p| p + 1.0);
+        let next = match self.cx.inner.last_progress.load(Ordering::Acquire) {
+            NO_PROGRESS => 0.0,
+            last => f64::from_bits(last) + 1.0,
+        };
         self.send(next, None, Some(message.as_ref()));
     }
 
     fn send(&self, done: f64, total: Option<f64>, message: Option<&str>) {
-        {
-            let mut last = self.cx.inner.last_progress.locked();
-            if last.is_some_and(|l| done <= l) || !done.is_finite() {
-                return;
-            }
-            *last = Some(done);
+        if !done.is_finite() {
+            return;
+        }
+        let moved_on =
+            self.cx
+                .inner
+                .last_progress
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
+                    (last == NO_PROGRESS || done > f64::from_bits(last)).then_some(done.to_bits())
+                });
+        if moved_on.is_err() {
+            return;
         }
         self.cx.inner.backend.progress(done, total, message);
     }

@@ -10,7 +10,8 @@ use crate::sync::LockExt;
 use crate::task::TaskRecord;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// How a task's questions, progress and log lines reach its client: the seam a wire
@@ -89,15 +90,20 @@ impl CallBackend for Run {
             (None, Some(t)) => format!("{progress}/{t}"),
             (None, None) => format!("{progress}"),
         };
-        let now = Instant::now();
+        // Nanoseconds since the engine started, plus one: never 0, which means no write yet.
+        let now = self.engine.born.elapsed().as_nanos() as u64 + 1;
+        let interval = self.engine.config.progress_write_interval.as_nanos() as u64;
+        let last = self.last_write.load(Ordering::Acquire);
+        if last != 0 && now.saturating_sub(last) < interval {
+            return;
+        }
+        if self
+            .last_write
+            .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
         {
-            let mut last = self.last_write.locked();
-            if last
-                .is_some_and(|l| now.duration_since(l) < self.engine.config.progress_write_interval)
-            {
-                return;
-            }
-            *last = Some(now);
+            // Another progress call wrote meanwhile.
+            return;
         }
         let engine = Arc::clone(&self.engine);
         let id = Arc::clone(&self.id);

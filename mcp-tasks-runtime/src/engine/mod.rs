@@ -78,8 +78,11 @@ struct Run {
     /// The outputs of the tool's durable steps: those of the record the run started from,
     /// and those it stored since.
     steps: Mutex<BTreeMap<String, Value>>,
-    /// When the run last wrote a progress message.
-    last_write: Mutex<Option<std::time::Instant>>,
+    /// When the run last wrote a progress message, in nanoseconds since the engine started
+    /// plus one; 0 before its first.
+    last_write: AtomicU64,
+    /// When the run began.
+    started: std::time::Instant,
 }
 
 /// [`Run::renew_at`] of a run whose lease the renewal loop leaves alone.

@@ -10,10 +10,42 @@ use crate::sync::LockExt;
 use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus};
 use crate::task::{ShortId, random_id};
 use crate::tool::{Tool, ToolFuture};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
+
+/// What a tool's future gives.
+type ToolResult = Result<crate::model::CallToolResult, ToolError>;
+
+/// What ends the wait for a running tool first.
+enum First {
+    /// The tool returned, or panicked.
+    Ended(Result<ToolResult, String>),
+    /// Its task was cancelled, or its lease lost.
+    Cancelled,
+    /// It ran past its deadline.
+    Deadline,
+}
+
+/// Spawns a run's future, in `span` unless the span records nothing: then the future is
+/// spawned alone, without the room a span takes in every running task.
+fn spawn_in<F>(span: tracing::Span, future: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    if span.is_disabled() {
+        tokio::spawn(future);
+    } else {
+        tokio::spawn(tracing::Instrument::instrument(future, span));
+    }
+}
+
+/// A running tool's task was cancelled (or its lease lost) before the tool ended.
+struct Cancelled;
 
 /// What becomes of a task whose create is confirmed only after its call was answered
 /// ([`Error::TaskOutcomeUnknown`]).
@@ -398,7 +430,8 @@ impl Engine {
             lost: AtomicBool::new(false),
             renew_at: AtomicU64::new(NOT_RENEWED),
             steps: Mutex::new(record.steps.clone()),
-            last_write: Mutex::new(None),
+            last_write: AtomicU64::new(0),
+            started: Instant::now(),
         });
         live.started.fetch_max(record.epoch, Ordering::AcqRel);
         *live.run.locked() = Some(Arc::clone(&run));
@@ -462,128 +495,159 @@ impl Engine {
             record.trace.as_deref(),
             previous,
         );
-        // The run keeps the lease's end of the record; the rest of what it needs is in
-        // `run`, so the future holds little more than the tool's. Where a read is a round
-        // trip to a store other processes share, it keeps the whole record too: its outcome
-        // is then written over the version it started from with no read first, unless
-        // something else wrote the task meanwhile (a renewal, a question, a step), which
-        // makes that write fail and the task be read again. Elsewhere a read is a lookup in
-        // memory, and a running task keeps no copy.
+        // The run keeps none of the record: what it needs is in `run`, and the lease's end
+        // only when a start must renew it first. Where a read is a round trip to a store
+        // other processes share, it keeps the record it started from, boxed: its outcome is
+        // then written over that version with no read first, unless something else wrote
+        // the task meanwhile (a renewal, a question, a step), which makes that write fail
+        // and the task be read again. Elsewhere a read is a lookup in memory, and a running
+        // task keeps no copy.
         let lease_until = record.lease.as_ref().map(|l| l.until);
-        let started_from = self.store.is_shared().then_some(record);
-        let running = async move {
-            let engine = &run.engine;
-            let started = Instant::now();
-            metrics::gauge!("mcp_tasks_running").increment(1.0);
-            crate::spans::run_started(&run.tool.name);
-            tracing::debug!(task = %run.id, "run started");
-            let end = engine.execute(&run, lease_until, future).await;
-            let status = match end {
-                // Boxed: a running task's future is sized for its largest state, and this
-                // one is large and comes once.
-                Some(end) => Box::pin(engine.finish(&run, end, started_from)).await,
-                None => {
-                    tracing::warn!(
-                        "the task's lease was lost to another process; this run stopped without settling it"
-                    );
-                    "lease lost"
+        let started_from = self.store.is_shared().then(|| Box::new(record));
+        let future = CatchUnwind::pinned(future);
+        // A start that must renew the lease first is rare: only it waits for the renewal
+        // before the run, so that the run's own future holds nothing for it.
+        match lease_until.filter(|_| self.lease_short(lease_until)) {
+            None => spawn_in(span, Self::drive(run, future, started_from)),
+            Some(until) => spawn_in(span, async move {
+                if run.engine.still_held_at_start(&run, until).await {
+                    Self::drive(run, future, started_from).await;
+                } else {
+                    metrics::gauge!("mcp_tasks_running").increment(1.0);
+                    Box::pin(run.engine.conclude(&run, None, None)).await;
                 }
-            };
-            let elapsed = started.elapsed();
-            let name = &run.tool.name;
-            crate::spans::run_ended(&tracing::Span::current(), name, status, elapsed);
-            tracing::info!(
-                status,
-                duration = ?Duration::from_millis(elapsed.as_millis() as u64),
-                "task finished"
-            );
-            metrics::gauge!("mcp_tasks_running").decrement(1.0);
-            metrics::histogram!("mcp_tasks_run_seconds", "tool" => name.to_string())
-                .record(elapsed.as_secs_f64());
-            metrics::counter!(
-                "mcp_tasks_finished_total",
-                "tool" => name.to_string(),
-                "status" => status
-            )
-            .increment(1);
-            if let Some(live) = engine.live(&run.id) {
-                *live.run.locked() = None;
-            }
-            engine.release(&run.id);
-            engine.unreserve(name);
-        };
-        tokio::spawn(tracing::Instrument::instrument(running, span));
+            }),
+        }
     }
 
-    /// Runs the tool until it ends. `None` when the lease was lost: the caller must write
-    /// nothing (and the tool never started, when it was lost before).
+    /// Runs the tool to its end, then stores what became of it.
     ///
-    /// While the tool runs, the engine's renewal loop extends the lease
-    /// ([`renew_due`](Self::renew_due)).
-    pub(super) async fn execute(
+    /// A running task's future is sized for what it holds across its longest wait, the
+    /// tool's: the run, the tool's future, the wait for its cancellation and, on a shared
+    /// store, the record it started from (boxed). Everything else is on the heap, and only
+    /// while needed.
+    async fn drive(
+        run: Arc<Run>,
+        mut future: CatchUnwind<dyn Future<Output = ToolResult> + Send>,
+        started_from: Option<Box<TaskRecord>>,
+    ) {
+        metrics::gauge!("mcp_tasks_running").increment(1.0);
+        crate::spans::run_started(&run.tool.name);
+        tracing::debug!(task = %run.id, "run started");
+        tracing::debug!(task = %run.id, "the tool starts");
+        // While the tool runs, the engine's renewal loop extends the lease.
+        let every = run.engine.config.renew_every().as_millis() as u64;
+        run.renew_at
+            .store(run.engine.millis_now() + every, Ordering::Release);
+        // Boxed: what follows holds it across waits. (In a block of its own, so that what
+        // the wait gave is not held across them either.)
+        let end: Result<Option<Box<RunEnd>>, Cancelled> = {
+            let first = {
+                let mut cancelled = std::pin::pin!(run.cancel.cancelled());
+                // On the heap, and only for a tool with a deadline: most have none.
+                let mut deadline = run.tool().deadline.map(|d| Box::pin(tokio::time::sleep(d)));
+                let tool = &mut future;
+                std::future::poll_fn(move |cx| {
+                    if let Poll::Ready(end) = Pin::new(&mut *tool).poll(cx) {
+                        return Poll::Ready(First::Ended(end));
+                    }
+                    if cancelled.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(First::Cancelled);
+                    }
+                    match deadline.as_mut().map(|d| d.as_mut().poll(cx)) {
+                        Some(Poll::Ready(())) => Poll::Ready(First::Deadline),
+                        _ => Poll::Pending,
+                    }
+                })
+                .await
+            };
+            run.renew_at.store(NOT_RENEWED, Ordering::Release);
+            match first {
+                First::Ended(end) => Ok(run.engine.ended(&run, end).map(Box::new)),
+                First::Cancelled => Err(Cancelled),
+                First::Deadline => {
+                    run.cancel.cancel();
+                    Ok(Some(Box::new(RunEnd::Returned(Err(ToolError::protocol(
+                        crate::jsonrpc::INTERNAL_ERROR,
+                        format!(
+                            "the task exceeded its execution deadline of {} s",
+                            run.tool().deadline.unwrap_or_default().as_secs()
+                        ),
+                    ))))))
+                }
+            }
+        };
+        let end = match end {
+            Ok(end) => end.map(|end| *end),
+            // Boxed: the grace period's timer is needed only here.
+            Err(Cancelled) => Box::pin(run.engine.cancelled(&run, &mut future)).await,
+        };
+        Box::pin(run.engine.conclude(&run, end, started_from)).await;
+    }
+
+    /// Stores what became of a run (nothing when its lease was lost), and forgets it.
+    async fn conclude(
         &self,
         run: &Run,
-        lease_until: Option<SystemTime>,
-        future: ToolFuture,
-    ) -> Option<RunEnd> {
-        if !self.still_held_at_start(run, lease_until).await {
-            return None;
-        }
-        tracing::debug!(task = %run.id, "the tool starts");
-        run.renew_at.store(
-            self.millis_now() + self.config.renew_every().as_millis() as u64,
-            Ordering::Release,
+        end: Option<RunEnd>,
+        started_from: Option<Box<TaskRecord>>,
+    ) {
+        let status = match end {
+            Some(end) => self.finish(run, end, started_from.map(|r| *r)).await,
+            None => {
+                tracing::warn!(
+                    "the task's lease was lost to another process; this run stopped without settling it"
+                );
+                "lease lost"
+            }
+        };
+        let elapsed = run.started.elapsed();
+        let name = &run.tool.name;
+        crate::spans::run_ended(&tracing::Span::current(), name, status, elapsed);
+        tracing::info!(
+            status,
+            duration = ?Duration::from_millis(elapsed.as_millis() as u64),
+            "task finished"
         );
-        let end = self.drive(run, future).await;
-        run.renew_at.store(NOT_RENEWED, Ordering::Release);
-        end
+        metrics::gauge!("mcp_tasks_running").decrement(1.0);
+        metrics::histogram!("mcp_tasks_run_seconds", "tool" => name.to_string())
+            .record(elapsed.as_secs_f64());
+        metrics::counter!(
+            "mcp_tasks_finished_total",
+            "tool" => name.to_string(),
+            "status" => status
+        )
+        .increment(1);
+        if let Some(live) = self.live(&run.id) {
+            *live.run.locked() = None;
+        }
+        self.release(&run.id);
+        self.unreserve(name);
     }
 
-    /// Polls the tool to its end, its cancellation or its deadline.
-    async fn drive(&self, run: &Run, future: ToolFuture) -> Option<RunEnd> {
-        let cancel = &run.cancel;
-        let mut future = CatchUnwind::pinned(future);
-        // On the heap, and only for a tool with a deadline: most have none.
-        let mut deadline = run.tool().deadline.map(|d| Box::pin(tokio::time::sleep(d)));
-        let deadline = async {
-            match deadline.as_mut() {
-                Some(sleep) => sleep.await,
-                None => std::future::pending().await,
-            }
-        };
-        let end = tokio::select! {
-            end = &mut future => end,
-            () = cancel.cancelled() => {
-                // Handed off or taken over: the task is no longer this run's, and the
-                // tool is dropped at once.
-                if run.lost.load(Ordering::Acquire) {
-                    tracing::info!("the run stopped: its lease is another process's");
-                    return None;
-                }
-                tracing::info!("cancel requested");
-                // Cooperative first: the tool sees its token fire and may finish cleanly.
-                // Boxed: the grace timer is needed only here.
-                let end = Box::pin(tokio::time::timeout(self.config.cancel_grace, &mut future))
-                    .await;
-                if run.lost.load(Ordering::Acquire) {
-                    return None;
-                }
-                match end {
-                    Ok(end) => end,
-                    Err(_) => return Some(RunEnd::Cancelled),
-                }
-            }
-            () = deadline => {
-                cancel.cancel();
-                return Some(RunEnd::Returned(Err(ToolError::protocol(
-                    crate::jsonrpc::INTERNAL_ERROR,
-                    format!(
-                        "the task exceeded its execution deadline of {} s",
-                        run.tool().deadline.unwrap_or_default().as_secs()
-                    ),
-                ))));
-            }
-        };
+    /// How a run whose task was cancelled ends: the tool sees its token fire and may finish
+    /// cleanly within the grace period, else it is dropped.
+    async fn cancelled(
+        &self,
+        run: &Run,
+        future: &mut CatchUnwind<dyn Future<Output = ToolResult> + Send>,
+    ) -> Option<RunEnd> {
+        // Handed off or taken over: the task is no longer this run's, and the tool is
+        // dropped at once.
+        if run.lost.load(Ordering::Acquire) {
+            tracing::info!("the run stopped: its lease is another process's");
+            return None;
+        }
+        tracing::info!("cancel requested");
+        match tokio::time::timeout(self.config.cancel_grace, future).await {
+            Ok(end) => self.ended(run, end),
+            Err(_) if run.lost.load(Ordering::Acquire) => None,
+            Err(_) => Some(RunEnd::Cancelled),
+        }
+    }
+
+    /// How a run whose tool returned (or panicked) ends; `None` when its lease was lost.
+    fn ended(&self, run: &Run, end: Result<ToolResult, String>) -> Option<RunEnd> {
         if run.lost.load(Ordering::Acquire) {
             return None;
         }
@@ -593,6 +657,14 @@ impl Engine {
                 tracing::warn!(tool = %run.tool.name, panic = %message, "the tool panicked");
                 RunEnd::Panicked
             }
+        })
+    }
+
+    /// Whether less than a renewal period is left of the lease a run starts under (see
+    /// [`still_held_at_start`](Self::still_held_at_start)).
+    fn lease_short(&self, lease_until: Option<SystemTime>) -> bool {
+        lease_until.is_some_and(|until| {
+            until.duration_since(SystemTime::now()).unwrap_or_default() < self.config.renew_every()
         })
     }
 
@@ -608,11 +680,8 @@ impl Engine {
     /// wait for it to lapse), so the common start costs no store call. What remains: a pause
     /// between this check and the tool's first step longer than the lease's rest, or clocks
     /// of two processes apart by more than a renewal period.
-    async fn still_held_at_start(&self, run: &Run, lease_until: Option<SystemTime>) -> bool {
+    async fn still_held_at_start(&self, run: &Run, until: SystemTime) -> bool {
         let id = &*run.id;
-        let Some(until) = lease_until else {
-            return true;
-        };
         let left = until.duration_since(SystemTime::now()).unwrap_or_default();
         if left >= self.config.renew_every() {
             return true;

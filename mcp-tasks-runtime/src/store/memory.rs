@@ -50,7 +50,7 @@ pub struct MemoryTaskStore {
 /// index entry costs a pointer rather than another copy of the id.
 #[derive(Default)]
 struct Shard {
-    tasks: HashMap<Arc<str>, Box<Slot>>,
+    tasks: HashMap<Arc<str>, Slot>,
     /// `(expires_at, id)` of every task here that has a TTL.
     expiry: BTreeSet<(SystemTime, Arc<str>)>,
     /// Owned tasks by owner, then by creation sequence number. The owner string is kept once
@@ -120,9 +120,9 @@ fn claim_key(record: &TaskRecord) -> ClaimKey {
     }
 }
 
-/// A stored task. Boxed in the map so the map's spare capacity costs a pointer per
-/// empty bucket rather than a whole record. The record is shared: a read
-/// ([`TaskStore::get_shared`]) takes a reference count, not a copy, and a write replaces it.
+/// A stored task, held in the map itself: two words, less than a box of its own would
+/// cost. The record is shared: a read ([`TaskStore::get_shared`]) takes a reference count,
+/// not a copy, and a write replaces it.
 struct Slot {
     record: Arc<TaskRecord>,
     seq: u64,
@@ -249,7 +249,7 @@ impl Shard {
     }
 
     /// Removes a task and its index entries, and frees the unique key it holds.
-    fn remove(&mut self, id: &str, held: &Held) -> Option<Box<Slot>> {
+    fn remove(&mut self, id: &str, held: &Held) -> Option<Slot> {
         let (key, slot) = self.tasks.remove_entry(id)?;
         release(held, held_key(&slot.record), id);
         self.unindex_scan(slot.record.status, &slot.record.tool, slot.seq);
@@ -327,7 +327,7 @@ impl TaskStore for MemoryTaskStore {
         shard.index_claim(claim_key(&record), seq, &id);
         shard.index_listed(&record, seq, &id);
         let record = Arc::new(record);
-        shard.tasks.insert(id, Box::new(Slot { record, seq }));
+        shard.tasks.insert(id, Slot { record, seq });
         Ok(())
     }
 
