@@ -295,9 +295,7 @@ pub(crate) async fn dispatch(
         },
     };
     match era {
-        Era::Stateful(state) => v2025_11_25::dispatch(server, conn, state, request, sink)
-            .await
-            .map(|r| r.map(Payload::Value)),
+        Era::Stateful(state) => v2025_11_25::dispatch(server, conn, state, request, sink).await,
         Era::Stateless => v2026_07_28::dispatch(server, conn, request, sink).await,
     }
 }

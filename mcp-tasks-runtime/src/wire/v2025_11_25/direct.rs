@@ -8,7 +8,7 @@ use crate::context::{BoxFuture, CallBackend, TaskContext};
 use crate::creation::CreationOff;
 use crate::engine::KeyedCall;
 use crate::error::{CallOutcome, Error, ToolError};
-use crate::jsonrpc::{ErrorObject, Request, RequestId};
+use crate::jsonrpc::{ErrorObject, Payload, Request, RequestId};
 use crate::model::{InputRequest, LogLevel, TaskSupport};
 use crate::notify::{LogGate, Notifier};
 use crate::ops;
@@ -80,7 +80,7 @@ pub(super) async fn resources_read(
 pub(super) async fn tools_call(
     call: DirectCall<'_>,
     mut request: Request,
-) -> Option<Result<Value, ErrorObject>> {
+) -> Option<Result<Payload, ErrorObject>> {
     let (server, state) = (call.server, call.state);
     let parsed = (|| {
         let params: CallToolParams = decode(&mut request)?;
@@ -147,7 +147,8 @@ pub(super) async fn tools_call(
                 key,
                 trace,
             )
-            .await,
+            .await
+            .map(Payload::Value),
         );
     }
     let name = Arc::clone(&tool.name);
@@ -175,7 +176,10 @@ pub(super) async fn tools_call(
     })
     .await?;
     match outcome? {
-        CallOutcome::Result(r) => Some(Ok(serde_json::to_value(r).unwrap_or_default())),
+        // Written straight from its typed form, not built as a value first.
+        CallOutcome::Result(r) => Some(Ok(serde_json::value::to_raw_value(&r)
+            .map(Payload::Json)
+            .unwrap_or_else(|_| Payload::Value(serde_json::to_value(r).unwrap_or_default())))),
         CallOutcome::Error(e) => Some(Err(e)),
     }
 }

@@ -15,7 +15,7 @@ mod shapes;
 mod tasks;
 
 use crate::error::Error;
-use crate::jsonrpc::{self, ErrorObject, Request};
+use crate::jsonrpc::{self, ErrorObject, Payload, Request};
 use crate::ops;
 use crate::ops::ListParams;
 use crate::server::Server;
@@ -127,7 +127,7 @@ pub(crate) async fn dispatch(
     state: &StatefulState,
     request: Request,
     sink: Sink,
-) -> Option<Result<Value, ErrorObject>> {
+) -> Option<Result<Payload, ErrorObject>> {
     let mut request = request;
     let direct_call = |id, sink| DirectCall {
         server,
@@ -143,26 +143,36 @@ pub(crate) async fn dispatch(
         "ping" => Ok(json!({})),
         "tools/list" => tools_list(server, conn, state, &mut request),
         "logging/setLevel" => set_level(conn, &mut request),
-        "tools/call" => return tools_call(direct_call(request.id.clone(), sink), request).await,
+        "tools/call" => {
+            return tools_call(direct_call(request.id.clone(), sink), request).await;
+        }
         "prompts/list" => prompts_list(server, &mut request),
         "completion/complete" => decode(&mut request)
             .and_then(|p| ops::complete(server, &p))
             .map_err(Into::into),
-        "prompts/get" => return prompts_get(direct_call(request.id.clone(), sink), request).await,
+        "prompts/get" => {
+            return prompts_get(direct_call(request.id.clone(), sink), request)
+                .await
+                .map(|r| r.map(Payload::Value));
+        }
         "resources/list" => resources_list(server, &mut request, ops::list_resources),
         "resources/templates/list" => {
             resources_list(server, &mut request, ops::list_resource_templates)
         }
         "resources/read" => {
-            return resources_read(direct_call(request.id.clone(), sink), request).await;
+            return resources_read(direct_call(request.id.clone(), sink), request)
+                .await
+                .map(|r| r.map(Payload::Value));
         }
         "resources/subscribe" | "resources/unsubscribe" => subscribe(conn, &mut request),
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" if state.version == LATEST => {
-            return tasks(server, conn, request, sink).await;
+            return tasks(server, conn, request, sink)
+                .await
+                .map(|r| r.map(Payload::Value));
         }
         other => Err(Error::MethodNotFound(other.to_owned()).into()),
     };
-    Some(result)
+    Some(result.map(Payload::Value))
 }
 
 /// The owner of the tasks a connection creates: its principal, else the session itself.
