@@ -191,6 +191,23 @@ impl Cache {
         );
     }
 
+    /// Drops a cached task older than `version`, which this process just read from the
+    /// database another way (a scan): a `get` never shows an older version than a listing
+    /// already showed, even before the change feed tells of another process's write.
+    pub(super) fn forget_older(&self, id: &str, version: u64) {
+        if self.shard_bytes == 0 {
+            return;
+        }
+        let mut shard = self.shard(id);
+        if shard
+            .tasks
+            .get(id)
+            .is_some_and(|cached| cached.record.version < version)
+        {
+            shard.invalidate(id);
+        }
+    }
+
     /// Drops a task that was just written.
     pub(super) fn forget(&self, id: &str) {
         if self.shard_bytes == 0 {

@@ -455,8 +455,13 @@ impl ScanTasks for SqliteTaskStore {
             return Ok(no_page(cursor));
         };
         let filter = filter.clone();
-        self.read(move |conn| scan_records(conn, &filter, before, limit))
-            .await
+        let page = self
+            .read(move |conn| scan_records(conn, &filter, before, limit))
+            .await?;
+        for rec in &page.tasks {
+            self.cache.forget_older(&rec.id, rec.version);
+        }
+        Ok(page)
     }
 
     async fn count(&self) -> Result<TaskCounts, StoreError> {

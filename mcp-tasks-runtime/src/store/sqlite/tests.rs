@@ -613,6 +613,33 @@ async fn shared_reads_of_a_cached_task_share_one_record() {
     assert_eq!(*a, *b);
 }
 
+#[tokio::test]
+async fn a_get_never_shows_an_older_version_than_a_listing_did() {
+    let dir = TempDir::new("listed");
+    let db = dir.db();
+    let here = SqliteTaskStore::open(&db).unwrap();
+    let record = sample_record("listed", None, at_ms(0));
+    here.create(record.clone()).await.unwrap();
+    let created = here.get("listed").await.unwrap().unwrap();
+    assert_eq!(created.version, 0);
+    // Another process's store on the same file: its writes reach this one's read cache only
+    // through the change feed, or through what this one reads from the file.
+    let there = SqliteTaskStore::open(&db).unwrap();
+    let mut newer = there.get("listed").await.unwrap().unwrap();
+    newer.status_message = Some("newer".into());
+    assert!(there.compare_and_set(newer, 0).await.unwrap());
+    // Cached, and the change feed has not been read yet: the old version.
+    assert_eq!(here.get("listed").await.unwrap().unwrap().version, 0);
+    let page = here.scan(&TaskFilter::default(), None, 10).await.unwrap();
+    let listed = page.tasks.iter().find(|t| t.id == "listed").unwrap();
+    assert_eq!(listed.version, 1);
+    assert_eq!(
+        here.get("listed").await.unwrap().unwrap().version,
+        1,
+        "a get showed an older version than the listing"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_read_cache_never_serves_an_older_version() {
     let dir = TempDir::new("cache");
