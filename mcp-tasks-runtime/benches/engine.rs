@@ -48,6 +48,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "sqlite")]
+#[path = "support/sqlite_copy.rs"]
+mod sqlite_copy;
+#[cfg(feature = "sqlite")]
+use sqlite_copy::sqlite_copy;
+
 const MEASURE: Duration = Duration::from_secs(2);
 
 fn meta() -> Value {
@@ -185,23 +191,13 @@ fn main() {
     ] {
         if let Ok(one) = std::env::var(variable) {
             let size = one.parse().expect("a size");
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime")
-                .block_on(waiting(size, running));
+            runtime().block_on(waiting(size, running));
             return;
         }
     }
     if let Ok(one) = std::env::var("MCP_TASKS_BENCH_ONE") {
         let size = one.parse().expect("a size");
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime")
-            .block_on(run(size));
+        runtime().block_on(run(size));
         return;
     }
     let sizes: Vec<u64> = std::env::var("MCP_TASKS_BENCH_SIZES")
@@ -312,33 +308,10 @@ async fn run(size: u64) {
         let (session, _out) = server.session();
         let before = rss_bytes();
         let started = Instant::now();
-        let ids = Arc::new(tokio::sync::Mutex::new(Vec::with_capacity(size as usize)));
-        let next = Arc::new(AtomicU64::new(0));
-        let mut fillers = Vec::new();
-        for _ in 0..64 {
-            let session = session.clone();
-            let ids = Arc::clone(&ids);
-            let next = Arc::clone(&next);
-            fillers.push(tokio::spawn(async move {
-                loop {
-                    let n = next.fetch_add(1, Ordering::Relaxed);
-                    if n >= size {
-                        break;
-                    }
-                    let id = create(&session, n).await;
-                    ids.lock().await.push(id);
-                    tokio::task::yield_now().await;
-                }
-            }));
-        }
-        for f in fillers {
-            f.await.unwrap();
-        }
+        let ids = Arc::new(fill(&session, size).await);
         let fill = started.elapsed();
-        // Let every task finish so the store holds settled tasks with results.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        settle().await;
         let per_task = rss_bytes().saturating_sub(before) as f64 / size as f64;
-        let ids: Arc<Vec<String>> = Arc::new(std::mem::take(&mut *ids.lock().await));
         // A fixed number of `tasks/get`s from one caller and nothing else, for instruction
         // counts (`valgrind --tool=callgrind`) at each store size.
         if let Some(gets) = std::env::var("MCP_TASKS_BENCH_GETS")
@@ -443,9 +416,12 @@ async fn fill(session: &Session, size: u64) -> Vec<String> {
     for f in fillers {
         f.await.unwrap();
     }
-    // Let every task finish so the store holds settled tasks with results.
-    tokio::time::sleep(Duration::from_millis(300)).await;
     std::mem::take(&mut *ids.lock().unwrap())
+}
+
+/// Lets every task created finish, so that the store holds settled tasks with results.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(300)).await;
 }
 
 /// The CPU time this process has used (user and system), from `/proc/self/stat`.
@@ -535,6 +511,7 @@ fn get_rows(size: u64) {
             let server = server();
             let (session, _out) = server.session();
             let ids = fill(&session, size).await;
+            settle().await;
             get_table_rows("memory", &session, ids).await;
         }),
         "sqlite" => sqlite_rows(size),
@@ -585,7 +562,9 @@ fn sqlite_rows(size: u64) {
             let store = SqliteTaskStore::open(&path).expect("open");
             let server = builder().store(store).build().expect("server");
             let (session, _out) = server.session();
-            fill(&session, through_session).await
+            let ids = fill(&session, through_session).await;
+            settle().await;
+            ids
         })
     };
     if kept.is_some() {
@@ -612,42 +591,4 @@ fn sqlite_rows(size: u64) {
     if kept.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
-}
-
-/// Copies the task `template` into `fill-{from}` … `fill-{to - 1}` in the SQLite file at
-/// `path`.
-#[cfg(feature = "sqlite")]
-fn sqlite_copy(path: &std::path::Path, template: &str, from: u64, to: u64) {
-    let conn = rusqlite::Connection::open(path).expect("open the bench database");
-    conn.busy_timeout(Duration::from_secs(30)).unwrap();
-    let columns: Vec<String> = conn
-        .prepare("SELECT name FROM pragma_table_info('tasks')")
-        .unwrap()
-        .query_map([], |row| row.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let values: Vec<String> = columns
-        .iter()
-        .map(|c| match c.as_str() {
-            "id" => "'fill-' || x".into(),
-            "seq" => format!("(SELECT value FROM meta WHERE key = 'last_seq') + x - {from} + 1"),
-            "change_seq" => {
-                format!("(SELECT value FROM meta WHERE key = 'change_seq') + x - {from} + 1")
-            }
-            other => format!("t.{other}"),
-        })
-        .collect();
-    conn.execute_batch(&format!(
-        "BEGIN IMMEDIATE;
-         WITH RECURSIVE g(x) AS (SELECT {from} UNION ALL SELECT x + 1 FROM g WHERE x < {last})
-         INSERT INTO tasks ({}) SELECT {} FROM tasks AS t, g WHERE t.id = '{template}';
-         UPDATE meta SET value = value + {n} WHERE key IN ('last_seq', 'change_seq');
-         COMMIT;",
-        columns.join(", "),
-        values.join(", "),
-        last = to - 1,
-        n = to - from,
-    ))
-    .expect("bulk insert");
 }

@@ -22,6 +22,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+#[path = "support/sqlite_copy.rs"]
+mod sqlite_copy;
+use sqlite_copy::sqlite_copy;
+
 fn template() -> TaskRecord {
     let mut arguments = serde_json::Map::new();
     arguments.insert("query".into(), json!("what is the weather in Lisbon"));
@@ -79,42 +83,6 @@ async fn get_loops<S: TaskStore>(
     total as f64 / start.elapsed().as_secs_f64()
 }
 
-/// Copies `fill-0` into `fill-{from}` … `fill-{to - 1}` in the SQLite file at `path`.
-fn sqlite_fill(path: &Path, from: u64, to: u64) {
-    let conn = rusqlite::Connection::open(path).expect("open the bench database");
-    conn.busy_timeout(Duration::from_secs(30)).unwrap();
-    let columns: Vec<String> = conn
-        .prepare("SELECT name FROM pragma_table_info('tasks')")
-        .unwrap()
-        .query_map([], |row| row.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let values: Vec<String> = columns
-        .iter()
-        .map(|c| match c.as_str() {
-            "id" => "'fill-' || x".into(),
-            "seq" => format!("(SELECT value FROM meta WHERE key = 'last_seq') + x - {from} + 1"),
-            "change_seq" => {
-                format!("(SELECT value FROM meta WHERE key = 'change_seq') + x - {from} + 1")
-            }
-            other => format!("t.{other}"),
-        })
-        .collect();
-    conn.execute_batch(&format!(
-        "BEGIN IMMEDIATE;
-         WITH RECURSIVE g(x) AS (SELECT {from} UNION ALL SELECT x + 1 FROM g WHERE x < {last})
-         INSERT INTO tasks ({}) SELECT {} FROM tasks AS t, g WHERE t.id = 'fill-0';
-         UPDATE meta SET value = value + {n} WHERE key IN ('last_seq', 'change_seq');
-         COMMIT;",
-        columns.join(", "),
-        values.join(", "),
-        last = to - 1,
-        n = to - from,
-    ))
-    .expect("bulk insert");
-}
-
 /// The most recently created tasks, which the second kind of row reads.
 const RECENT: u64 = 10_000;
 
@@ -142,7 +110,7 @@ async fn sqlite(dir: &Path, sizes: &[u64], secs: f64) {
     for &tasks in sizes {
         if tasks > stored {
             let started = Instant::now();
-            sqlite_fill(&path, stored, tasks);
+            sqlite_copy(&path, "fill-0", stored, tasks);
             eprintln!(
                 "filled to {tasks} in {:.1} s",
                 started.elapsed().as_secs_f64()

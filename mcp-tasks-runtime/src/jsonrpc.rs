@@ -358,6 +358,12 @@ pub(crate) enum Payload {
 }
 
 impl Payload {
+    /// A result written straight from its typed form into JSON text, not built as a value
+    /// first; `null` should it not serialise (the model's types always do).
+    pub(crate) fn typed(result: &impl Serialize) -> Self {
+        serde_json::value::to_raw_value(result).map_or(Self::Value(Value::Null), Self::Json)
+    }
+
     /// The payload as a JSON value (JSON text is read back).
     pub(crate) fn into_value(self) -> Value {
         match self {

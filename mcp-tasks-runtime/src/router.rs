@@ -50,33 +50,27 @@ impl Server {
         &self,
         principal: Option<crate::principal::Principal>,
     ) -> (Session, mpsc::Receiver<String>) {
-        self.open_session(principal.map(Arc::new), None, None)
+        self.open_session(principal.map(Arc::new), None)
     }
 
-    /// Opens a session whose era its transport already decided (an HTTP request classified
-    /// from its headers); `None` leaves it to the first message. Without a principal, its
-    /// tasks are charged to `requestor` (the transport's name for an anonymous client), or
-    /// to the session itself when that is `None`.
+    /// Opens a session whose era its first message decides. Without a principal, its tasks
+    /// are charged to `requestor` (the transport's name for an anonymous client), or to the
+    /// session itself when that is `None`.
     pub(crate) fn open_session(
         &self,
         principal: Option<Arc<crate::principal::Principal>>,
         requestor: Option<Arc<str>>,
-        era: Option<Kind>,
     ) -> (Session, mpsc::Receiver<String>) {
         let (tx, rx) = outbound_channel(self.inner.outbound_capacity);
-        // Only the stateless era can be decided up front; the stateful one needs its handshake.
-        let era = era.and_then(|k| (k == Kind::Stateless).then_some(Era::Stateless));
         (
             Session {
                 server: self.clone(),
-                conn: Connection::new(Sink::new(tx), principal, requestor, era),
+                conn: Connection::new(Sink::new(tx), principal, requestor, None),
             },
             rx,
         )
     }
-}
 
-impl Server {
     /// A session of the 2026-07-28 era for one request over HTTP, whose messages all go to
     /// that request's own stream: its own channel is the server's closed one.
     #[cfg(feature = "http")]

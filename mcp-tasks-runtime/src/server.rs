@@ -601,6 +601,7 @@ impl ServerBuilder {
             state.clone(),
             controls,
         );
+        let info_value = self.info.to_value();
         Ok(Server {
             inner: Arc::new(ServerInner {
                 engine,
@@ -612,9 +613,9 @@ impl ServerBuilder {
                 signals: std::sync::OnceLock::new(),
                 #[cfg(feature = "http")]
                 unread: crate::session::outbound_channel(1).0,
-                info_json: serde_json::value::to_raw_value(&self.info.to_value())
-                    .expect("server info serialises"),
-                info_value: self.info.to_value(),
+                info_json: serde_json::value::to_raw_value(&info_value)
+                    .expect("a JSON value serialises"),
+                info_value,
                 info: self.info,
                 instructions: self.instructions,
                 registry,

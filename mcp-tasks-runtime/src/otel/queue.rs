@@ -7,7 +7,7 @@
 
 use super::{OtelConfig, OtelError, Protocol};
 use opentelemetry::Context;
-use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
@@ -148,8 +148,18 @@ impl Driver {
     }
 }
 
-fn http_endpoint(base: &str, path: &str) -> String {
-    format!("{}/{path}", base.trim_end_matches('/'))
+/// An exporter's builder with the configured timeout and endpoint: over HTTP the signal's
+/// `path` (`v1/traces`, `v1/metrics`) goes after the base endpoint; over gRPC (`None`) the
+/// endpoint is used as it is.
+fn configured<B: WithExportConfig>(builder: B, config: &OtelConfig, path: Option<&str>) -> B {
+    let builder = builder.with_timeout(config.export_timeout);
+    match (&config.endpoint, path) {
+        (Some(base), Some(path)) => {
+            builder.with_endpoint(format!("{}/{path}", base.trim_end_matches('/')))
+        }
+        (Some(base), None) => builder.with_endpoint(base.clone()),
+        (None, _) => builder,
+    }
 }
 
 /// Builds the span exporter and starts the export thread.
@@ -160,30 +170,20 @@ pub(super) fn start(
     let build = |e: opentelemetry_otlp::ExporterBuildError| OtelError::Exporter(e.to_string());
     let (driver, mut exporter) = match config.protocol {
         Protocol::HttpProtobuf => {
-            let mut builder = opentelemetry_otlp::SpanExporter::builder()
+            let builder = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
-                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-                .with_timeout(config.export_timeout);
-            if let Some(base) = &config.endpoint {
-                builder = builder.with_endpoint(http_endpoint(base, "v1/traces"));
-            }
-            (Driver::Park, builder.build().map_err(build)?)
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+            let exporter = configured(builder, config, Some("v1/traces"))
+                .build()
+                .map_err(build)?;
+            (Driver::Park, exporter)
         }
         #[cfg(feature = "otel-grpc")]
         Protocol::Grpc => {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let exporter = {
-                let _inside = rt.enter();
-                let mut builder = opentelemetry_otlp::SpanExporter::builder()
-                    .with_tonic()
-                    .with_timeout(config.export_timeout);
-                if let Some(base) = &config.endpoint {
-                    builder = builder.with_endpoint(base.clone());
-                }
-                builder.build().map_err(build)?
-            };
+            let (rt, exporter) = grpc::on_own_runtime(|| {
+                let builder = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+                configured(builder, config, None).build().map_err(build)
+            })?;
             (Driver::Tokio(rt), exporter)
         }
         #[cfg(not(feature = "otel-grpc"))]
@@ -276,14 +276,13 @@ pub(super) fn meter_provider(
     }
     match config.protocol {
         Protocol::HttpProtobuf => {
-            let mut builder = opentelemetry_otlp::MetricExporter::builder()
+            let builder = opentelemetry_otlp::MetricExporter::builder()
                 .with_http()
-                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-                .with_timeout(config.export_timeout);
-            if let Some(base) = &config.endpoint {
-                builder = builder.with_endpoint(http_endpoint(base, "v1/metrics"));
-            }
-            let reader = PeriodicReader::builder(builder.build().map_err(build)?)
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+            let exporter = configured(builder, config, Some("v1/metrics"))
+                .build()
+                .map_err(build)?;
+            let reader = PeriodicReader::builder(exporter)
                 .with_interval(config.metric_interval)
                 .build();
             Ok(Some(provider(reader, resource)))
@@ -307,13 +306,27 @@ mod grpc {
     //! runtime, and the gRPC client needs one; so each export runs on a small runtime that
     //! the exporter owns, and is bounded by the export timeout.
 
-    use super::{OtelConfig, OtelError};
-    use opentelemetry_otlp::WithExportConfig as _;
+    use super::{OtelConfig, OtelError, configured};
     use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
     use opentelemetry_sdk::metrics::Temporality;
     use opentelemetry_sdk::metrics::data::ResourceMetrics;
     use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
     use std::time::Duration;
+
+    /// A small runtime of its own, and what `make` builds inside it: a gRPC client makes its
+    /// channel in the runtime that drives it.
+    pub(super) fn on_own_runtime<T>(
+        make: impl FnOnce() -> Result<T, OtelError>,
+    ) -> Result<(tokio::runtime::Runtime, T), OtelError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let made = {
+            let _inside = rt.enter();
+            make()?
+        };
+        Ok((rt, made))
+    }
 
     /// An OTLP/gRPC metric exporter driven on a runtime of its own.
     #[derive(Debug)]
@@ -325,22 +338,12 @@ mod grpc {
 
     impl MetricsOnRuntime {
         pub(super) fn new(config: &OtelConfig) -> Result<Self, OtelError> {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let inner = {
-                // The client's channel is made inside the runtime, which it needs.
-                let _inside = rt.enter();
-                let mut builder = opentelemetry_otlp::MetricExporter::builder()
-                    .with_tonic()
-                    .with_timeout(config.export_timeout);
-                if let Some(base) = &config.endpoint {
-                    builder = builder.with_endpoint(base.clone());
-                }
-                builder
+            let (rt, inner) = on_own_runtime(|| {
+                let builder = opentelemetry_otlp::MetricExporter::builder().with_tonic();
+                configured(builder, config, None)
                     .build()
-                    .map_err(|e| OtelError::Exporter(e.to_string()))?
-            };
+                    .map_err(|e| OtelError::Exporter(e.to_string()))
+            })?;
             Ok(Self {
                 rt,
                 inner,

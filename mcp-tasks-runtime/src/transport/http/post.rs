@@ -203,7 +203,7 @@ pub(super) async fn initialize(
     request: Request,
 ) -> HttpResponse {
     let id = request.id.clone();
-    let (session, outbound) = app.server.open_session(principal.clone(), requestor, None);
+    let (session, outbound) = app.server.open_session(principal.clone(), requestor);
     let Some(response) = session.handle_request(request).await else {
         return StatusCode::NO_CONTENT.into_response();
     };

@@ -523,8 +523,7 @@ mod tests {
             }))
             .build()
             .unwrap();
-        let (session, _) =
-            server.open_session(None, None, Some(crate::wire::classify::Kind::Stateless));
+        let session = server.open_request_session(None, None);
         let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "flood",
         "_meta": {
@@ -602,7 +601,6 @@ mod tests {
         use crate::model::CallToolResult;
         use crate::server::Server;
         use crate::tool::Tool;
-        use crate::wire::classify::Kind;
         use serde_json::json;
         use std::sync::Arc;
         use std::sync::atomic::{AtomicBool, Ordering};
@@ -634,7 +632,7 @@ mod tests {
         }
 
         fn call(server: &Server, tool: &str) -> Running {
-            let (session, _outbound) = server.open_session(None, None, Some(Kind::Stateless));
+            let session = server.open_request_session(None, None);
             let request = Request {
                 id: 1.into(),
                 method: "tools/call".into(),

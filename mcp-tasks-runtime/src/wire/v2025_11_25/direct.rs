@@ -176,10 +176,7 @@ pub(super) async fn tools_call(
     })
     .await?;
     match outcome? {
-        // Written straight from its typed form, not built as a value first.
-        CallOutcome::Result(r) => Some(Ok(serde_json::value::to_raw_value(&r)
-            .map(Payload::Json)
-            .unwrap_or_else(|_| Payload::Value(serde_json::to_value(r).unwrap_or_default())))),
+        CallOutcome::Result(r) => Some(Ok(Payload::typed(&r))),
         CallOutcome::Error(e) => Some(Err(e)),
     }
 }
