@@ -15,8 +15,10 @@ use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
+use tokio_util::task::AbortOnDropHandle;
 
 /// How long to wait between polls when the server gives no interval.
 const DEFAULT_POLL: Duration = Duration::from_secs(1);
@@ -164,7 +166,32 @@ pub struct TaskHandle {
     fresh: bool,
 }
 
-type Payload = Pin<Box<dyn Future<Output = Result<Value, ClientError>> + Send>>;
+/// A request kept in flight while a watch awaits other things (a `tasks/result` that waits
+/// for the end of the task, a `subscriptions/listen` stream). It runs as a task of its own, so
+/// it goes on reading its stream and releases what it holds (the token store's lock, say)
+/// without being polled by the watch, which may meanwhile wait for the same things; it is
+/// aborted when dropped.
+struct InFlight(AbortOnDropHandle<Result<Value, ClientError>>);
+
+impl InFlight {
+    fn spawn(request: impl Future<Output = Result<Value, ClientError>> + Send + 'static) -> Self {
+        Self(AbortOnDropHandle::new(tokio::spawn(request)))
+    }
+}
+
+impl Future for InFlight {
+    type Output = Result<Value, ClientError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx).map(|joined| {
+            joined.unwrap_or_else(|e| {
+                Err(ClientError::Closed(format!(
+                    ": the request in flight ended early ({e})"
+                )))
+            })
+        })
+    }
+}
 
 impl TaskHandle {
     pub(crate) fn new(client: McpClient, state: TaskState, tool: Option<String>) -> Self {
@@ -298,7 +325,7 @@ impl TaskHandle {
         // polls go on, less often once the server acknowledged the subscription.
         let mut notifications = self.client.wire().notifications();
         let listen_id = self.client.wire().next_id();
-        let mut listen: Option<Payload> = Some(Box::pin(self.client.request_as(
+        let mut listen = Some(InFlight::spawn(self.client.request_as(
             listen_id.clone(),
             "subscriptions/listen",
             json!({"notifications": {"taskIds": [self.id]}}),
@@ -394,7 +421,7 @@ impl TaskHandle {
         &self,
         poll: Option<Duration>,
         deadline: Option<Instant>,
-        listen: &mut Option<Payload>,
+        listen: &mut Option<InFlight>,
         listen_id: &Value,
         subscribed: &mut bool,
         notifications: &mut tokio::sync::broadcast::Receiver<Value>,
@@ -454,7 +481,7 @@ impl TaskHandle {
         let mut notifications = self.client.wire().notifications();
         let mut seen: Option<(String, Option<String>)> = None;
         let mut poll = self.poll;
-        let mut payload: Option<Payload> = None;
+        let mut payload: Option<InFlight> = None;
         if self.fresh {
             sleep_until_next(poll, deadline, &self.id).await?;
         }
@@ -479,7 +506,7 @@ impl TaskHandle {
                         method: "a question".into(),
                     });
                 }
-                payload = Some(Box::pin(self.payload()));
+                payload = Some(InFlight::spawn(self.payload()));
             }
             let wait = next_wait(poll, deadline, &self.id)?;
             let sleep = tokio::time::sleep(wait);
@@ -677,6 +704,53 @@ async fn sleep_until_next(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    /// A request kept in flight that took a lock and then waits finishes and lets the lock
+    /// go while the watch itself waits for that lock (a request left half-polled in the
+    /// watch would hold it for ever).
+    #[tokio::test(start_paused = true)]
+    async fn a_request_in_flight_goes_on_while_the_watch_waits_for_what_it_holds() {
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        let (go, gone) = tokio::sync::oneshot::channel::<()>();
+        let held = lock.clone();
+        let mut in_flight = InFlight::spawn(async move {
+            let _held = held.lock().await;
+            let _ = gone.await;
+            Ok(json!("answered"))
+        });
+        // Polled once by the watch, as a `select!` does: the request takes the lock and waits.
+        std::future::poll_fn(|cx| {
+            let _ = Pin::new(&mut in_flight).poll(cx);
+            Poll::Ready(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(lock.try_lock().is_err(), "the request holds the lock");
+        // What it waits for comes while the watch waits for the lock, not polling it.
+        go.send(()).unwrap();
+        let taken = tokio::time::timeout(Duration::from_secs(5), lock.lock()).await;
+        assert!(taken.is_ok(), "the request in flight never let the lock go");
+        drop(taken);
+        assert_eq!((&mut in_flight).await.unwrap(), json!("answered"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropping_a_request_in_flight_ends_it() {
+        let (_keep, never) = tokio::sync::oneshot::channel::<()>();
+        let ended = Arc::new(());
+        let alive = ended.clone();
+        let in_flight = InFlight::spawn(async move {
+            let _alive = alive;
+            let _ = never.await;
+            Ok(Value::Null)
+        });
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(Arc::strong_count(&ended), 2);
+        drop(in_flight);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(Arc::strong_count(&ended), 1, "the request was not aborted");
+    }
 
     #[test]
     fn waits_are_the_interval_plus_at_most_a_fifth() {

@@ -318,10 +318,13 @@ impl OAuth {
 
     /// The token to send now: the stored one, renewed first when it is about to expire.
     async fn current(&self) -> Result<Option<Secret>, AuthError> {
-        if let Some(grant) = self.load()?
-            && grant.fresh(self.refresh_margin)
-        {
-            return Ok(Some(Secret(grant.access_token)));
+        match self.load()? {
+            // Nothing to renew: the request goes without a token, and a refusal signs in.
+            None => return Ok(None),
+            Some(grant) if grant.fresh(self.refresh_margin) => {
+                return Ok(Some(Secret(grant.access_token)));
+            }
+            Some(_) => {}
         }
         let _busy = self.state.busy.lock().await;
         let _lock = self.lock().await?;
