@@ -53,7 +53,9 @@ const NO_PROGRESS: u64 = u64::MAX;
 
 struct Inner {
     tool: Arc<str>,
-    task_id: Mutex<Option<Arc<str>>>,
+    /// Its task's id, and the steps done in this run, under one lock (a running task keeps
+    /// its context as long as it runs: one lock costs less than two).
+    learned: Mutex<Learned>,
     cancel: CancellationToken,
     client_capabilities: Arc<Value>,
     principal: Option<Arc<crate::principal::Principal>>,
@@ -61,8 +63,17 @@ struct Inner {
     /// The last progress sent, as the bits of an `f64`; [`NO_PROGRESS`] before the first.
     last_progress: AtomicU64,
     state: crate::state::StateMap,
-    /// The durable steps that produced an output in this run, by name.
-    steps_done: Mutex<BTreeSet<String>>,
+}
+
+/// What a call's context learns as it goes.
+#[derive(Default)]
+struct Learned {
+    /// Its task's id, once it is a task.
+    task_id: Option<Arc<str>>,
+    /// The durable steps that produced an output in this run, by name; made by the first
+    /// (most tools have none).
+    #[allow(clippy::box_collection)] // a pointer rather than an empty set's 24 bytes
+    steps_done: Option<Box<BTreeSet<String>>>,
 }
 
 /// Everything a tool call can reach. Cheap to clone.
@@ -96,14 +107,13 @@ impl TaskContext {
         Self {
             inner: Arc::new(Inner {
                 tool,
-                task_id: Mutex::new(None),
+                learned: Mutex::default(),
                 cancel,
                 client_capabilities,
                 principal,
                 backend,
                 last_progress: AtomicU64::new(NO_PROGRESS),
                 state,
-                steps_done: Mutex::default(),
             }),
         }
     }
@@ -131,7 +141,7 @@ impl TaskContext {
     }
 
     pub(crate) fn set_task_id(&self, id: &Arc<str>) {
-        *self.inner.task_id.locked() = Some(Arc::clone(id));
+        self.inner.learned.locked().task_id = Some(Arc::clone(id));
     }
 
     /// The name of the tool being called.
@@ -141,7 +151,12 @@ impl TaskContext {
 
     /// The task id when the call runs as a task.
     pub fn task_id(&self) -> Option<String> {
-        self.inner.task_id.locked().as_deref().map(str::to_owned)
+        self.inner
+            .learned
+            .locked()
+            .task_id
+            .as_deref()
+            .map(str::to_owned)
     }
 
     /// The authenticated principal that made the call, if the transport has one: its
@@ -413,7 +428,9 @@ impl Steps {
     {
         let name = name.into();
         check_step_name(&name)?;
-        if self.cx.inner.steps_done.locked().contains(&name) {
+        let repeated = (self.cx.inner.learned.locked().steps_done.as_ref())
+            .is_some_and(|done| done.contains(&name));
+        if repeated {
             return Err(StepError::Repeated(name).into());
         }
         let backend = &self.cx.inner.backend;
@@ -441,7 +458,8 @@ impl Steps {
 
     /// Marks `name` as having given its output in this run.
     fn done(&self, name: String) -> Result<(), StepError> {
-        let mut done = self.cx.inner.steps_done.locked();
+        let mut learned = self.cx.inner.learned.locked();
+        let done = learned.steps_done.get_or_insert_default();
         if done.contains(&name) {
             return Err(StepError::Repeated(name));
         }

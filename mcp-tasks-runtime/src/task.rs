@@ -296,7 +296,11 @@ pub struct TaskRecord {
     /// The poll interval suggested to clients.
     pub poll_interval: Duration,
     /// The result or error, once `completed` or `failed`.
-    pub outcome: Option<CallOutcome>,
+    ///
+    /// Boxed, like [`cancel_requested`](Self::cancel_requested): a record has it only once
+    /// it finished, and an unfinished one (each running or queued task keeps its record in
+    /// memory) then costs a pointer rather than room for the whole outcome.
+    pub outcome: Option<Box<CallOutcome>>,
     /// Input requests the client has not answered yet, by key.
     pub input_requests: BTreeMap<String, InputRequest>,
     /// Answers that arrived and the tool has not taken yet, by key.
@@ -314,8 +318,8 @@ pub struct TaskRecord {
     /// How many times the task was claimed. A lease holder's writes are fenced by it: a
     /// write made under an older epoch never lands.
     pub epoch: u64,
-    /// Set when a client asked to cancel it.
-    pub cancel_requested: Option<CancelRequest>,
+    /// Set when a client asked to cancel it. Boxed: most tasks are never cancelled.
+    pub cancel_requested: Option<Box<CancelRequest>>,
     /// Bumped by every successful write; the compare-and-set token.
     pub version: u64,
     /// The outputs of the durable steps its tool finished, by step name (the `Steps` handle

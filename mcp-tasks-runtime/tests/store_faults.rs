@@ -160,7 +160,7 @@ impl TaskStore for Faulty {
     async fn compare_and_set(&self, record: TaskRecord, expected: u64) -> Result<bool, StoreError> {
         if record.status.is_terminal() {
             let faults = self.faults();
-            let result = matches!(record.outcome, Some(CallOutcome::Result(_)));
+            let result = matches!(record.outcome.as_deref(), Some(CallOutcome::Result(_)));
             if let Some(error) = faults.refuse_outcomes.clone() {
                 return Err(error);
             }

@@ -945,9 +945,9 @@ async fn restart_reruns_idempotent_tools_and_fails_the_rest() {
     }
     let mut done = interrupted("finished", "quick");
     done.status = mcp_tasks_runtime::task::TaskStatus::Completed;
-    done.outcome = Some(mcp_tasks_runtime::CallOutcome::Result(
+    done.outcome = Some(Box::new(mcp_tasks_runtime::CallOutcome::Result(
         CallToolResult::success(vec![Content::text("kept")]),
-    ));
+    )));
     store.create(done).await.unwrap();
 
     let redo = Tool::new("redo", |_, args: JsonObject| async move {

@@ -191,7 +191,7 @@ async fn an_admin_answers_a_question_and_reruns_only_rerunnable_tools() {
         }
     };
     assert_eq!(done.status, TaskStatus::Completed, "{done:?}");
-    let Some(CallOutcome::Result(result)) = &done.outcome else {
+    let Some(CallOutcome::Result(result)) = done.outcome.as_deref() else {
         panic!("{done:?}");
     };
     assert_eq!(result.content, vec![Content::text("hello \"Ann\"")]);

@@ -56,7 +56,7 @@ pub(super) fn summary(rec: &TaskRecord) -> Value {
 
 /// The error a failed task ended with, in words.
 fn error_text(rec: &TaskRecord) -> Value {
-    match &rec.outcome {
+    match rec.outcome.as_deref() {
         Some(CallOutcome::Error(e)) => Value::String(e.message.clone()),
         Some(CallOutcome::Result(r)) if r.is_error => {
             let text: Vec<String> = r
@@ -74,7 +74,7 @@ fn error_text(rec: &TaskRecord) -> Value {
 /// Everything the console shows of one task.
 pub(super) fn detail(rec: &TaskRecord) -> Value {
     let mut value = summary(rec);
-    let outcome = match &rec.outcome {
+    let outcome = match rec.outcome.as_deref() {
         Some(CallOutcome::Result(r)) => json!({ "result": r }),
         Some(CallOutcome::Error(e)) => json!({ "error": e }),
         _ => Value::Null,

@@ -275,8 +275,9 @@ impl Engine {
         let mut due: Vec<Arc<Run>> = Vec::new();
         for shard in &self.live {
             due.extend(shard.locked().values().filter_map(|live| {
-                let run = live.run.locked();
-                run.as_ref()
+                let held = live.now.locked();
+                held.run
+                    .as_ref()
                     .filter(|run| run.renew_at.load(Ordering::Acquire) <= now)
                     .map(Arc::clone)
             }));
@@ -380,8 +381,9 @@ impl Engine {
     fn runs_here(&self, rec: &TaskRecord) -> bool {
         rec.lease.as_ref().is_some_and(|l| l.worker == self.worker)
             && self.live(&rec.id).is_some_and(|live| {
-                live.run
+                live.now
                     .locked()
+                    .run
                     .as_ref()
                     .is_some_and(|run| run.epoch == rec.epoch && !run.lost.load(Ordering::Acquire))
             })
@@ -505,7 +507,7 @@ impl Engine {
                 shard
                     .locked()
                     .iter()
-                    .filter_map(|(id, live)| live.run.locked().clone().map(|r| (id.clone(), r)))
+                    .filter_map(|(id, live)| live.now.locked().run.clone().map(|r| (id.clone(), r)))
                     .collect::<Vec<_>>()
             })
             .collect();
@@ -601,7 +603,9 @@ fn requeue_or_fail(r: &mut TaskRecord, rerun: bool, why: Interruption, retention
             (false, Interruption::Lapsed) => "the task was interrupted by a server restart",
             (false, Interruption::Shutdown) => "the task was interrupted by a server shutdown",
         };
-        r.outcome = Some(CallOutcome::Error(Error::Internal(cause.into()).into()));
+        r.outcome = Some(Box::new(CallOutcome::Error(
+            Error::Internal(cause.into()).into(),
+        )));
         keep_readable(r, retention);
     }
 }

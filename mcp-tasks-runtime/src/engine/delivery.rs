@@ -118,7 +118,7 @@ impl CallBackend for Run {
     }
 
     fn step_output(&self, name: &str) -> Option<Value> {
-        self.steps.locked().get(name).cloned()
+        self.steps.locked().as_ref()?.get(name).cloned()
     }
 
     fn store_step(&self, name: &str, output: Value) -> BoxFuture<'_, Result<(), StepError>> {

@@ -12,6 +12,11 @@ use std::time::SystemTime;
 /// [`TaskStore`] and [`ClaimStore`] with boxed futures, so the engine can hold any backend.
 pub(crate) trait DynStore: Send + Sync {
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreError>>;
+    fn create_with_id(
+        &self,
+        record: TaskRecord,
+        id: Arc<str>,
+    ) -> BoxFuture<'_, Result<(), StoreError>>;
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>>;
     fn get_shared<'a>(
         &'a self,
@@ -65,6 +70,13 @@ pub(crate) trait DynStore: Send + Sync {
 impl<S: TaskStore + ClaimStore> DynStore for S {
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(TaskStore::create(self, record))
+    }
+    fn create_with_id(
+        &self,
+        record: TaskRecord,
+        id: Arc<str>,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(TaskStore::create_with_id(self, record, id))
     }
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>> {
         Box::pin(TaskStore::get(self, id))

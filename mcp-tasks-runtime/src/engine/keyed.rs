@@ -299,7 +299,7 @@ fn check_repeat(
 /// The outcome a finished synchronous call's record keeps.
 fn kept_outcome(rec: &TaskRecord) -> CallOutcome {
     match (&rec.outcome, rec.status) {
-        (Some(outcome), _) => outcome.clone(),
+        (Some(outcome), _) => CallOutcome::clone(outcome),
         (None, TaskStatus::Cancelled) => CallOutcome::Error(Error::Cancelled.into()),
         (None, _) => CallOutcome::Error(
             Error::Internal("the first call with this idempotency key left no outcome".into())

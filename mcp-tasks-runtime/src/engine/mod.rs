@@ -76,13 +76,14 @@ struct Run {
     /// and once it ended).
     renew_at: AtomicU64,
     /// The outputs of the tool's durable steps: those of the record the run started from,
-    /// and those it stored since.
-    steps: Mutex<BTreeMap<String, Value>>,
+    /// and those it stored since; `None` while there are none (most tools have no steps).
+    #[allow(clippy::box_collection)] // a pointer rather than an empty map's 24 bytes
+    steps: Mutex<Option<Box<BTreeMap<String, Value>>>>,
     /// When the run last wrote a progress message, in nanoseconds since the engine started
     /// plus one; 0 before its first.
     last_write: AtomicU64,
-    /// When the run began.
-    started: std::time::Instant,
+    /// When the run began, in nanoseconds since the engine started.
+    started: u64,
 }
 
 /// [`Run::renew_at`] of a run whose lease the renewal loop leaves alone.
@@ -114,23 +115,29 @@ struct Live {
     /// Wakes those who watch the task; made by the first watcher (most tasks have none, and
     /// a channel costs a few hundred bytes).
     changed: std::sync::OnceLock<watch::Sender<u64>>,
-    /// The version and status last handed on, so each version is handed on once.
-    seen: Mutex<(u64, Option<TaskStatus>)>,
-    run: Mutex<Option<Arc<Run>>>,
+    /// What is handed on, the run and the delivery, under one lock (every running task has
+    /// an entry: one lock costs less than three).
+    now: Mutex<LiveNow>,
     /// The highest lease epoch a run of the task started under here: a lease epoch runs
     /// once per process (see [`Engine::launch`]).
     started: AtomicU64,
-    delivery: Mutex<Option<Arc<dyn Delivery>>>,
+}
+
+/// The part of a [`Live`] entry under its lock.
+#[derive(Default)]
+struct LiveNow {
+    /// The version and status last handed on, so each version is handed on once.
+    seen: (u64, Option<TaskStatus>),
+    run: Option<Arc<Run>>,
+    delivery: Option<Arc<dyn Delivery>>,
 }
 
 impl Live {
     fn new() -> Arc<Self> {
         Arc::new(Self {
             changed: std::sync::OnceLock::new(),
-            seen: Mutex::new((0, None)),
-            run: Mutex::default(),
+            now: Mutex::default(),
             started: AtomicU64::new(0),
-            delivery: Mutex::default(),
         })
     }
 }
@@ -183,7 +190,7 @@ pub(crate) struct Engine {
     pause_file: Option<(std::path::PathBuf, Duration)>,
     /// Wakes [`Engine::shutdown`] when a run here ends.
     run_ended: Notify,
-    /// When the engine started: the origin of [`Run::renew_at`].
+    /// When the engine started: the origin of [`Run::renew_at`] and [`Run::started`].
     born: std::time::Instant,
     this: Weak<Engine>,
 }
@@ -335,13 +342,20 @@ impl Engine {
         self.born.elapsed().as_millis() as u64
     }
 
+    /// Nanoseconds since the engine started, for [`Run::started`] (a run's start is kept in
+    /// 8 bytes rather than an `Instant`'s 16).
+    fn nanos_now(&self) -> u64 {
+        self.born.elapsed().as_nanos() as u64
+    }
+
     /// Forgets a task nobody here runs, watches or delivers any more.
     fn release(&self, id: &str) {
         let mut shard = self.live[shard_of(id)].locked();
         let idle = shard.get(id).is_some_and(|live| {
+            let now = live.now.locked();
             live.changed.get().is_none_or(|tx| tx.receiver_count() == 0)
-                && live.run.locked().is_none()
-                && live.delivery.locked().is_none()
+                && now.run.is_none()
+                && now.delivery.is_none()
         });
         if idle {
             shard.remove(id);

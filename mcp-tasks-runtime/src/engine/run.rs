@@ -15,8 +15,8 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
-use std::time::{Duration, Instant, SystemTime};
-use tokio_util::sync::CancellationToken;
+use std::time::{Duration, SystemTime};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// What a tool's future gives.
 type ToolResult = Result<crate::model::CallToolResult, ToolError>;
@@ -44,8 +44,71 @@ where
     }
 }
 
-/// A running tool's task was cancelled (or its lease lost) before the tool ended.
-struct Cancelled;
+/// A running tool's future, which stops at a panic.
+type ToolRun = CatchUnwind<dyn Future<Output = ToolResult> + Send>;
+
+pin_project_lite::pin_project! {
+    /// A running task's future: the wait for its tool's end, its task's cancellation or its
+    /// deadline, whichever comes first; then what follows, boxed, made when the wait ends.
+    /// Written out rather than an `async fn`, whose arguments would stay in the future
+    /// after they moved on: a running task holds this and no more.
+    #[project = DriveNow]
+    enum Drive {
+        Waiting {
+            #[pin]
+            cancelled: WaitForCancellationFutureOwned,
+            run: Arc<Run>,
+            // The tool's future, until the wait ends.
+            tool: Option<ToolRun>,
+            started_from: Option<Box<TaskRecord>>,
+            // On the heap, and only for a tool with a deadline: most have none.
+            deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+        },
+        After {
+            after: Pin<Box<dyn Future<Output = ()> + Send>>,
+        },
+    }
+}
+
+impl Future for Drive {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        loop {
+            let after = match self.as_mut().project() {
+                DriveNow::After { after } => return after.as_mut().poll(cx),
+                DriveNow::Waiting {
+                    cancelled,
+                    run,
+                    tool,
+                    started_from,
+                    deadline,
+                } => {
+                    let future = tool.as_mut().expect("a run's tool until its wait ends");
+                    let first = if let Poll::Ready(end) = Pin::new(future).poll(cx) {
+                        First::Ended(end)
+                    } else if cancelled.poll(cx).is_ready() {
+                        First::Cancelled
+                    } else if let Some(Poll::Ready(())) =
+                        deadline.as_mut().map(|d| d.as_mut().poll(cx))
+                    {
+                        First::Deadline
+                    } else {
+                        return Poll::Pending;
+                    };
+                    let future = tool.take().expect("taken once");
+                    Box::pin(Engine::after(
+                        Arc::clone(run),
+                        future,
+                        first,
+                        started_from.take(),
+                    ))
+                }
+            };
+            self.set(Drive::After { after });
+        }
+    }
+}
 
 /// What becomes of a task whose create is confirmed only after its call was answered
 /// ([`Error::TaskOutcomeUnknown`]).
@@ -113,17 +176,25 @@ impl Engine {
             fresh
         };
         if let Some(delivery) = &delivery {
-            *self.live_entry(&record.id).delivery.locked() = Some(Arc::clone(delivery));
+            let (_, live) = self.live_entry_shared(&record.id, || Arc::clone(&id));
+            live.now.locked().delivery = Some(Arc::clone(delivery));
         }
         let in_the_way = |holder: String| {
             self.forget_create(record, delivery.as_ref(), fresh);
             Ok(Created::Exists(holder))
         };
-        let unknown = match self.store.create(record.clone()).await {
+        let unknown = match self
+            .store
+            .create_with_id(record.clone(), Arc::clone(&id))
+            .await
+        {
             Ok(()) => None,
             Err(StoreError::Duplicate(_)) if derived => return in_the_way(record.id.clone()),
             Err(StoreError::Taken(holder)) => return in_the_way(holder),
-            Err(StoreError::Ambiguous(first)) => match self.store.create(record.clone()).await {
+            Err(StoreError::Ambiguous(first)) => match (self.store)
+                .create_with_id(record.clone(), Arc::clone(&id))
+                .await
+            {
                 Ok(()) => None,
                 Err(StoreError::Duplicate(_)) if derived && !self.stored_as_mine(record).await => {
                     return in_the_way(record.id.clone());
@@ -147,7 +218,7 @@ impl Engine {
         if let Some(cause) = unknown {
             // Its questions and progress would have no request to go with.
             if let Some(live) = self.live(&record.id) {
-                *live.delivery.locked() = None;
+                live.now.locked().delivery = None;
             }
             self.resolve_create(record.clone(), ticket, then);
             return Err(Error::TaskOutcomeUnknown {
@@ -187,7 +258,8 @@ impl Engine {
                 .remove(record.id.as_str());
         }
         if let Some(live) = self.live(&record.id) {
-            let mut slot = live.delivery.locked();
+            let mut now = live.now.locked();
+            let slot = &mut now.delivery;
             if slot
                 .as_ref()
                 .is_some_and(|d| delivery.is_none_or(|mine| Arc::ptr_eq(d, mine)))
@@ -429,12 +501,12 @@ impl Engine {
             cancel,
             lost: AtomicBool::new(false),
             renew_at: AtomicU64::new(NOT_RENEWED),
-            steps: Mutex::new(record.steps.clone()),
+            steps: Mutex::new((!record.steps.is_empty()).then(|| Box::new(record.steps.clone()))),
             last_write: AtomicU64::new(0),
-            started: Instant::now(),
+            started: self.nanos_now(),
         });
         live.started.fetch_max(record.epoch, Ordering::AcqRel);
-        *live.run.locked() = Some(Arc::clone(&run));
+        live.now.locked().run = Some(Arc::clone(&run));
         run
     }
 
@@ -508,7 +580,11 @@ impl Engine {
         // A start that must renew the lease first is rare: only it waits for the renewal
         // before the run, so that the run's own future holds nothing for it.
         match lease_until.filter(|_| self.lease_short(lease_until)) {
-            None => spawn_in(span, Self::drive(run, future, started_from)),
+            // Made in the span: what its start logs goes with the run.
+            None => {
+                let drive = span.in_scope(|| Self::drive(run, future, started_from));
+                spawn_in(span, drive);
+            }
             Some(until) => spawn_in(span, async move {
                 if run.engine.still_held_at_start(&run, until).await {
                     Self::drive(run, future, started_from).await;
@@ -522,15 +598,11 @@ impl Engine {
 
     /// Runs the tool to its end, then stores what became of it.
     ///
-    /// A running task's future is sized for what it holds across its longest wait, the
-    /// tool's: the run, the tool's future, the wait for its cancellation and, on a shared
-    /// store, the record it started from (boxed). Everything else is on the heap, and only
-    /// while needed.
-    async fn drive(
-        run: Arc<Run>,
-        mut future: CatchUnwind<dyn Future<Output = ToolResult> + Send>,
-        started_from: Option<Box<TaskRecord>>,
-    ) {
+    /// A running task's future ([`Drive`]) holds what the wait for the tool needs: the run,
+    /// the wait for its cancellation, the tool's future and, on a shared store, the record
+    /// it started from (boxed). Everything after that wait is one boxed future, made when
+    /// the wait ends.
+    fn drive(run: Arc<Run>, future: ToolRun, started_from: Option<Box<TaskRecord>>) -> Drive {
         metrics::gauge!("mcp_tasks_running").increment(1.0);
         crate::spans::run_started(&run.tool.name);
         tracing::debug!(task = %run.id, "run started");
@@ -539,50 +611,39 @@ impl Engine {
         let every = run.engine.config.renew_every().as_millis() as u64;
         run.renew_at
             .store(run.engine.millis_now() + every, Ordering::Release);
-        // Boxed: what follows holds it across waits. (In a block of its own, so that what
-        // the wait gave is not held across them either.)
-        let end: Result<Option<Box<RunEnd>>, Cancelled> = {
-            let first = {
-                let mut cancelled = std::pin::pin!(run.cancel.cancelled());
-                // On the heap, and only for a tool with a deadline: most have none.
-                let mut deadline = run.tool().deadline.map(|d| Box::pin(tokio::time::sleep(d)));
-                let tool = &mut future;
-                std::future::poll_fn(move |cx| {
-                    if let Poll::Ready(end) = Pin::new(&mut *tool).poll(cx) {
-                        return Poll::Ready(First::Ended(end));
-                    }
-                    if cancelled.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(First::Cancelled);
-                    }
-                    match deadline.as_mut().map(|d| d.as_mut().poll(cx)) {
-                        Some(Poll::Ready(())) => Poll::Ready(First::Deadline),
-                        _ => Poll::Pending,
-                    }
-                })
-                .await
-            };
-            run.renew_at.store(NOT_RENEWED, Ordering::Release);
-            match first {
-                First::Ended(end) => Ok(run.engine.ended(&run, end).map(Box::new)),
-                First::Cancelled => Err(Cancelled),
-                First::Deadline => {
-                    run.cancel.cancel();
-                    Ok(Some(Box::new(RunEnd::Returned(Err(ToolError::protocol(
-                        crate::jsonrpc::INTERNAL_ERROR,
-                        format!(
-                            "the task exceeded its execution deadline of {} s",
-                            run.tool().deadline.unwrap_or_default().as_secs()
-                        ),
-                    ))))))
-                }
+        Drive::Waiting {
+            cancelled: run.cancel.clone().cancelled_owned(),
+            deadline: run.tool().deadline.map(|d| Box::pin(tokio::time::sleep(d))),
+            run,
+            tool: Some(future),
+            started_from,
+        }
+    }
+
+    /// What follows the wait for a running tool: what became of the run (after the grace
+    /// period of a cancelled one), stored.
+    async fn after(
+        run: Arc<Run>,
+        mut future: ToolRun,
+        first: First,
+        started_from: Option<Box<TaskRecord>>,
+    ) {
+        run.renew_at.store(NOT_RENEWED, Ordering::Release);
+        let end = match first {
+            First::Ended(end) => run.engine.ended(&run, end),
+            First::Cancelled => run.engine.cancelled(&run, &mut future).await,
+            First::Deadline => {
+                run.cancel.cancel();
+                Some(RunEnd::Returned(Err(ToolError::protocol(
+                    crate::jsonrpc::INTERNAL_ERROR,
+                    format!(
+                        "the task exceeded its execution deadline of {} s",
+                        run.tool().deadline.unwrap_or_default().as_secs()
+                    ),
+                ))))
             }
         };
-        let end = match end {
-            Ok(end) => end.map(|end| *end),
-            // Boxed: the grace period's timer is needed only here.
-            Err(Cancelled) => Box::pin(run.engine.cancelled(&run, &mut future)).await,
-        };
-        Box::pin(run.engine.conclude(&run, end, started_from)).await;
+        run.engine.conclude(&run, end, started_from).await;
     }
 
     /// Stores what became of a run (nothing when its lease was lost), and forgets it.
@@ -601,7 +662,7 @@ impl Engine {
                 "lease lost"
             }
         };
-        let elapsed = run.started.elapsed();
+        let elapsed = Duration::from_nanos(self.nanos_now().saturating_sub(run.started));
         let name = &run.tool.name;
         crate::spans::run_ended(&tracing::Span::current(), name, status, elapsed);
         tracing::info!(
@@ -619,7 +680,7 @@ impl Engine {
         )
         .increment(1);
         if let Some(live) = self.live(&run.id) {
-            *live.run.locked() = None;
+            live.now.locked().run = None;
         }
         self.release(&run.id);
         self.unreserve(name);
@@ -627,11 +688,7 @@ impl Engine {
 
     /// How a run whose task was cancelled ends: the tool sees its token fire and may finish
     /// cleanly within the grace period, else it is dropped.
-    async fn cancelled(
-        &self,
-        run: &Run,
-        future: &mut CatchUnwind<dyn Future<Output = ToolResult> + Send>,
-    ) -> Option<RunEnd> {
+    async fn cancelled(&self, run: &Run, future: &mut ToolRun) -> Option<RunEnd> {
         // Handed off or taken over: the task is no longer this run's, and the tool is
         // dropped at once.
         if run.lost.load(Ordering::Acquire) {
@@ -844,7 +901,7 @@ pub(super) fn settle(rec: &mut TaskRecord, outcome: &CallOutcome, retention: Dur
     rec.status = status;
     rec.status_message = message;
     if status != TaskStatus::Cancelled {
-        rec.outcome = Some(outcome.clone());
+        rec.outcome = Some(Box::new(outcome.clone()));
     }
     rec.input_requests.clear();
     rec.lease = None;
@@ -861,5 +918,22 @@ pub(super) fn keep_readable(rec: &mut TaskRecord, retention: Duration) {
         if ttl < alive + retention {
             rec.ttl = Some(alive + retention);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_running_task_holds_stays_small() {
+        // A spawned task is one allocation of tokio's, 112 bytes and the future, in steps of
+        // 128 bytes: a future of up to 144 bytes takes 256 (and a span around it fits too).
+        let drive = std::mem::size_of::<Drive>();
+        assert!(drive <= 120, "the running task's future is {drive} bytes");
+        let run = std::mem::size_of::<Run>();
+        assert!(run <= 120, "a run is {run} bytes");
+        let live = std::mem::size_of::<super::super::Live>();
+        assert!(live <= 72, "a live entry is {live} bytes");
     }
 }

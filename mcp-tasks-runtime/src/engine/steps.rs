@@ -49,7 +49,10 @@ impl Engine {
                     }
                     if rec.steps.get(&name) == Some(&output) {
                         // An earlier try whose answer was lost landed after all.
-                        run.steps.locked().insert(name.clone(), output);
+                        run.steps
+                            .locked()
+                            .get_or_insert_default()
+                            .insert(name.clone(), output);
                         tracing::debug!(task = %ShortId(id), step = %name, "step output found stored");
                         return Ok(());
                     }
@@ -59,7 +62,10 @@ impl Engine {
                     match self.store.compare_and_set(rec.clone(), version).await {
                         Ok(true) => {
                             rec.version = version + 1;
-                            run.steps.locked().insert(name.clone(), output);
+                            run.steps
+                                .locked()
+                                .get_or_insert_default()
+                                .insert(name.clone(), output);
                             tracing::debug!(task = %ShortId(id), step = %name, "step output stored");
                             self.observe(&rec);
                             return Ok(());

@@ -89,7 +89,8 @@ impl Engine {
             return;
         };
         let status_changed = {
-            let mut seen = live.seen.locked();
+            let mut now = live.now.locked();
+            let seen = &mut now.seen;
             if seen.1.is_some() && rec.version <= seen.0 {
                 return;
             }
@@ -100,7 +101,7 @@ impl Engine {
         if let Some(changed) = live.changed.get() {
             changed.send_replace(rec.version);
         }
-        let run = live.run.locked().clone();
+        let run = live.now.locked().run.clone();
         if let Some(run) = run {
             if rec.status.is_terminal() {
                 run.cancel.cancel();
@@ -108,11 +109,11 @@ impl Engine {
                 self.lose(&rec.id, &run);
             }
         }
-        let delivery = live.delivery.locked().clone();
+        let delivery = live.now.locked().delivery.clone();
         if let Some(delivery) = delivery {
             delivery.changed(rec, status_changed);
             if rec.status.is_terminal() {
-                *live.delivery.locked() = None;
+                live.now.locked().delivery = None;
             }
         }
         if rec.status.is_terminal() {
@@ -219,10 +220,10 @@ impl Engine {
                 }
                 rec.status = TaskStatus::Cancelled;
                 rec.status_message = Some("The task was cancelled by request.".into());
-                rec.cancel_requested = Some(CancelRequest {
+                rec.cancel_requested = Some(Box::new(CancelRequest {
                     at: SystemTime::now(),
                     by: by.clone(),
-                });
+                }));
                 rec.input_requests.clear();
                 rec.lease = None;
                 keep_readable(rec, retention);
@@ -308,7 +309,7 @@ impl Engine {
     /// The delivery attached to a task in this process.
     pub(crate) fn delivery(&self, id: &str) -> Option<Arc<dyn Delivery>> {
         self.live(id)
-            .and_then(|live| live.delivery.locked().clone())
+            .and_then(|live| live.now.locked().delivery.clone())
     }
 
     /// Attaches `delivery` to a task unless a delivery whose client is still there is
@@ -321,7 +322,8 @@ impl Engine {
         self.ensure_background();
         let live = self.live_entry(id);
         let attached = {
-            let mut slot = live.delivery.locked();
+            let mut now = live.now.locked();
+            let slot = &mut now.delivery;
             match &*slot {
                 Some(current) if !current.is_closed() => return Ok(Arc::clone(current)),
                 _ => {
@@ -333,7 +335,7 @@ impl Engine {
         if let Some(rec) = self.store.get(id).await? {
             attached.changed(&rec, false);
             if rec.status.is_terminal() {
-                *live.delivery.locked() = None;
+                live.now.locked().delivery = None;
             }
         }
         drop(live);

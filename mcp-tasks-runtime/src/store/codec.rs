@@ -483,7 +483,7 @@ impl Stored<'_> {
         let outcome = match self.outcome {
             None => None,
             Some(text) => match serde_json::from_str::<StoredOutcome>(text) {
-                Ok(outcome) => Some(outcome.into()),
+                Ok(outcome) => Some(Box::new(outcome.into())),
                 Err(e) => field("outcome", &e).map(|()| None)?,
             },
         };
@@ -513,9 +513,11 @@ impl Stored<'_> {
                 until: from_millis(self.lease_until.unwrap_or(0)),
             }),
             epoch: unsigned(self.epoch),
-            cancel_requested: self.cancel_at.map(|at| crate::task::CancelRequest {
-                at: from_millis(at),
-                by: self.cancel_by,
+            cancel_requested: self.cancel_at.map(|at| {
+                Box::new(crate::task::CancelRequest {
+                    at: from_millis(at),
+                    by: self.cancel_by,
+                })
             }),
             version: unsigned(self.version),
             id: String::new(),

@@ -173,6 +173,19 @@ pub trait TaskStore: Send + Sync + 'static {
     /// is kept as given.
     fn create(&self, record: TaskRecord) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// [`create`](Self::create), with the record's id as the caller shares it (`id` equals
+    /// `record.id`): a store that keeps ids in memory may keep this one rather than a copy
+    /// of its own (the memory store does, so that a task's id is kept once for the engine
+    /// and the store). The default calls `create`.
+    fn create_with_id(
+        &self,
+        record: TaskRecord,
+        id: Arc<str>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        drop(id);
+        self.create(record)
+    }
+
     /// The task with this id, or `None`. Expired tasks may still be returned until the
     /// sweeper removes them; callers check `expires_at` themselves.
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<TaskRecord>, StoreError>> + Send;

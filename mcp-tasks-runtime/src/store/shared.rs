@@ -14,6 +14,14 @@ impl<S: TaskStore> TaskStore for Arc<S> {
         (**self).create(record)
     }
 
+    fn create_with_id(
+        &self,
+        record: TaskRecord,
+        id: Arc<str>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).create_with_id(record, id)
+    }
+
     fn get(&self, id: &str) -> impl Future<Output = Result<Option<TaskRecord>, StoreError>> + Send {
         (**self).get(id)
     }

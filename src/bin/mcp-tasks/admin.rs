@@ -350,7 +350,7 @@ fn summary(rec: &TaskRecord) -> Value {
 fn detail(rec: &TaskRecord) -> Value {
     let mut value = summary(rec);
     value["arguments"] = Value::Object(rec.arguments.clone());
-    value["outcome"] = match &rec.outcome {
+    value["outcome"] = match rec.outcome.as_deref() {
         Some(CallOutcome::Result(r)) => json!({ "result": r }),
         Some(CallOutcome::Error(e)) => json!({ "error": e }),
         _ => Value::Null,

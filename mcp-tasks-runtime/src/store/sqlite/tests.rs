@@ -90,11 +90,11 @@ fn tricky_record(id: &str) -> TaskRecord {
     record.ttl = Some(Duration::from_millis(3_600_001));
     record.poll_interval = Duration::from_millis(1_250);
     record.status_message = Some(String::new());
-    record.outcome = Some(CallOutcome::Result(CallToolResult {
+    record.outcome = Some(Box::new(CallOutcome::Result(CallToolResult {
         content: vec![Content::text("done"), Content::image("aGk=", "image/png")],
         structured_content: Some(Value::Null),
         is_error: false,
-    }));
+    })));
     record.input_requests.insert(
         "input-1".into(),
         InputRequest {
@@ -116,9 +116,9 @@ async fn tasks_survive_reopening_exactly() {
     let record = tricky_record("t-1");
     let mut error = sample_record("t-2", None, at_ms(124));
     error.status = TaskStatus::Failed;
-    error.outcome = Some(CallOutcome::Error(
+    error.outcome = Some(Box::new(CallOutcome::Error(
         ErrorObject::new(-32603, "boom").with_data(Value::Null),
-    ));
+    )));
     {
         let store = SqliteTaskStore::open(&path).unwrap();
         store.create(record.clone()).await.unwrap();
@@ -207,7 +207,7 @@ async fn oversized_outcomes_are_refused_and_change_nothing() {
 
     let mut record = sample_record("big", None, at_ms(0));
     record.status = TaskStatus::Completed;
-    record.outcome = Some(big.clone());
+    record.outcome = Some(Box::new(big.clone()));
     let Err(StoreError::Backend { message, .. }) = store.create(record).await else {
         panic!("an oversized create was accepted");
     };
@@ -219,7 +219,7 @@ async fn oversized_outcomes_are_refused_and_change_nothing() {
     store.create(small.clone()).await.unwrap();
     let mut done = small.clone();
     done.status = TaskStatus::Completed;
-    done.outcome = Some(big);
+    done.outcome = Some(Box::new(big));
     let Err(StoreError::Backend { message, .. }) = store.compare_and_set(done, 0).await else {
         panic!("an oversized compare_and_set was accepted");
     };
@@ -228,9 +228,9 @@ async fn oversized_outcomes_are_refused_and_change_nothing() {
 
     let mut fits = small;
     fits.status = TaskStatus::Completed;
-    fits.outcome = Some(CallOutcome::Result(CallToolResult::success(vec![
-        Content::text("x".repeat(900)),
-    ])));
+    fits.outcome = Some(Box::new(CallOutcome::Result(CallToolResult::success(
+        vec![Content::text("x".repeat(900))],
+    ))));
     assert!(store.compare_and_set(fits, 0).await.unwrap());
 }
 

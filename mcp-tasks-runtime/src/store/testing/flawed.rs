@@ -35,7 +35,7 @@ struct Flawed<S> {
 impl<S> Flawed<S> {
     fn damage(&self, mut record: TaskRecord) -> TaskRecord {
         if self.flaw == Flaw::LosesErrorData
-            && let Some(CallOutcome::Error(error)) = &mut record.outcome
+            && let Some(CallOutcome::Error(error)) = record.outcome.as_deref_mut()
         {
             error.data = None;
         }

@@ -96,9 +96,9 @@ pub(super) async fn compare_and_set<S: TaskStore>(store: S) -> Outcome {
     let mut done = want.clone();
     done.status = TaskStatus::Completed;
     done.status_message = None;
-    done.outcome = Some(CallOutcome::Result(CallToolResult::success(vec![
-        Content::text("done"),
-    ])));
+    done.outcome = Some(Box::new(CallOutcome::Result(CallToolResult::success(
+        vec![Content::text("done")],
+    ))));
     ensure!(
         store
             .compare_and_set(done.clone(), 1)
@@ -210,7 +210,7 @@ pub(super) fn full_record(id: &str) -> TaskRecord {
     record.updated_at = at(7) + Duration::from_nanos(987_654_321);
     record.ttl = Some(Duration::from_millis(86_400_123));
     record.poll_interval = Duration::from_millis(1_500);
-    record.outcome = Some(CallOutcome::Result(CallToolResult {
+    record.outcome = Some(Box::new(CallOutcome::Result(CallToolResult {
         content: vec![
             Content::text("the answer"),
             Content::image("aGVsbG8=", "image/png"),
@@ -218,7 +218,7 @@ pub(super) fn full_record(id: &str) -> TaskRecord {
         ],
         structured_content: Some(json!({ "total": 3, "items": ["a", "b"] })),
         is_error: false,
-    }));
+    })));
     record.input_requests.insert(
         "input-2".into(),
         InputRequest {
@@ -249,10 +249,10 @@ pub(super) fn full_record(id: &str) -> TaskRecord {
         until: at(9),
     });
     record.epoch = 4;
-    record.cancel_requested = Some(CancelRequest {
+    record.cancel_requested = Some(Box::new(CancelRequest {
         at: at(8),
         by: Some("principal:alice".into()),
-    });
+    }));
     record.version = 12;
     record
 }
@@ -263,21 +263,23 @@ pub(super) async fn fields_round_trip<S: TaskStore>(store: S) -> Outcome {
 
     let mut error_with_data = sample_record("error-with-data", Some("bob"), at(1));
     error_with_data.status = TaskStatus::Failed;
-    error_with_data.outcome = Some(CallOutcome::Error(
+    error_with_data.outcome = Some(Box::new(CallOutcome::Error(
         ErrorObject::new(-32602, "bad argument `n`")
             .with_data(json!({ "field": "n", "codes": [1, 2], "nested": { "ok": false } })),
-    ));
+    )));
 
     let mut error_without_data = sample_record("error-without-data", None, at(2));
     error_without_data.status = TaskStatus::Failed;
-    error_without_data.outcome = Some(CallOutcome::Error(ErrorObject::new(
+    error_without_data.outcome = Some(Box::new(CallOutcome::Error(ErrorObject::new(
         -32603,
         "internal error",
-    )));
+    ))));
 
     let mut tool_error = sample_record("tool-error", None, at(3));
     tool_error.status = TaskStatus::Completed;
-    tool_error.outcome = Some(CallOutcome::Result(CallToolResult::error_text("nope")));
+    tool_error.outcome = Some(Box::new(CallOutcome::Result(CallToolResult::error_text(
+        "nope",
+    ))));
 
     let mut zero_ttl = sample_record("zero-ttl", None, at(4));
     zero_ttl.ttl = Some(Duration::ZERO);

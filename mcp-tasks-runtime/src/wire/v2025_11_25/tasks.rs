@@ -115,7 +115,7 @@ pub(super) async fn tasks(
 /// What `tasks/result` answers for a terminal task: exactly what the call would have.
 fn task_payload(rec: &TaskRecord) -> Result<Value, ErrorObject> {
     let related = json!({ RELATED_TASK: { "taskId": rec.id } });
-    match (&rec.outcome, rec.status) {
+    match (rec.outcome.as_deref(), rec.status) {
         (Some(CallOutcome::Result(r)), _) => {
             let mut value = serde_json::to_value(r).unwrap_or_default();
             value["_meta"] = related;

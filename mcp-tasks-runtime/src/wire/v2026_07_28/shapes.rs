@@ -120,7 +120,7 @@ impl<'a> DetailedTask<'a> {
             result: None,
             error: None,
         };
-        match (rec.status, &rec.outcome) {
+        match (rec.status, rec.outcome.as_deref()) {
             (TaskStatus::InputRequired, _) => detailed.input_requests = Some(&rec.input_requests),
             (TaskStatus::Completed, Some(CallOutcome::Result(r))) => detailed.result = Some(r),
             (TaskStatus::Failed, Some(CallOutcome::Error(e))) => {
@@ -170,7 +170,7 @@ mod tests {
             updated_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_800_000_000_123),
             ttl: Some(Duration::from_secs(60)),
             poll_interval: Duration::from_millis(250),
-            outcome,
+            outcome: outcome.map(Box::new),
             input_requests,
             version: 3,
             ..crate::store::testing::sample_record("t-1", None, created)
