@@ -166,6 +166,9 @@ impl Engine {
                     }
                 }
             }
+            // The tasks waited on here are read all at once: a store that batches
+            // concurrent reads reads them with a few statements rather than one each.
+            let mut reads = tokio::task::JoinSet::new();
             for id in &changes.ids {
                 if !seen.insert(id.as_str()) {
                     continue;
@@ -173,15 +176,37 @@ impl Engine {
                 let counted = self.counted[shard_of(id)]
                     .locked()
                     .contains_key(id.as_str());
-                if self.live(id).is_none() && !counted {
-                    unknown = true;
+                let live = self.live(id);
+                if live.is_none() && !counted {
+                    // News of a task this process saw finished (most often its own write
+                    // coming back) cannot be a task to claim.
+                    unknown |= !self.ended_here.locked().ids.contains(id.as_str());
                     continue;
                 }
-                match self.store.get(id).await {
+                // A run here that is writing its outcome learns what it needs from that
+                // write (most often, the news is that very write).
+                let settling = live.is_some_and(|live| {
+                    live.run
+                        .locked()
+                        .as_ref()
+                        .is_some_and(|run| run.settling.load(Ordering::Acquire))
+                });
+                if settling {
+                    continue;
+                }
+                let (store, id) = (Arc::clone(&self.store), id.clone());
+                reads.spawn(async move {
+                    let read = store.get(&id).await;
+                    (id, read)
+                });
+            }
+            while let Some(done) = reads.join_next().await {
+                let Ok((id, read)) = done else { continue };
+                match read {
                     Ok(Some(rec)) => self.observe(&rec),
                     Ok(None) => {}
                     Err(e) => {
-                        tracing::warn!(task = %ShortId(id), error = %e, "cannot read a changed task");
+                        tracing::warn!(task = %ShortId(&id), error = %e, "cannot read a changed task");
                     }
                 }
             }
@@ -202,21 +227,33 @@ impl Engine {
                 let slots = self.slots.locked();
                 self.config.max_running.max(1).saturating_sub(slots.running)
             };
-            if free == 0 || self.stopping.load(Ordering::Acquire) {
+            if self.stopping.load(Ordering::Acquire) {
+                return;
+            }
+            if free == 0 {
+                // Tasks may be waiting: the next freed slot looks.
+                self.claim_backlog.store(true, Ordering::Release);
                 return;
             }
             // The kill switch: tools whose creation is off here start nothing here either.
             let Ok(paused) = self.creation.paused_set() else {
+                self.claim_backlog.store(true, Ordering::Release);
                 return;
             };
             let asked = free.min(BATCH);
             let mut skip = self.full_tools();
             skip.extend(paused);
+            // Tasks of the tools left out may wait for a slot of theirs; with none left
+            // out, whatever waits now is claimed, and what is queued later says so (the
+            // change feed, or the create here).
+            self.claim_backlog
+                .store(!skip.is_empty(), Ordering::Release);
             let until = SystemTime::now() + self.config.lease;
             let claimed = match self.store.claim(&self.worker, until, asked, &skip).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot claim queued tasks");
+                    self.claim_backlog.store(true, Ordering::Release);
                     return;
                 }
             };
