@@ -508,3 +508,33 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{ENDED_KEPT, EndedHere};
+
+    #[test]
+    fn the_finished_tasks_remembered_are_the_latest_each_once() {
+        let mut ended = EndedHere::default();
+        ended.note("first");
+        ended.note("first");
+        assert_eq!(ended.order.len(), 1, "a task noted twice is kept once");
+        for n in 0..ENDED_KEPT {
+            ended.note(&format!("task-{n}"));
+        }
+        assert!(
+            !ended.ids.contains("first"),
+            "the oldest is forgotten first"
+        );
+        assert_eq!(
+            (ended.ids.len(), ended.order.len()),
+            (ENDED_KEPT, ENDED_KEPT)
+        );
+        assert!(ended.ids.contains("task-0"));
+        assert!(
+            ended
+                .ids
+                .contains(format!("task-{}", ENDED_KEPT - 1).as_str())
+        );
+    }
+}
