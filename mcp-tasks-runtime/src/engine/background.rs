@@ -95,11 +95,12 @@ impl Engine {
             tokio::spawn(async move {
                 let mut cursor = None;
                 let mut failing = false;
+                let mut later = Vec::new();
                 loop {
                     let read_at = tokio::time::Instant::now();
                     let store = {
                         let Some(engine) = weak.upgrade() else { break };
-                        cursor = engine.read_changes(cursor, &mut failing).await;
+                        cursor = engine.read_changes(cursor, &mut failing, &mut later).await;
                         Arc::clone(&engine.store)
                     };
                     // A store that can tell when there is news is read as soon as there is
@@ -120,13 +121,21 @@ impl Engine {
 
     /// Reads the change feed once and hands on what other processes changed. `failing`
     /// says whether the last read failed, so an outage is logged once, not every poll.
+    ///
+    /// News of a task whose tool runs here is read at the next read of the feed, not at
+    /// once (`later` keeps it until then): most often the news is this process's own
+    /// write, and by then the run is writing its outcome, which learns of any other write
+    /// by itself, or has ended.
     pub(super) async fn read_changes(
         &self,
         cursor: Option<u64>,
         failing: &mut bool,
+        later: &mut Vec<String>,
     ) -> Option<u64> {
         const BATCH: usize = 1000;
         let mut cursor = cursor;
+        // What waited since the last read; what waits now goes in `later`, for the next.
+        let mut waited = std::mem::take(later);
         loop {
             let changes = match self.store.changes(cursor, BATCH).await {
                 Ok(c) => c,
@@ -137,6 +146,7 @@ impl Engine {
                         tracing::warn!(error = %e, "cannot read the task store's change feed");
                     }
                     *failing = true;
+                    later.append(&mut waited);
                     return cursor;
                 }
             };
@@ -169,7 +179,9 @@ impl Engine {
             // The tasks waited on here are read all at once: a store that batches
             // concurrent reads reads them with a few statements rather than one each.
             let mut reads = tokio::task::JoinSet::new();
-            for id in &changes.ids {
+            let waited = std::mem::take(&mut waited);
+            let news = changes.ids.iter().map(|id| (id, true));
+            for (id, may_wait) in waited.iter().map(|id| (id, false)).chain(news) {
                 if !seen.insert(id.as_str()) {
                     continue;
                 }
@@ -185,14 +197,19 @@ impl Engine {
                 }
                 // A run here that is writing its outcome learns what it needs from that
                 // write (most often, the news is that very write).
-                let settling = live.is_some_and(|live| {
+                let settling = live.and_then(|live| {
                     live.run
                         .locked()
                         .as_ref()
-                        .is_some_and(|run| run.settling.load(Ordering::Acquire))
+                        .map(|run| run.settling.load(Ordering::Acquire))
                 });
-                if settling {
-                    continue;
+                match settling {
+                    Some(true) => continue,
+                    Some(false) if may_wait => {
+                        later.push(id.clone());
+                        continue;
+                    }
+                    _ => {}
                 }
                 let (store, id) = (Arc::clone(&self.store), id.clone());
                 reads.spawn(async move {
