@@ -17,7 +17,8 @@
 //! for the whole create → run → outcome path. The load average is printed before and
 //! after every row. A PostgreSQL row is followed by what the database did per create over
 //! the row (its `pg_stat_database`, read once the server's connections closed): commits
-//! and rows fetched.
+//! and rows fetched. Rows fetched include the catalog reads of each new connection, a
+//! fixed cost that weighs more in a short row.
 
 use mcp_tasks::Viewer;
 use mcp_tasks::prelude::*;
