@@ -95,11 +95,12 @@ impl Engine {
             tokio::spawn(async move {
                 let mut cursor = None;
                 let mut failing = false;
+                let mut later = Vec::new();
                 loop {
                     let read_at = tokio::time::Instant::now();
                     let store = {
                         let Some(engine) = weak.upgrade() else { break };
-                        cursor = engine.read_changes(cursor, &mut failing).await;
+                        cursor = engine.read_changes(cursor, &mut failing, &mut later).await;
                         Arc::clone(&engine.store)
                     };
                     // A store that can tell when there is news is read as soon as there is
@@ -120,13 +121,21 @@ impl Engine {
 
     /// Reads the change feed once and hands on what other processes changed. `failing`
     /// says whether the last read failed, so an outage is logged once, not every poll.
+    ///
+    /// News of a task whose tool runs here is read at the next read of the feed, not at
+    /// once (`later` keeps it until then): most often the news is this process's own
+    /// write, and by then the run is writing its outcome, which learns of any other write
+    /// by itself, or has ended.
     pub(super) async fn read_changes(
         &self,
         cursor: Option<u64>,
         failing: &mut bool,
+        later: &mut Vec<String>,
     ) -> Option<u64> {
         const BATCH: usize = 1000;
         let mut cursor = cursor;
+        // What waited since the last read; what waits now goes in `later`, for the next.
+        let mut waited = std::mem::take(later);
         loop {
             let changes = match self.store.changes(cursor, BATCH).await {
                 Ok(c) => c,
@@ -137,6 +146,7 @@ impl Engine {
                         tracing::warn!(error = %e, "cannot read the task store's change feed");
                     }
                     *failing = true;
+                    later.append(&mut waited);
                     return cursor;
                 }
             };
@@ -166,22 +176,54 @@ impl Engine {
                     }
                 }
             }
-            for id in &changes.ids {
+            // The tasks waited on here are read all at once: a store that batches
+            // concurrent reads reads them with a few statements rather than one each.
+            let mut reads = tokio::task::JoinSet::new();
+            let waited = std::mem::take(&mut waited);
+            let news = changes.ids.iter().map(|id| (id, true));
+            for (id, may_wait) in waited.iter().map(|id| (id, false)).chain(news) {
                 if !seen.insert(id.as_str()) {
                     continue;
                 }
                 let counted = self.counted[shard_of(id)]
                     .locked()
                     .contains_key(id.as_str());
-                if self.live(id).is_none() && !counted {
-                    unknown = true;
+                let live = self.live(id);
+                if live.is_none() && !counted {
+                    // News of a task this process saw finished (most often its own write
+                    // coming back) cannot be a task to claim.
+                    unknown |= !self.ended_here.locked().ids.contains(id.as_str());
                     continue;
                 }
-                match self.store.get(id).await {
+                // A run here that is writing its outcome learns what it needs from that
+                // write (most often, the news is that very write).
+                let settling = live.and_then(|live| {
+                    live.run
+                        .locked()
+                        .as_ref()
+                        .map(|run| run.settling.load(Ordering::Acquire))
+                });
+                match settling {
+                    Some(true) => continue,
+                    Some(false) if may_wait => {
+                        later.push(id.clone());
+                        continue;
+                    }
+                    _ => {}
+                }
+                let (store, id) = (Arc::clone(&self.store), id.clone());
+                reads.spawn(async move {
+                    let read = store.get(&id).await;
+                    (id, read)
+                });
+            }
+            while let Some(done) = reads.join_next().await {
+                let Ok((id, read)) = done else { continue };
+                match read {
                     Ok(Some(rec)) => self.observe(&rec),
                     Ok(None) => {}
                     Err(e) => {
-                        tracing::warn!(task = %ShortId(id), error = %e, "cannot read a changed task");
+                        tracing::warn!(task = %ShortId(&id), error = %e, "cannot read a changed task");
                     }
                 }
             }
@@ -202,21 +244,33 @@ impl Engine {
                 let slots = self.slots.locked();
                 self.config.max_running.max(1).saturating_sub(slots.running)
             };
-            if free == 0 || self.stopping.load(Ordering::Acquire) {
+            if self.stopping.load(Ordering::Acquire) {
+                return;
+            }
+            if free == 0 {
+                // Tasks may be waiting: the next freed slot looks.
+                self.claim_backlog.store(true, Ordering::Release);
                 return;
             }
             // The kill switch: tools whose creation is off here start nothing here either.
             let Ok(paused) = self.creation.paused_set() else {
+                self.claim_backlog.store(true, Ordering::Release);
                 return;
             };
             let asked = free.min(BATCH);
             let mut skip = self.full_tools();
             skip.extend(paused);
+            // Tasks of the tools left out may wait for a slot of theirs; with none left
+            // out, whatever waits now is claimed, and what is queued later says so (the
+            // change feed, or the create here).
+            self.claim_backlog
+                .store(!skip.is_empty(), Ordering::Release);
             let until = SystemTime::now() + self.config.lease;
             let claimed = match self.store.claim(&self.worker, until, asked, &skip).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot claim queued tasks");
+                    self.claim_backlog.store(true, Ordering::Release);
                     return;
                 }
             };

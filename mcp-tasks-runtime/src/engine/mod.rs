@@ -34,7 +34,7 @@ use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus, random_id};
 use crate::tool::{Registry, Tool};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{Notify, watch};
@@ -71,6 +71,10 @@ struct Run {
     cancel: CancellationToken,
     /// Set when the lease was lost to another process: the run stops and writes nothing.
     lost: AtomicBool,
+    /// Set once the run writes its outcome. From then on, the change feed's news of the
+    /// task is not read: either the outcome lands and the task is settled, or the write
+    /// meets a newer version, which it reads.
+    settling: AtomicBool,
     /// When the engine's renewal loop next extends the run's lease, in milliseconds since
     /// the engine started; [`NOT_RENEWED`] while the tool does not run (before it starts,
     /// and once it ended).
@@ -151,6 +155,35 @@ struct Slots {
 
 const LIVE_SHARDS: usize = 32;
 
+/// The most finished tasks [`EndedHere`] remembers.
+const ENDED_KEPT: usize = 8192;
+
+/// The ids of the tasks this process last saw finished, up to [`ENDED_KEPT`], oldest first
+/// out. A finished task never changes status again, so news of one from the change feed is
+/// never a task to claim; remembering the recent ones spares a claim round for each of this
+/// process's own writes that the feed brings back.
+#[derive(Default)]
+struct EndedHere {
+    order: std::collections::VecDeque<Arc<str>>,
+    ids: HashSet<Arc<str>>,
+}
+
+impl EndedHere {
+    fn note(&mut self, id: &str) {
+        if self.ids.contains(id) {
+            return;
+        }
+        if self.order.len() == ENDED_KEPT
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.ids.remove(&oldest);
+        }
+        let id: Arc<str> = id.into();
+        self.ids.insert(Arc::clone(&id));
+        self.order.push_back(id);
+    }
+}
+
 /// A finished task counted as retained: when it expires, its id, its requestor.
 type Retained = (SystemTime, Arc<str>, Arc<str>);
 
@@ -168,6 +201,13 @@ pub(crate) struct Engine {
     queued_here: Mutex<HashSet<Arc<str>>>,
     /// Wakes the claim loop: a slot freed, or a task may be waiting.
     claim_wake: Arc<Notify>,
+    /// Whether the last claim round may have left queued tasks it had no room for (no free
+    /// slot, or tools at their limit or paused): only then does a freed slot wake the claim
+    /// loop.
+    claim_backlog: AtomicBool,
+    /// Tasks this process saw finished lately: the change feed's news of them cannot be a
+    /// task waiting to be claimed.
+    ended_here: Mutex<EndedHere>,
     background: AtomicBool,
     stopping: AtomicBool,
     /// Per-requestor limits on the tasks this process creates.
@@ -289,6 +329,8 @@ impl Engine {
             tool_limits,
             queued_here: Mutex::default(),
             claim_wake: Arc::new(Notify::new()),
+            claim_backlog: AtomicBool::new(false),
+            ended_here: Mutex::default(),
             background: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             quotas,
@@ -398,7 +440,9 @@ impl Engine {
             }
         }
         self.run_ended.notify_waiters();
-        self.claim_wake.notify_one();
+        if self.claim_backlog.load(Ordering::Acquire) {
+            self.claim_wake.notify_one();
+        }
     }
 
     /// The tools at their limit here, which a claim must leave for other processes.
@@ -476,5 +520,35 @@ impl Engine {
             worker: self.worker.clone(),
             until: SystemTime::now() + self.config.lease,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ENDED_KEPT, EndedHere};
+
+    #[test]
+    fn the_finished_tasks_remembered_are_the_latest_each_once() {
+        let mut ended = EndedHere::default();
+        ended.note("first");
+        ended.note("first");
+        assert_eq!(ended.order.len(), 1, "a task noted twice is kept once");
+        for n in 0..ENDED_KEPT {
+            ended.note(&format!("task-{n}"));
+        }
+        assert!(
+            !ended.ids.contains("first"),
+            "the oldest is forgotten first"
+        );
+        assert_eq!(
+            (ended.ids.len(), ended.order.len()),
+            (ENDED_KEPT, ENDED_KEPT)
+        );
+        assert!(ended.ids.contains("task-0"));
+        assert!(
+            ended
+                .ids
+                .contains(format!("task-{}", ENDED_KEPT - 1).as_str())
+        );
     }
 }

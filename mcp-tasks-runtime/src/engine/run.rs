@@ -500,6 +500,7 @@ impl Engine {
             epoch: record.epoch,
             cancel,
             lost: AtomicBool::new(false),
+            settling: AtomicBool::new(false),
             renew_at: AtomicU64::new(NOT_RENEWED),
             steps: Mutex::new((!record.steps.is_empty()).then(|| Box::new(record.steps.clone()))),
             last_write: AtomicU64::new(0),
@@ -820,6 +821,7 @@ impl Engine {
         // writing over a takeover, and this process does not take over its own runs). An
         // outcome the store refuses, or one still not stored when the tries run out, is
         // replaced by an error that says why, so the client reads the real cause.
+        run.settling.store(true, Ordering::Release);
         let give_up = tokio::time::Instant::now() + self.config.lease * OUTCOME_LEASES;
         const FIRST_PAUSE: Duration = Duration::from_millis(50);
         let mut pause = FIRST_PAUSE;
@@ -860,7 +862,13 @@ impl Engine {
                 tracing::debug!(task = %id, tool = %tool.name, status = %rec.status, "task finished");
                 rec.status.as_str()
             }
-            Ok(_) => {
+            Ok(found) => {
+                // What the write found instead (settled or taken over elsewhere) is handed
+                // on here: the change feed's news of it was not read while the outcome was
+                // being written.
+                if let Some((rec, false)) = &found {
+                    self.observe(rec);
+                }
                 tracing::debug!(task = %id, "task already settled; its late outcome is dropped");
                 "already settled"
             }

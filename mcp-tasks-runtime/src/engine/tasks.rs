@@ -84,6 +84,9 @@ impl Engine {
     pub(super) fn observe(&self, rec: &TaskRecord) {
         if rec.status.is_terminal() {
             self.uncount(rec);
+            if self.store.is_shared() {
+                self.ended_here.locked().note(&rec.id);
+            }
         }
         let Some(live) = self.live(&rec.id) else {
             return;

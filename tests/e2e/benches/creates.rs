@@ -15,7 +15,10 @@
 //! runs and its outcome is written in the background, so each row also says how long after
 //! the load stopped every task it created was settled, and what that makes per second
 //! for the whole create → run → outcome path. The load average is printed before and
-//! after every row.
+//! after every row. A PostgreSQL row is followed by what the database did per create over
+//! the row (its `pg_stat_database`, read once the server's connections closed): commits
+//! and rows fetched. Rows fetched include the catalog reads of each new connection, a
+//! fixed cost that weighs more in a short row.
 
 use mcp_tasks::Viewer;
 use mcp_tasks::prelude::*;
@@ -157,14 +160,42 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted.get(i).map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
-/// A fresh store of `kind` in a server, and what must be dropped after the row.
-async fn server(kind: &str) -> Option<(Server, Box<dyn std::any::Any>)> {
+/// What a database did per create: commits and rows fetched, from `pg_stat_database`.
+async fn database_work(url: &str) -> Option<String> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .ok()?;
+    let driver = tokio::spawn(connection);
+    // A backend reports its counters when it exits; give the store's a moment to.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let row = client
+        .query_one(
+            "SELECT xact_commit, tup_fetched, tup_inserted FROM pg_stat_database \
+             WHERE datname = current_database()",
+            &[],
+        )
+        .await
+        .ok()?;
+    drop(client);
+    let _ = driver.await;
+    let (commits, fetched, inserted): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    let per = |n: i64| n as f64 / inserted.max(1) as f64;
+    Some(format!(
+        "{:.3} commits and {:.3} rows fetched per create ({inserted} rows inserted)",
+        per(commits),
+        per(fetched)
+    ))
+}
+
+/// A fresh store of `kind` in a server, what must be dropped after the row, and for
+/// PostgreSQL the database's URL.
+async fn server(kind: &str) -> Option<(Server, Box<dyn std::any::Any>, Option<String>)> {
     let builder = Server::builder()
         .name("creates-bench")
         .registry_tools()
         .quotas(mcp_tasks::quota::QuotaConfig::unlimited());
     Some(match kind {
-        "memory" => (builder.build().unwrap(), Box::new(())),
+        "memory" => (builder.build().unwrap(), Box::new(()), None),
         "sqlite" => {
             let dir = std::env::temp_dir().join(format!(
                 "mcp-tasks-creates-{}",
@@ -178,7 +209,11 @@ async fn server(kind: &str) -> Option<(Server, Box<dyn std::any::Any>)> {
                     let _ = std::fs::remove_dir_all(&self.0);
                 }
             }
-            (builder.store(store).build().unwrap(), Box::new(Gone(dir)))
+            (
+                builder.store(store).build().unwrap(),
+                Box::new(Gone(dir)),
+                None,
+            )
         }
         "postgres" => {
             let db = mcp_tasks::store::TestDatabase::create("creates bench")?;
@@ -193,12 +228,17 @@ async fn server(kind: &str) -> Option<(Server, Box<dyn std::any::Any>)> {
             let store = PostgresTaskStore::connect_with(&db.url(), options)
                 .await
                 .unwrap();
-            (builder.store(store).build().unwrap(), Box::new(db))
+            let url = db.url();
+            (
+                builder.store(store).build().unwrap(),
+                Box::new(db),
+                Some(url),
+            )
         }
         "redis" => {
             let db = mcp_tasks::store::TestRedis::create("creates bench")?;
             let store = RedisTaskStore::connect(&db.store_url()).await.unwrap();
-            (builder.store(store).build().unwrap(), Box::new(db))
+            (builder.store(store).build().unwrap(), Box::new(db), None)
         }
         other => panic!("MCP_BENCH_STORE lists memory, sqlite, postgres or redis, not {other:?}"),
     })
@@ -239,9 +279,10 @@ fn main() {
             "| store | connections | creates/s | p50 | p99 | all settled after | created → settled/s | load average before → after |"
         );
         println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+        let mut notes = Vec::new();
         for kind in stores.split(',') {
             for &n in &connections {
-                let Some((server, guard)) = server(kind).await else {
+                let Some((server, guard, database)) = server(kind).await else {
                     continue;
                 };
                 let handle = server
@@ -280,8 +321,19 @@ fn main() {
                 );
                 handle.shutdown().await.expect("shutdown");
                 drop(server);
+                if let Some(url) = database
+                    && let Some(work) = database_work(&url).await
+                {
+                    notes.push(format!("{kind}, {n} connections: {work}"));
+                }
                 drop(guard);
             }
+        }
+        if !notes.is_empty() {
+            println!();
+        }
+        for note in notes {
+            println!("{note}");
         }
     });
 }

@@ -81,7 +81,12 @@ impl Shared {
             return;
         }
         let (done, sent) = oneshot::channel();
-        if self.notices.send(Notice { payloads, done }).is_err() {
+        let notice = Notice {
+            payloads,
+            sync: None,
+            done,
+        };
+        if self.notices.send(notice).is_err() {
             return;
         }
         let _ = within(self.options.timeout * 2, sent).await;
@@ -95,15 +100,28 @@ impl Shared {
                 .unavailable("the change listener is reconnecting"));
         }
         let token = self.sync_sent.fetch_add(1, Ordering::AcqRel) + 1;
-        let payload = token.to_string();
-        let channel = self.sync_channel.clone();
-        self.run("cannot read the change feed", |client| async move {
-            let statement = client.prepare_cached(NOTIFY_ONE).await?;
-            client.execute(&statement, &[&channel, &payload]).await
-        })
-        .await?;
-        let mut heard = self.sync_heard.subscribe();
+        // The token goes with the change notifications waiting to be sent, if any: the
+        // statement that sends them sends it too.
+        let (done, sent) = oneshot::channel();
+        let notice = Notice {
+            payloads: Vec::new(),
+            sync: Some(token),
+            done,
+        };
+        if self.notices.send(notice).is_err() {
+            return Err(self.remote.error("the store is closed"));
+        }
         let timeout = self.options.timeout;
+        match within(timeout * 2, sent).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(error))) => return Err(error),
+            _ => {
+                return Err(self
+                    .remote
+                    .unavailable("cannot read the change feed: no answer in time"));
+            }
+        }
+        let mut heard = self.sync_heard.subscribe();
         match within(timeout, heard.wait_for(|heard| *heard >= token)).await {
             Ok(Ok(_)) => Ok(()),
             _ => {
@@ -283,16 +301,20 @@ pub(super) async fn catch_up(
     Ok(())
 }
 
-/// Change notifications of one write (or batch), to be sent.
+/// Change notifications of one write (or batch), or a sync token, to be sent.
 pub(super) struct Notice {
     pub(super) payloads: Vec<String>,
-    pub(super) done: oneshot::Sender<()>,
+    /// A sync token for this store's sync channel.
+    pub(super) sync: Option<u64>,
+    /// Told once the statement that sends them has committed, or why it did not.
+    pub(super) done: oneshot::Sender<Result<(), StoreError>>,
 }
 
 /// The most notifications sent by one statement.
 pub(super) const NOTICE_BATCH: usize = 1024;
 
-/// Sends notification `$2` on channel `$1`, committing without waiting for the WAL flush.
+/// Sends the notifications of the array `$2` on channel `$1`, and `$4` on channel `$3`
+/// unless it is null, committing without waiting for the WAL flush.
 ///
 /// A notifying transaction gets a transaction id (the queue entries carry it) and so a
 /// commit record, and PostgreSQL holds its one database-wide notification lock from before
@@ -301,13 +323,10 @@ pub(super) const NOTICE_BATCH: usize = 1024;
 /// transactions write no data, so nothing is lost by not waiting: listeners are signalled at
 /// commit either way, and a notification lost to a crash is made up for by the listeners'
 /// catch-up scans. (The setting is local to the statement's own transaction.)
-pub(super) const NOTIFY_ONE: &str = "SELECT pg_notify($1, $2) \
-    FROM (SELECT set_config('synchronous_commit', 'off', true)) AS quick";
-
-/// [`NOTIFY_ONE`] for every payload of the array `$2`.
-pub(super) const NOTIFY_MANY: &str = "SELECT pg_notify($1, p) \
+pub(super) const NOTIFY_MANY: &str = "SELECT pg_notify(n.channel, n.payload) \
     FROM (SELECT set_config('synchronous_commit', 'off', true)) AS quick, \
-    unnest($2::text[]) AS p";
+    (SELECT $1::text AS channel, p AS payload FROM unnest($2::text[]) AS p \
+     UNION ALL SELECT $3::text, $4::text WHERE $4::text IS NOT NULL) AS n";
 
 /// The notifier task: sends the notifications that are waiting, together, on a pooled
 /// connection, at most two statements at a time. It holds the store weakly (the store
@@ -326,11 +345,15 @@ pub(super) async fn send_notices(
             return;
         };
         let mut payloads = first.payloads;
+        // Only the newest sync token matters: hearing it, the listener has heard the
+        // earlier ones' too.
+        let mut sync = first.sync;
         let mut done = vec![first.done];
         while payloads.len() < NOTICE_BATCH {
             match queue.try_recv() {
                 Ok(notice) => {
                     payloads.extend(notice.payloads);
+                    sync = sync.max(notice.sync);
                     done.push(notice.done);
                 }
                 Err(_) => break,
@@ -340,18 +363,29 @@ pub(super) async fn send_notices(
             return;
         };
         tokio::spawn(async move {
-            let channel = shared.data_channel.clone();
+            let (data, sync_channel) = (shared.data_channel.as_str(), &shared.sync_channel);
+            let token = sync.map(|token| token.to_string());
+            let (payloads, token) = (&payloads, &token);
+            let what = if payloads.is_empty() {
+                "cannot read the change feed"
+            } else {
+                "cannot send change notifications"
+            };
             let sent = shared
-                .run("cannot send change notifications", |client| async move {
+                .run(what, |client| async move {
                     let statement = client.prepare_cached(statement).await?;
-                    client.execute(&statement, &[&channel, &payloads]).await
+                    client
+                        .execute(&statement, &[&data, payloads, sync_channel, token])
+                        .await
                 })
                 .await;
-            if let Err(error) = sent {
+            if let Err(error) = &sent
+                && !payloads.is_empty()
+            {
                 tracing::warn!(%error, "other processes may hear of these writes only through their scans");
             }
             for done in done {
-                let _ = done.send(());
+                let _ = done.send(sent.clone().map(|_| ()));
             }
             drop(slot);
         });
