@@ -198,8 +198,9 @@ impl Engine {
                 // A run here that is writing its outcome learns what it needs from that
                 // write (most often, the news is that very write).
                 let settling = live.and_then(|live| {
-                    live.run
+                    live.now
                         .locked()
+                        .run
                         .as_ref()
                         .map(|run| run.settling.load(Ordering::Acquire))
                 });
