@@ -192,7 +192,7 @@ impl Engine {
                 if live.is_none() && !counted {
                     // News of a task this process saw finished (most often its own write
                     // coming back) cannot be a task to claim.
-                    unknown |= !self.ended_here.locked().ids.contains(id.as_str());
+                    unknown |= !self.ended_here.locked().has(id);
                     continue;
                 }
                 // A run here that is writing its outcome learns what it needs from that

@@ -90,8 +90,8 @@ impl CallBackend for Run {
             (None, Some(t)) => format!("{progress}/{t}"),
             (None, None) => format!("{progress}"),
         };
-        // Nanoseconds since the engine started, plus one: never 0, which means no write yet.
-        let now = self.engine.born.elapsed().as_nanos() as u64 + 1;
+        // Plus one: never 0, which means no write yet.
+        let now = self.engine.nanos_now() + 1;
         let interval = self.engine.config.progress_write_interval.as_nanos() as u64;
         let last = self.last_write.load(Ordering::Acquire);
         if last != 0 && now.saturating_sub(last) < interval {

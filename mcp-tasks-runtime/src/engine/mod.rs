@@ -169,6 +169,11 @@ struct EndedHere {
 }
 
 impl EndedHere {
+    /// Whether this process saw the task finish lately.
+    fn has(&self, id: &str) -> bool {
+        self.ids.contains(id)
+    }
+
     fn note(&mut self, id: &str) {
         if self.ids.contains(id) {
             return;
@@ -384,8 +389,8 @@ impl Engine {
         self.born.elapsed().as_millis() as u64
     }
 
-    /// Nanoseconds since the engine started, for [`Run::started`] (a run's start is kept in
-    /// 8 bytes rather than an `Instant`'s 16).
+    /// Nanoseconds since the engine started, for [`Run::started`] and [`Run::last_write`]
+    /// (kept in 8 bytes rather than an `Instant`'s 16).
     fn nanos_now(&self) -> u64 {
         self.born.elapsed().as_nanos() as u64
     }

@@ -606,7 +606,6 @@ impl Engine {
     fn drive(run: Arc<Run>, future: ToolRun, started_from: Option<Box<TaskRecord>>) -> Drive {
         metrics::gauge!("mcp_tasks_running").increment(1.0);
         crate::spans::run_started(&run.tool.name);
-        tracing::debug!(task = %run.id, "run started");
         tracing::debug!(task = %run.id, "the tool starts");
         // While the tool runs, the engine's renewal loop extends the lease.
         let every = run.engine.config.renew_every().as_millis() as u64;

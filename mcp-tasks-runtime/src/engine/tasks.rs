@@ -91,7 +91,8 @@ impl Engine {
         let Some(live) = self.live(&rec.id) else {
             return;
         };
-        let status_changed = {
+        // What was handed on, the run and the delivery, read under the entry's one lock.
+        let (status_changed, run, delivery) = {
             let mut now = live.now.locked();
             let seen = &mut now.seen;
             if seen.1.is_some() && rec.version <= seen.0 {
@@ -99,12 +100,11 @@ impl Engine {
             }
             let changed = seen.1 != Some(rec.status);
             *seen = (rec.version, Some(rec.status));
-            changed
+            (changed, now.run.clone(), now.delivery.clone())
         };
         if let Some(changed) = live.changed.get() {
             changed.send_replace(rec.version);
         }
-        let run = live.now.locked().run.clone();
         if let Some(run) = run {
             if rec.status.is_terminal() {
                 run.cancel.cancel();
@@ -112,7 +112,6 @@ impl Engine {
                 self.lose(&rec.id, &run);
             }
         }
-        let delivery = live.now.locked().delivery.clone();
         if let Some(delivery) = delivery {
             delivery.changed(rec, status_changed);
             if rec.status.is_terminal() {
