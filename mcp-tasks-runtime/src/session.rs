@@ -273,8 +273,9 @@ impl Sink {
         }
     }
 
-    /// A droppable notification will never be sent.
-    fn lost(&self) {
+    /// A droppable notification will never be sent (a newer one took its place, or the
+    /// channel was full).
+    pub(crate) fn lost(&self) {
         self.dropped.total.fetch_add(1, Ordering::Relaxed);
     }
 

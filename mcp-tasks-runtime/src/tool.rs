@@ -445,6 +445,14 @@ impl Tool {
         self
     }
 
+    /// Whether running the tool again does no harm: it is declared idempotent, or made of
+    /// durable steps. Such a tool may rerun after a restart, and may start before its
+    /// task is stored (a create that then fails is answered with an error, and the call
+    /// sent again runs it again).
+    pub(crate) fn may_run_again(&self) -> bool {
+        self.annotations.idempotent_hint == Some(true) || self.durable_steps
+    }
+
     /// Makes the tool unique: a call equal to an unfinished task of this tool (and of the
     /// same owner) gets that task back instead of starting another (see [`Unique`]).
     ///
@@ -548,10 +556,7 @@ impl Tool {
         {
             return Err(ToolDefError::OutputNotObject(self.name.to_string()));
         }
-        if self.on_restart == RestartPolicy::Rerun
-            && self.annotations.idempotent_hint != Some(true)
-            && !self.durable_steps
-        {
+        if self.on_restart == RestartPolicy::Rerun && !self.may_run_again() {
             return Err(ToolDefError::RerunNotIdempotent(self.name.to_string()));
         }
         if self.on_unresumable == ResumePolicy::Rerun

@@ -2,13 +2,15 @@
 //! or answered as of unknown outcome with its task id (and runs once it turns up); an
 //! outcome the store refuses fails the task with the cause; an outcome stored only after an
 //! outage longer than a lease keeps its result; a Redis that is down is answered at once;
-//! questions a task asks while reads fail are neither dropped nor fatal to the tool.
+//! questions a task asks while reads fail are neither dropped nor fatal to the tool; a
+//! task whose tool ends at once costs one write, and a create the store refuses stops the
+//! tool its first poll began.
 //!
 //! First against a store that loses answers on purpose (in memory), then against the real
 //! ones: a PostgreSQL table locked by the test, and a `redis-server` of the test's own that
 //! it pauses and kills. Every wait is bounded; nothing asserts how fast anything is.
 
-use mcp_tasks_runtime::model::TaskSupport;
+use mcp_tasks_runtime::model::{TaskSupport, ToolAnnotations};
 use mcp_tasks_runtime::store::{
     Changes, ClaimStore, MemoryTaskStore, ScanTasks, StoreError, TaskCounts, TaskFilter, TaskPage,
     TaskStore,
@@ -25,18 +27,38 @@ mod support;
 /// A bound on every wait.
 const WITHIN: Duration = Duration::from_secs(30);
 
-/// `quick` answers its `word`; `nul` answers text PostgreSQL cannot store.
+/// Declared idempotent: it may start before its task is stored.
+fn idempotent(tool: Tool) -> Tool {
+    tool.annotations(ToolAnnotations {
+        idempotent_hint: Some(true),
+        ..ToolAnnotations::default()
+    })
+}
+
+/// `quick` answers its `word`, `later` too after a pause (both idempotent); `nul` and
+/// `nul_at_once` (idempotent) answer text PostgreSQL cannot store.
 fn server_on<S: ClaimStore>(store: S, lease: Duration) -> Server {
     Server::builder()
-        .tool(
+        .tool(idempotent(
             Tool::new("quick", |_, args| async move {
                 text(format!("quick {}", args["word"].as_str().unwrap_or("?")))
             })
             .task_support(TaskSupport::Required),
-        )
+        ))
+        .tool(idempotent(
+            Tool::new("later", |_, args| async move {
+                tokio::task::yield_now().await;
+                text(format!("later {}", args["word"].as_str().unwrap_or("?")))
+            })
+            .task_support(TaskSupport::Required),
+        ))
         .tool(
             Tool::new("nul", |_, _| async { text("a\u{0}b") }).task_support(TaskSupport::Required),
         )
+        .tool(idempotent(
+            Tool::new("nul_at_once", |_, _| async { text("a\u{0}b") })
+                .task_support(TaskSupport::Required),
+        ))
         .engine_config(EngineConfig {
             lease,
             ..EngineConfig::default()
@@ -108,6 +130,10 @@ struct Faults {
     /// While set, a claim that took tasks answers only once this is notified: the process
     /// pauses between claiming a task and starting its tool.
     pause_claims: Option<Arc<tokio::sync::Notify>>,
+    /// While set, every create fails with this error.
+    refuse_creates: Option<StoreError>,
+    /// Creates and compare-and-sets asked of the store, refused ones included.
+    writes: usize,
     /// Reads of a task asking two questions at once that find the store out of reach,
     /// the first this many times.
     unreachable_reads_of_two_questions: usize,
@@ -129,8 +155,31 @@ fn lost() -> StoreError {
     StoreError::Ambiguous("the faulty store: no answer in time".into())
 }
 
+impl Faulty {
+    /// Refuses the write of a finished task as the faults say.
+    fn refuse_outcome(&self, record: &TaskRecord) -> Result<(), StoreError> {
+        if record.status.is_terminal() {
+            let faults = self.faults();
+            let result = matches!(record.outcome.as_deref(), Some(CallOutcome::Result(_)));
+            if let Some(error) = faults.refuse_outcomes.clone() {
+                return Err(error);
+            }
+            if let Some(error) = faults.refuse_results.clone().filter(|_| result) {
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+}
+
 impl TaskStore for Faulty {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
+        self.faults().writes += 1;
+        if let Some(error) = self.faults().refuse_creates.clone() {
+            return Err(error);
+        }
+        // A task created settled carries its outcome: refused as the outcome's write is.
+        self.refuse_outcome(&record)?;
         if let Some(held) = &mut self.faults().hold_creates {
             held.push(record);
             return Err(lost());
@@ -158,16 +207,8 @@ impl TaskStore for Faulty {
         Ok(read)
     }
     async fn compare_and_set(&self, record: TaskRecord, expected: u64) -> Result<bool, StoreError> {
-        if record.status.is_terminal() {
-            let faults = self.faults();
-            let result = matches!(record.outcome.as_deref(), Some(CallOutcome::Result(_)));
-            if let Some(error) = faults.refuse_outcomes.clone() {
-                return Err(error);
-            }
-            if let Some(error) = faults.refuse_results.clone().filter(|_| result) {
-                return Err(error);
-            }
-        }
+        self.faults().writes += 1;
+        self.refuse_outcome(&record)?;
         self.inner.compare_and_set(record, expected).await
     }
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
@@ -327,6 +368,28 @@ async fn a_create_of_unknown_outcome_names_its_task_which_runs_once_it_is_stored
     assert_eq!(done["result"]["content"][0]["text"], "quick late");
 }
 
+/// The same for a tool that does not end at once: it began before the create and waits
+/// for it, then goes on once its task turns up.
+#[tokio::test]
+async fn a_tool_waiting_for_a_create_of_unknown_outcome_goes_on_once_its_task_is_stored() {
+    let store = Faulty::default();
+    store.faults().hold_creates = Some(Vec::new());
+    let server = server_on(store.clone(), Duration::from_secs(30));
+    let (session, _out) = server.session_for(None);
+    let r = start(&session, "later", "on").await;
+    let id = unknown_outcome(&r);
+    let held = store.faults().hold_creates.take().unwrap();
+    assert_eq!(held[0].status.as_str(), "working", "stored as it started");
+    store
+        .inner
+        .create(held.into_iter().next().unwrap())
+        .await
+        .unwrap();
+    let done = settled(&session, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "later on");
+}
+
 /// A keyed create whose outcome stays unknown is answered as retryable; the client's retry
 /// with the same key, once the store answers again, gets the task the first create stored,
 /// which ran once.
@@ -469,6 +532,132 @@ async fn an_outcome_stored_after_an_outage_of_many_leases_keeps_its_result() {
     assert_eq!(done["result"]["content"][0]["text"], "quick kept");
 }
 
+/// The tool of an idempotent task that ends in its first poll is stored settled: its task
+/// costs one write of the store, answered as a new task starts (`working`) and read as
+/// finished at once. A tool that does not end at once costs a create, then its outcome,
+/// and so does one not declared idempotent, which starts only once its task is stored.
+#[tokio::test]
+async fn a_task_whose_tool_ends_at_once_is_stored_in_one_write() {
+    let store = Faulty::default();
+    let server = Server::builder()
+        .tool(idempotent(
+            Tool::new("quick", |_, _| async { text("at once") })
+                .task_support(TaskSupport::Required),
+        ))
+        .tool(idempotent(
+            Tool::new("later", |_, _| async {
+                tokio::task::yield_now().await;
+                text("after a pause")
+            })
+            .task_support(TaskSupport::Required),
+        ))
+        .tool(
+            Tool::new("plain", |_, _| async { text("plain") }).task_support(TaskSupport::Required),
+        )
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let (session, _out) = server.session_for(None);
+    let r = start(&session, "quick", "").await;
+    assert_eq!(
+        r["result"]["status"], "working",
+        "a new task starts working: {r}"
+    );
+    let id = r["result"]["taskId"].as_str().unwrap().to_owned();
+    let stored = store.inner.get(&id).await.unwrap().expect("stored");
+    assert_eq!(
+        stored.status.as_str(),
+        "completed",
+        "stored settled: {stored:?}"
+    );
+    let done = settled(&session, &id).await;
+    assert_eq!(done["result"]["content"][0]["text"], "at once", "{done}");
+    assert_eq!(store.faults().writes, 1, "one write for the whole task");
+
+    for (tool, answer, writes) in [("later", "after a pause", 3), ("plain", "plain", 5)] {
+        let r = start(&session, tool, "").await;
+        let id = r["result"]["taskId"].as_str().unwrap().to_owned();
+        let done = settled(&session, &id).await;
+        assert_eq!(done["result"]["content"][0]["text"], answer, "{done}");
+        assert_eq!(
+            store.faults().writes,
+            writes,
+            "{tool}: a create, then the outcome"
+        );
+    }
+}
+
+/// A create the store refuses answers the call with an error and stops the idempotent
+/// tool that began in its first poll (its future is dropped), while a tool not declared
+/// idempotent never began; the slot it took is free again, so a server with one slot runs
+/// the next task once the store takes creates again.
+#[tokio::test]
+async fn a_create_the_store_refuses_stops_the_tool_and_frees_its_slot() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    struct Dropped(Arc<AtomicBool>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&dropped);
+    let began = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&began);
+    let store = Faulty::default();
+    let server = Server::builder()
+        .tool(idempotent(
+            Tool::new("quick", |_, _| async { text("at once") })
+                .task_support(TaskSupport::Required),
+        ))
+        .tool(idempotent(
+            Tool::new("waits", move |_, _| {
+                let guard = Dropped(Arc::clone(&flag));
+                async move {
+                    let _guard = guard;
+                    std::future::pending::<()>().await;
+                    text("never")
+                }
+            })
+            .task_support(TaskSupport::Required),
+        ))
+        .tool(
+            Tool::new("plain", move |_, _| {
+                count.fetch_add(1, Ordering::SeqCst);
+                async { text("plain") }
+            })
+            .task_support(TaskSupport::Required),
+        )
+        .engine_config(EngineConfig {
+            max_running: 1,
+            ..EngineConfig::default()
+        })
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let (session, _out) = server.session_for(None);
+    store.faults().refuse_creates = Some(StoreError::Unavailable(
+        "the faulty store: out of reach".into(),
+    ));
+    let r = start(&session, "waits", "").await;
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("out of reach"), "{r}");
+    assert!(dropped.load(Ordering::SeqCst), "the tool was stopped");
+    for tool in ["quick", "plain"] {
+        let r = start(&session, tool, "").await;
+        assert!(r["error"].is_object(), "{r}");
+    }
+    assert_eq!(began.load(Ordering::SeqCst), 0, "never began");
+    store.faults().refuse_creates = None;
+    let r = start(&session, "quick", "").await;
+    let id = r["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_owned();
+    let done = settled(&session, &id).await;
+    assert_eq!(done["result"]["content"][0]["text"], "at once", "{done}");
+}
+
 // ---------------------------------------------------------------------------------------
 // PostgreSQL
 
@@ -542,15 +731,19 @@ mod postgres {
         let store = open(&db, PostgresOptions::default()).await;
         let server = server_on(store, Duration::from_secs(1));
         let (session, _out) = server.session_for(None);
-        let r = start(&session, "nul", "").await;
-        let id = r["result"]["taskId"].as_str().unwrap().to_owned();
-        let done = settled(&session, &id).await;
-        assert_eq!(done["status"], "failed", "{done}");
-        let message = done["error"]["message"].as_str().unwrap_or_default();
-        assert!(
-            message.contains("the task's outcome could not be stored") && message.contains("NUL"),
-            "{done}"
-        );
+        // Written after its create, and (idempotent, ended in its first poll) in its create.
+        for tool in ["nul", "nul_at_once"] {
+            let r = start(&session, tool, "").await;
+            let id = r["result"]["taskId"].as_str().unwrap().to_owned();
+            let done = settled(&session, &id).await;
+            assert_eq!(done["status"], "failed", "{done}");
+            let message = done["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("the task's outcome could not be stored")
+                    && message.contains("NUL"),
+                "{done}"
+            );
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! The background work of a process: the change feed, claims, lapsed leases, expiry, shutdown.
 
-use super::run::{keep_readable, settle};
+use super::outcome::{keep_readable, settle};
 use super::{Engine, NOT_RENEWED, Run, shard_of};
 use crate::error::{CallOutcome, Error};
 use crate::sync::LockExt;

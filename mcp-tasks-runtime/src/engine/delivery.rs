@@ -75,7 +75,10 @@ impl Run {
 /// The backend of a tool running as a task is its run.
 impl CallBackend for Run {
     fn input(&self, request: InputRequest) -> BoxFuture<'_, Result<Value, ToolError>> {
-        Box::pin(async move { self.engine.input(&self.id, self, request).await })
+        Box::pin(async move {
+            self.engine.until_stored(self).await;
+            self.engine.input(&self.id, self, request).await
+        })
     }
 
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
@@ -90,6 +93,11 @@ impl CallBackend for Run {
             (None, Some(t)) => format!("{progress}/{t}"),
             (None, None) => format!("{progress}"),
         };
+        // Before its task is stored, a progress message has nothing to be written into;
+        // the first one after is.
+        if !self.stored.load(Ordering::Acquire) {
+            return;
+        }
         // Plus one: never 0, which means no write yet.
         let now = self.engine.nanos_now() + 1;
         let interval = self.engine.config.progress_write_interval.as_nanos() as u64;
@@ -123,6 +131,9 @@ impl CallBackend for Run {
 
     fn store_step(&self, name: &str, output: Value) -> BoxFuture<'_, Result<(), StepError>> {
         let name = name.to_owned();
-        Box::pin(async move { self.engine.store_step(&self.id, self, name, output).await })
+        Box::pin(async move {
+            self.engine.until_stored(self).await;
+            self.engine.store_step(&self.id, self, name, output).await
+        })
     }
 }

@@ -378,7 +378,7 @@ impl CallRecord {
         let retention = engine.config.idempotency_retention;
         let written = engine
             .update(&self.id, |r| {
-                if !r.is_held_by(&worker, epoch) || !super::run::settle(r, outcome, retention) {
+                if !r.is_held_by(&worker, epoch) || !super::outcome::settle(r, outcome, retention) {
                     return false;
                 }
                 let alive = SystemTime::now()

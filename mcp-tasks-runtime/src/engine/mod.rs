@@ -44,9 +44,11 @@ mod background;
 mod config;
 mod delivery;
 mod dyn_store;
+mod first_poll;
 mod input;
 mod keyed;
 mod keys;
+mod outcome;
 mod run;
 mod steps;
 mod tasks;
@@ -75,6 +77,10 @@ struct Run {
     /// task is not read: either the outcome lands and the task is settled, or the write
     /// meets a newer version, which it reads.
     settling: AtomicBool,
+    /// Clear while the task is not stored yet (its tool's first poll comes before its
+    /// create; see [`first_poll`]): what the tool asks of the store waits until it is set,
+    /// or until the run is lost.
+    stored: AtomicBool,
     /// When the engine's renewal loop next extends the run's lease, in milliseconds since
     /// the engine started; [`NOT_RENEWED`] while the tool does not run (before it starts,
     /// and once it ended).
@@ -213,6 +219,8 @@ pub(crate) struct Engine {
     /// Tasks this process saw finished lately: the change feed's news of them cannot be a
     /// task waiting to be claimed.
     ended_here: Mutex<EndedHere>,
+    /// Wakes what a tool asked of the store before its task was stored (see [`first_poll`]).
+    stored_wake: Notify,
     background: AtomicBool,
     stopping: AtomicBool,
     /// Per-requestor limits on the tasks this process creates.
@@ -336,6 +344,7 @@ impl Engine {
             claim_wake: Arc::new(Notify::new()),
             claim_backlog: AtomicBool::new(false),
             ended_here: Mutex::default(),
+            stored_wake: Notify::new(),
             background: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             quotas,

@@ -1,13 +1,14 @@
 //! Creating a task and running its tool under a lease, to its settled end.
 
 use super::keyed::{Identity, REPEAT_TRIES};
+use super::outcome::settle;
 use super::{Delivery, Engine, NOT_RENEWED, NewTask, Run, RunTool, principal_of, shard_of};
 use crate::context::{CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
-use crate::run::{CatchUnwind, RunEnd, outcome_of};
+use crate::run::{CatchUnwind, RunEnd};
 use crate::store::StoreError;
 use crate::sync::LockExt;
-use crate::task::{Lease, SettlePolicy, TaskRecord, TaskStatus};
+use crate::task::{Lease, TaskRecord};
 use crate::task::{ShortId, random_id};
 use crate::tool::{Tool, ToolFuture};
 use std::future::Future;
@@ -19,7 +20,7 @@ use std::time::{Duration, SystemTime};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// What a tool's future gives.
-type ToolResult = Result<crate::model::CallToolResult, ToolError>;
+pub(super) type ToolResult = Result<crate::model::CallToolResult, ToolError>;
 
 /// What ends the wait for a running tool first.
 enum First {
@@ -33,7 +34,7 @@ enum First {
 
 /// Spawns a run's future, in `span` unless the span records nothing: then the future is
 /// spawned alone, without the room a span takes in every running task.
-fn spawn_in<F>(span: tracing::Span, future: F)
+pub(super) fn spawn_in<F>(span: tracing::Span, future: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
@@ -45,7 +46,7 @@ where
 }
 
 /// A running tool's future, which stops at a panic.
-type ToolRun = CatchUnwind<dyn Future<Output = ToolResult> + Send>;
+pub(super) type ToolRun = CatchUnwind<dyn Future<Output = ToolResult> + Send>;
 
 pin_project_lite::pin_project! {
     /// A running task's future: the wait for its tool's end, its task's cancellation or its
@@ -117,6 +118,11 @@ pub(super) enum Confirmed {
     Run(Tool),
     /// It waits in the store for a free slot of any process.
     Queue,
+    /// Its tool began in its first poll and waits, parked, for the create (see
+    /// [`first_poll`](super::first_poll)): it goes on if the task turns up under this
+    /// process's lease, and stops if not. A slot is reserved for it, which the resolution
+    /// takes over.
+    Resume(Arc<super::first_poll::Parked>),
     /// Its tool had already started (an adopted call) and is gone with the call's error:
     /// the task is settled as failed, saying so. A slot is reserved for it, which the
     /// resolution takes over.
@@ -133,7 +139,7 @@ pub(super) enum Created {
 }
 
 /// What became of one try to start a task.
-enum Started {
+pub(super) enum Started {
     /// It is stored, and runs or waits.
     Stored(Box<TaskRecord>),
     /// The task with this id is in the way.
@@ -299,8 +305,10 @@ impl Engine {
                 tracing::warn!(task = %record.id, tool = %record.tool, "the task whose create had an unknown outcome was not found; forgetting it");
                 engine.forget_create(&record, None, true);
                 drop(ticket);
-                if let Confirmed::Run(tool) | Confirmed::Stop(tool) = then {
-                    engine.unreserve(&tool.name);
+                match then {
+                    Confirmed::Run(tool) | Confirmed::Stop(tool) => engine.unreserve(&tool.name),
+                    Confirmed::Resume(parked) => engine.abandon(&parked),
+                    Confirmed::Queue => {}
                 }
                 return;
             };
@@ -314,6 +322,10 @@ impl Engine {
                     engine.launch(tool, rec.id.as_str().into(), rec, None);
                 }
                 Confirmed::Run(tool) => engine.unreserve(&tool.name),
+                Confirmed::Resume(parked) if rec.is_held_by(&engine.worker, record.epoch) => {
+                    engine.resume(&parked, rec);
+                }
+                Confirmed::Resume(parked) => engine.abandon(&parked),
                 Confirmed::Queue => {
                     if rec.is_queued() {
                         engine.queued_here.locked().insert(rec.id.as_str().into());
@@ -379,6 +391,17 @@ impl Engine {
         let run_now = self.config.execute && self.reserve(&new.tool.name);
         let mut record = self.new_record(id, new, run_now.then(|| self.my_lease()));
         record.unique_key.clone_from(&identity.unique_key);
+        // A tool may start before its create only where running it again does no harm
+        // (the create may fail, and the call be sent again). A call that may repeat an
+        // earlier one (a key, a unique tool) may find that task in its way: its tool must
+        // not start before the create says it is new.
+        if run_now
+            && new.tool.may_run_again()
+            && identity.id.is_none()
+            && identity.unique_key.is_none()
+        {
+            return self.start_polled(new, record).await;
+        }
         let then = if run_now {
             Confirmed::Run(new.tool.clone())
         } else {
@@ -501,6 +524,7 @@ impl Engine {
             cancel,
             lost: AtomicBool::new(false),
             settling: AtomicBool::new(false),
+            stored: AtomicBool::new(true),
             renew_at: AtomicU64::new(NOT_RENEWED),
             steps: Mutex::new((!record.steps.is_empty()).then(|| Box::new(record.steps.clone()))),
             last_write: AtomicU64::new(0),
@@ -536,23 +560,32 @@ impl Engine {
             return;
         }
         let run = self.begin_run(&tool, id, &record, CancellationToken::new());
-        let future = future.unwrap_or_else(|| {
-            let cx = TaskContext::new(
-                Arc::clone(&tool.name),
-                run.cancel.clone(),
-                record.client_capabilities.clone(),
-                principal_of(&record),
-                Arc::clone(&run) as Arc<dyn CallBackend>,
-                self.state.clone(),
-            );
-            cx.set_task_id(&run.id);
-            tool.runner().call(cx, record.arguments.clone())
-        });
+        let future = future.unwrap_or_else(|| self.call_tool(&tool, &run, &record));
         self.spawn_run(run, record, future);
+    }
+
+    /// Calls `tool` for `record`'s task, with `run` as its context's backend.
+    pub(super) fn call_tool(&self, tool: &Tool, run: &Arc<Run>, record: &TaskRecord) -> ToolFuture {
+        let cx = TaskContext::new(
+            Arc::clone(&tool.name),
+            run.cancel.clone(),
+            record.client_capabilities.clone(),
+            principal_of(record),
+            Arc::clone(run) as Arc<dyn CallBackend>,
+            self.state.clone(),
+        );
+        cx.set_task_id(&run.id);
+        tool.runner().call(cx, record.arguments.clone())
     }
 
     /// Spawns the run: the tool's future, then the storing of its outcome.
     pub(super) fn spawn_run(&self, run: Arc<Run>, record: TaskRecord, future: ToolFuture) {
+        let span = self.run_span(&run, &record);
+        self.spawn_run_in(span, run, record, CatchUnwind::pinned(future), false);
+    }
+
+    /// The span a run of `record`'s task goes in.
+    pub(super) fn run_span(&self, run: &Run, record: &TaskRecord) -> tracing::Span {
         // The process that ran it before, as its history tells (for a rerun's span).
         let previous = record
             .history
@@ -560,14 +593,26 @@ impl Engine {
             .rev()
             .filter_map(|c| c.process.as_deref())
             .find(|p| *p != self.worker);
-        let span = crate::spans::run(
+        crate::spans::run(
             &record.id,
             &run.tool.name,
             record.epoch,
             &self.worker,
             record.trace.as_deref(),
             previous,
-        );
+        )
+    }
+
+    /// [`spawn_run`](Self::spawn_run) in `span`, with the tool's future caught at a panic;
+    /// `begun` when the tool was polled already (and its start counted).
+    pub(super) fn spawn_run_in(
+        &self,
+        span: tracing::Span,
+        run: Arc<Run>,
+        record: TaskRecord,
+        future: ToolRun,
+        begun: bool,
+    ) {
         // The run keeps none of the record: what it needs is in `run`, and the lease's end
         // only when a start must renew it first. Where a read is a round trip to a store
         // other processes share, it keeps the record it started from, boxed: its outcome is
@@ -577,20 +622,21 @@ impl Engine {
         // task keeps no copy.
         let lease_until = record.lease.as_ref().map(|l| l.until);
         let started_from = self.store.is_shared().then(|| Box::new(record));
-        let future = CatchUnwind::pinned(future);
         // A start that must renew the lease first is rare: only it waits for the renewal
         // before the run, so that the run's own future holds nothing for it.
         match lease_until.filter(|_| self.lease_short(lease_until)) {
             // Made in the span: what its start logs goes with the run.
             None => {
-                let drive = span.in_scope(|| Self::drive(run, future, started_from));
+                let drive = span.in_scope(|| Self::drive(run, future, started_from, begun));
                 spawn_in(span, drive);
             }
             Some(until) => spawn_in(span, async move {
                 if run.engine.still_held_at_start(&run, until).await {
-                    Self::drive(run, future, started_from).await;
+                    Self::drive(run, future, started_from, begun).await;
                 } else {
-                    metrics::gauge!("mcp_tasks_running").increment(1.0);
+                    if !begun {
+                        metrics::gauge!("mcp_tasks_running").increment(1.0);
+                    }
                     Box::pin(run.engine.conclude(&run, None, None)).await;
                 }
             }),
@@ -603,10 +649,15 @@ impl Engine {
     /// the wait for its cancellation, the tool's future and, on a shared store, the record
     /// it started from (boxed). Everything after that wait is one boxed future, made when
     /// the wait ends.
-    fn drive(run: Arc<Run>, future: ToolRun, started_from: Option<Box<TaskRecord>>) -> Drive {
-        metrics::gauge!("mcp_tasks_running").increment(1.0);
-        crate::spans::run_started(&run.tool.name);
-        tracing::debug!(task = %run.id, "the tool starts");
+    fn drive(
+        run: Arc<Run>,
+        future: ToolRun,
+        started_from: Option<Box<TaskRecord>>,
+        begun: bool,
+    ) -> Drive {
+        if !begun {
+            Self::tool_starts(&run);
+        }
         // While the tool runs, the engine's renewal loop extends the lease.
         let every = run.engine.config.renew_every().as_millis() as u64;
         run.renew_at
@@ -618,6 +669,13 @@ impl Engine {
             tool: Some(future),
             started_from,
         }
+    }
+
+    /// Counts and logs the start of a run's tool.
+    pub(super) fn tool_starts(run: &Run) {
+        metrics::gauge!("mcp_tasks_running").increment(1.0);
+        crate::spans::run_started(&run.tool.name);
+        tracing::debug!(task = %run.id, "the tool starts");
     }
 
     /// What follows the wait for a running tool: what became of the run (after the grace
@@ -662,6 +720,12 @@ impl Engine {
                 "lease lost"
             }
         };
+        self.concluded(run, status);
+        self.unreserve(&run.tool.name);
+    }
+
+    /// Counts and logs the end of a run that ended as `status` says, and forgets it.
+    pub(super) fn concluded(&self, run: &Run, status: &'static str) {
         let elapsed = Duration::from_nanos(self.nanos_now().saturating_sub(run.started));
         let name = &run.tool.name;
         crate::spans::run_ended(&tracing::Span::current(), name, status, elapsed);
@@ -683,7 +747,6 @@ impl Engine {
             live.now.locked().run = None;
         }
         self.release(&run.id);
-        self.unreserve(name);
     }
 
     /// How a run whose task was cancelled ends: the tool sees its token fire and may finish
@@ -704,7 +767,7 @@ impl Engine {
     }
 
     /// How a run whose tool returned (or panicked) ends; `None` when its lease was lost.
-    fn ended(&self, run: &Run, end: Result<ToolResult, String>) -> Option<RunEnd> {
+    pub(super) fn ended(&self, run: &Run, end: Result<ToolResult, String>) -> Option<RunEnd> {
         if run.lost.load(Ordering::Acquire) {
             return None;
         }
@@ -796,135 +859,6 @@ impl Engine {
             tracing::warn!(task = %ShortId(id), "lost the task's lease; stopping its tool");
         }
         run.cancel.cancel();
-    }
-
-    /// Stores the outcome of a run; returns what became of the task, for the logs.
-    /// `started_from` is the record the run started from, if it kept it: the first write
-    /// goes over that version without reading the task first.
-    pub(super) async fn finish(
-        &self,
-        run: &Run,
-        end: RunEnd,
-        mut started_from: Option<TaskRecord>,
-    ) -> &'static str {
-        let (tool, id) = (run.tool(), &*run.id);
-        let outcome = match outcome_of(tool, end) {
-            Some(o) => o,
-            None => CallOutcome::Error(
-                Error::Internal("the tool stopped for input outside of a request".into()).into(),
-            ),
-        };
-        // A store that is out of reach for a while (a database restart, a network cut) must
-        // not cost the outcome: try again, with backoff, for up to `OUTCOME_LEASES` leases,
-        // for as long as the task is still this run's (the fence keeps a late attempt from
-        // writing over a takeover, and this process does not take over its own runs). An
-        // outcome the store refuses, or one still not stored when the tries run out, is
-        // replaced by an error that says why, so the client reads the real cause.
-        run.settling.store(true, Ordering::Release);
-        let give_up = tokio::time::Instant::now() + self.config.lease * OUTCOME_LEASES;
-        const FIRST_PAUSE: Duration = Duration::from_millis(50);
-        let mut pause = FIRST_PAUSE;
-        let mut outcome = outcome;
-        let mut replaced = false;
-        let result = loop {
-            let result = self
-                .store_update_from(id, started_from.take(), |rec| {
-                    if !rec.is_held_by(&self.worker, run.epoch) {
-                        return false;
-                    }
-                    settle(rec, &outcome, self.config.min_retention)
-                })
-                .await;
-            match result {
-                Err(e) if e.is_transient() && tokio::time::Instant::now() + pause < give_up => {
-                    if pause == FIRST_PAUSE {
-                        tracing::warn!(task = %ShortId(id), error = %e, "cannot store the task's outcome yet; trying again");
-                    } else {
-                        tracing::debug!(task = %id, error = %e, "cannot store the task's outcome yet; trying again");
-                    }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
-                }
-                Err(e) if !replaced => {
-                    tracing::error!(task = %id, error = %e, "cannot store the task's outcome; storing why instead");
-                    replaced = true;
-                    outcome = CallOutcome::Error(
-                        Error::Internal(format!("the task's outcome could not be stored: {e}"))
-                            .into(),
-                    );
-                }
-                result => break result,
-            }
-        };
-        match result {
-            Ok(Some((rec, true))) => {
-                tracing::debug!(task = %id, tool = %tool.name, status = %rec.status, "task finished");
-                rec.status.as_str()
-            }
-            Ok(found) => {
-                // What the write found instead (settled or taken over elsewhere) is handed
-                // on here: the change feed's news of it was not read while the outcome was
-                // being written.
-                if let Some((rec, false)) = &found {
-                    self.observe(rec);
-                }
-                tracing::debug!(task = %id, "task already settled; its late outcome is dropped");
-                "already settled"
-            }
-            Err(e) => {
-                tracing::error!(task = %ShortId(id), error = %e, "cannot store the task's outcome");
-                "store failed"
-            }
-        }
-    }
-}
-
-/// How many leases a run keeps trying to store its outcome while the store is out of reach.
-pub(super) const OUTCOME_LEASES: u32 = 10;
-
-/// Writes a finished run's outcome into the record, by the task's settle policy. Returns
-/// `false` when the task cannot move there.
-pub(super) fn settle(rec: &mut TaskRecord, outcome: &CallOutcome, retention: Duration) -> bool {
-    let (status, message) = match outcome {
-        CallOutcome::Result(r) if r.is_error && rec.settle == SettlePolicy::Fail => (
-            TaskStatus::Failed,
-            Some(format!(
-                "Tool execution failed: {}",
-                r.first_text().unwrap_or("the tool reported an error")
-            )),
-        ),
-        CallOutcome::Result(_) => (TaskStatus::Completed, None),
-        CallOutcome::Error(e) if e.message == Error::Cancelled.to_string() => {
-            (TaskStatus::Cancelled, None)
-        }
-        CallOutcome::Error(e) => (
-            TaskStatus::Failed,
-            Some(format!("Tool execution failed: {}", e.message)),
-        ),
-    };
-    if !rec.status.can_move_to(status) {
-        return false;
-    }
-    rec.status = status;
-    rec.status_message = message;
-    if status != TaskStatus::Cancelled {
-        rec.outcome = Some(Box::new(outcome.clone()));
-    }
-    rec.input_requests.clear();
-    rec.lease = None;
-    keep_readable(rec, retention);
-    true
-}
-
-/// Makes sure a finished task stays readable for `retention`, even past its TTL.
-pub(super) fn keep_readable(rec: &mut TaskRecord, retention: Duration) {
-    if let Some(ttl) = rec.ttl {
-        let alive = SystemTime::now()
-            .duration_since(rec.created_at)
-            .unwrap_or_default();
-        if ttl < alive + retention {
-            rec.ttl = Some(alive + retention);
-        }
     }
 }
 

@@ -16,7 +16,7 @@ impl Engine {
     /// A lost compare-and-set (the task changed meanwhile: a progress message, an answer)
     /// reads the task again and tries again, up to [`STEP_CONFLICTS`] times. A store out of
     /// reach is tried again with backoff for as long as a run tries to store its outcome
-    /// ([`OUTCOME_LEASES`](super::run::OUTCOME_LEASES) leases): the step's side effect has
+    /// ([`OUTCOME_LEASES`](super::outcome::OUTCOME_LEASES) leases): the step's side effect has
     /// happened, and failing the run for a short outage would lose what it did. A write whose
     /// answer was lost and which landed after all is found in the record and not written
     /// again. When the task is no longer this run's (another process took it over), the run
@@ -30,7 +30,8 @@ impl Engine {
         output: Value,
     ) -> Result<(), StepError> {
         const FIRST_PAUSE: Duration = Duration::from_millis(20);
-        let give_up = tokio::time::Instant::now() + self.config.lease * super::run::OUTCOME_LEASES;
+        let give_up =
+            tokio::time::Instant::now() + self.config.lease * super::outcome::OUTCOME_LEASES;
         let mut pause = FIRST_PAUSE;
         let mut conflicts = 0;
         loop {

@@ -1,6 +1,6 @@
 //! What clients do with tasks: read, list, cancel, answer, watch.
 
-use super::run::keep_readable;
+use super::outcome::keep_readable;
 use super::{Delivery, Engine, TaskWatch, shard_of};
 use crate::error::Error;
 use crate::model::JsonObject;
@@ -58,17 +58,7 @@ impl Engine {
             if !change(&mut rec) {
                 return Ok(Some((rec, false)));
             }
-            rec.updated_at = SystemTime::now().max(rec.updated_at);
-            // The history, in the same write: a new status, or a task its runner gave back
-            // to the queue to run again.
-            let requeued = held && rec.lease.is_none() && !rec.status.is_terminal();
-            if before != rec.status || requeued {
-                let mut change = StatusChange::new(rec.status, rec.updated_at);
-                change.message = rec.status_message.clone();
-                change.epoch = rec.epoch;
-                change.process = Some(self.worker.clone());
-                rec.record_change(change);
-            }
+            self.stamp(&mut rec, before, held);
             if self.store.compare_and_set(rec.clone(), version).await? {
                 rec.version = version + 1;
                 if before != rec.status {
@@ -77,6 +67,21 @@ impl Engine {
                 self.observe(&rec);
                 return Ok(Some((rec, true)));
             }
+        }
+    }
+
+    /// Dates a change to `rec`, which had status `before` and a lease when `held`, and
+    /// notes it in the history that goes with the same write: a new status, or a task its
+    /// runner gave back to the queue to run again.
+    pub(super) fn stamp(&self, rec: &mut TaskRecord, before: TaskStatus, held: bool) {
+        rec.updated_at = SystemTime::now().max(rec.updated_at);
+        let requeued = held && rec.lease.is_none() && !rec.status.is_terminal();
+        if before != rec.status || requeued {
+            let mut change = StatusChange::new(rec.status, rec.updated_at);
+            change.message = rec.status_message.clone();
+            change.epoch = rec.epoch;
+            change.process = Some(self.worker.clone());
+            rec.record_change(change);
         }
     }
 

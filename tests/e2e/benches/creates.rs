@@ -10,9 +10,12 @@
 //!
 //! `MCP_BENCH_STORE` is a comma-separated list of `memory`, `sqlite`, `postgres` and `redis`
 //! (default all four; PostgreSQL and Redis as `MCP_TASKS_TEST_POSTGRES` and
-//! `MCP_TASKS_TEST_REDIS` name them). Each row gets a fresh store and a fresh server. A create
-//! is answered once the task is stored (durably, on SQLite and PostgreSQL); the task then
-//! runs and its outcome is written in the background, so each row also says how long after
+//! `MCP_TASKS_TEST_REDIS` name them); `MCP_BENCH_TOOL` one of `quick_job` (declared
+//! idempotent) and `quick_plain_job` (not), default both. Each row gets a fresh store and a
+//! fresh server. A create is answered once the task is stored (durably, on SQLite and
+//! PostgreSQL). The tool of `quick_job` is polled before its create and ends in that poll,
+//! so its task is stored settled; that of `quick_plain_job` runs once its task is stored,
+//! and its outcome is written in the background. So each row also says how long after
 //! the load stopped every task it created was settled, and what that makes per second
 //! for the whole create → run → outcome path. The load average is printed before and
 //! after every row. A PostgreSQL row is followed by what the database did per create over
@@ -32,9 +35,17 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// A task that finishes at once.
-#[task_tool(mode = "required", poll_interval = "1s")]
+/// A task that finishes at once, declared idempotent: its tool may start before its task is
+/// stored, and is stored settled in its create's one write.
+#[task_tool(mode = "required", poll_interval = "1s", idempotent)]
 async fn quick_job() -> &'static str {
+    "done"
+}
+
+/// The same, not declared idempotent: its tool starts once its task is stored, and its
+/// outcome is a second write.
+#[task_tool(mode = "required", poll_interval = "1s")]
+async fn quick_plain_job() -> &'static str {
     "done"
 }
 
@@ -45,9 +56,9 @@ fn load_average() -> String {
 }
 
 /// One complete 2026-07-28 task create: request line, headers and body.
-fn create_request(addr: SocketAddr) -> Vec<u8> {
+fn create_request(addr: SocketAddr, tool: &str) -> Vec<u8> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "quick_job", "arguments": {},
+        "name": tool, "arguments": {},
         "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {
@@ -59,7 +70,7 @@ fn create_request(addr: SocketAddr) -> Vec<u8> {
     let mut bytes = format!(
         "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
          accept: application/json, text/event-stream\r\ncontent-length: {}\r\n\
-         mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: quick_job\r\n\r\n",
+         mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: {tool}\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -106,8 +117,8 @@ async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) {
 
 /// Creates over `connections` connections for `secs` from a thread of its own; returns the
 /// creates answered in the window and their latencies, sorted.
-fn load(addr: SocketAddr, connections: usize, secs: f64) -> Vec<Duration> {
-    let request: Arc<[u8]> = create_request(addr).into();
+fn load(addr: SocketAddr, tool: &str, connections: usize, secs: f64) -> Vec<Duration> {
+    let request: Arc<[u8]> = create_request(addr, tool).into();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -266,6 +277,7 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(3.0);
     let stores = std::env::var("MCP_BENCH_STORE").unwrap_or("memory,sqlite,postgres,redis".into());
+    let tools = std::env::var("MCP_BENCH_TOOL").unwrap_or("quick_job,quick_plain_job".into());
     let connections: Vec<usize> = match std::env::var("MCP_BENCH_CONNECTIONS") {
         Ok(list) => list.split(',').filter_map(|n| n.parse().ok()).collect(),
         Err(_) => vec![16, 64],
@@ -276,12 +288,17 @@ fn main() {
         .unwrap();
     runtime.block_on(async {
         println!(
-            "| store | connections | creates/s | p50 | p99 | all settled after | created → settled/s | load average before → after |"
+            "| store | tool | connections | creates/s | p50 | p99 | all settled after | created → settled/s | load average before → after |"
         );
-        println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+        println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
         let mut notes = Vec::new();
+        let mut rows = Vec::new();
         for kind in stores.split(',') {
-            for &n in &connections {
+            for tool in tools.split(',') {
+                rows.extend(connections.iter().map(|&n| (kind, tool, n)));
+            }
+        }
+        for (kind, tool, n) in rows {
                 let Some((server, guard, database)) = server(kind).await else {
                     continue;
                 };
@@ -297,7 +314,8 @@ fn main() {
                 let before = load_average();
                 let (stored, _) = counts(&server).await;
                 let started = Instant::now();
-                let latencies = tokio::task::spawn_blocking(move || load(addr, n, secs))
+                let name = tool.to_owned();
+                let latencies = tokio::task::spawn_blocking(move || load(addr, &name, n, secs))
                     .await
                     .unwrap();
                 let stopped = Instant::now();
@@ -310,7 +328,7 @@ fn main() {
                 // Each connection's first 21 creates were made before the window.
                 let made = total.saturating_sub(stored + 21 * n as u64);
                 println!(
-                    "| {kind} | {n} | {:.0} | {:.2} ms | {:.2} ms | {:.2} s{} | {:.0} | {before} → {} |",
+                    "| {kind} | {tool} | {n} | {:.0} | {:.2} ms | {:.2} ms | {:.2} s{} | {:.0} | {before} → {} |",
                     latencies.len() as f64 / secs,
                     percentile(&latencies, 0.5),
                     percentile(&latencies, 0.99),
@@ -324,10 +342,9 @@ fn main() {
                 if let Some(url) = database
                     && let Some(work) = database_work(&url).await
                 {
-                    notes.push(format!("{kind}, {n} connections: {work}"));
+                    notes.push(format!("{kind}, {tool}, {n} connections: {work}"));
                 }
                 drop(guard);
-            }
         }
         if !notes.is_empty() {
             println!();

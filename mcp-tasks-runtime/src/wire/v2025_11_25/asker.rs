@@ -282,8 +282,8 @@ impl Delivery for Asker {
                 let mut state = self.lock();
                 state.held.as_mut().map(|held| {
                     // Not announced yet: only the latest status goes, once it is.
-                    if record.status.is_terminal() {
-                        held.progress = None;
+                    if record.status.is_terminal() && held.progress.take().is_some() {
+                        self.conn.sink.lost();
                     }
                     held.status = Some(task_json(record));
                 })
@@ -304,7 +304,12 @@ impl Delivery for Asker {
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
         if let Some(token) = &self.progress_token {
             if let Some(held) = &mut self.lock().held {
-                held.progress = Some((progress, total, message.map(str::to_owned)));
+                // Only the latest goes once the task is announced: an earlier one held
+                // back is dropped.
+                let newer = (progress, total, message.map(str::to_owned));
+                if held.progress.replace(newer).is_some() {
+                    self.conn.sink.lost();
+                }
                 return;
             }
             send_progress(&self.conn.sink, token, progress, total, message);
