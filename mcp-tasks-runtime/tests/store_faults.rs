@@ -3,8 +3,9 @@
 //! outcome the store refuses fails the task with the cause; an outcome stored only after an
 //! outage longer than a lease keeps its result; a Redis that is down is answered at once;
 //! questions a task asks while reads fail are neither dropped nor fatal to the tool; a
-//! task whose tool ends at once costs one write, and a create the store refuses stops the
-//! tool its first poll began.
+//! task whose tool ends at once costs one write, is read settled by another process on
+//! SQLite, PostgreSQL and Redis, and a create the store refuses stops the tool its first
+//! poll began.
 //!
 //! First against a store that loses answers on purpose (in memory), then against the real
 //! ones: a PostgreSQL table locked by the test, and a `redis-server` of the test's own that
@@ -658,6 +659,49 @@ async fn a_create_the_store_refuses_stops_the_tool_and_frees_its_slot() {
     assert_eq!(done["result"]["content"][0]["text"], "at once", "{done}");
 }
 
+/// A task stored settled (an idempotent tool that ended in its first poll, through the
+/// first of two processes on one store) is read settled, with its result, by the second,
+/// and is not among the store's unfinished tasks (`third` is a third handle on the store).
+#[cfg(any(feature = "postgres", feature = "redis", feature = "sqlite"))]
+async fn stored_settled_is_read_by_another_process(
+    first: impl ClaimStore,
+    second: impl ClaimStore,
+    third: impl ClaimStore,
+) {
+    let one = server_on(first, Duration::from_secs(30));
+    let two = server_on(second, Duration::from_secs(30));
+    let (by_one, _out) = one.session_for(None);
+    let (by_two, _out) = two.session_for(None);
+    let r = start(&by_one, "quick", "shared").await;
+    let id = r["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_owned();
+    let got = call(&by_two, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(got["result"]["status"], "completed", "{got}");
+    assert_eq!(
+        got["result"]["result"]["content"][0]["text"], "quick shared",
+        "{got}"
+    );
+    let unfinished = third.unfinished().await.unwrap();
+    assert!(unfinished.iter().all(|rec| rec.id != id), "not unfinished");
+}
+
+// ---------------------------------------------------------------------------------------
+// SQLite
+
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_stored_settled_on_sqlite_is_read_by_another_process() {
+    use mcp_tasks_runtime::store::SqliteTaskStore;
+    let dir = std::env::temp_dir().join(format!("mcp-tasks-settled-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let open = || SqliteTaskStore::open(dir.join("tasks.db")).unwrap();
+    stored_settled_is_read_by_another_process(open(), open(), open()).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // ---------------------------------------------------------------------------------------
 // PostgreSQL
 
@@ -724,6 +768,20 @@ mod postgres {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_task_stored_settled_is_read_by_another_process() {
+        let Some(db) = TestDatabase::create("stored_settled") else {
+            return;
+        };
+        let options = PostgresOptions::default;
+        stored_settled_is_read_by_another_process(
+            open(&db, options()).await,
+            open(&db, options()).await,
+            open(&db, options()).await,
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_outcome_postgres_refuses_fails_the_task_with_the_cause() {
         let Some(db) = TestDatabase::create("outcome_refused") else {
             return;
@@ -761,6 +819,20 @@ mod redis {
         RedisTaskStore::connect_with(&server.url(), RedisOptions::default().timeout(timeout))
             .await
             .unwrap_or_else(|e| panic!("cannot open the test store: {e}"))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_task_stored_settled_is_read_by_another_process() {
+        let Some(db) = mcp_tasks_runtime::store::TestRedis::create("stored settled") else {
+            return;
+        };
+        let connect = async || RedisTaskStore::connect(&db.store_url()).await.unwrap();
+        stored_settled_is_read_by_another_process(
+            connect().await,
+            connect().await,
+            connect().await,
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
