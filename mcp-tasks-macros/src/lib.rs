@@ -326,6 +326,18 @@ use proc_macro::TokenStream;
 ///
 /// Each is left out of the tool's `annotations` unless given. A bare flag means `true`.
 ///
+/// `idempotent` (like taking [`Steps`]) also tells the runtime that running the tool again
+/// does no harm, which it relies on in two places: such a tool may rerun after a restart
+/// (`on_restart = "rerun"`), and a task of it that runs in this process at once (a free
+/// slot, no idempotency key, not `unique`) has its tool polled once *before* the task is
+/// stored. A tool that ends in that first poll is stored finished, in the create's one
+/// write (a quick task then costs the store half as much); one that does not goes on as any
+/// task does. The client is answered once the task is stored either way, and sees it start
+/// as `working`. What the tool asks of the store in that poll (a question, a step) waits
+/// for the create; if the create fails, the call is answered with an error and the tool's
+/// future is dropped, so code before its first `.await` may have run for a call that is
+/// then sent again. A tool not declared idempotent starts only once its task is stored.
+///
 /// ```
 /// # use mcp_tasks::prelude::*;
 /// /// Delete a file.

@@ -3,6 +3,7 @@
 use mcp_tasks_runtime::model::{CallToolResult, Content, JsonObject, TaskSupport};
 use mcp_tasks_runtime::{EngineConfig, ProtocolError, Server, Tool, ToolError};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::time::Duration;
 use support::{Client, code, tasks_caps, text};
 
@@ -476,6 +477,42 @@ async fn quotas_refuse_a_requestor_over_its_live_tasks() {
         .request("tools/call", json!({"name": "forever", "task": {}}))
         .await;
     assert!(r["result"]["task"]["taskId"].is_string(), "{r}");
+}
+
+/// A call over its requestor's quota starts nothing, not even the first poll of a tool
+/// that may start before its task is stored (one declared idempotent).
+#[tokio::test(start_paused = true)]
+async fn a_call_over_its_quota_does_not_start_an_idempotent_tool() {
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&started);
+    let server = Server::builder()
+        .name("tasks-test")
+        .quotas(mcp_tasks_runtime::quota::QuotaConfig {
+            max_live: 1,
+            ..mcp_tasks_runtime::quota::QuotaConfig::unlimited()
+        })
+        .tool(
+            Tool::new("counted", move |cx, _| {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async move {
+                    cx.cancellation().cancelled().await;
+                    text("stopped")
+                }
+            })
+            .task_support(TaskSupport::Optional)
+            .annotations(mcp_tasks_runtime::model::ToolAnnotations {
+                idempotent_hint: Some(true),
+                ..Default::default()
+            }),
+        )
+        .build()
+        .unwrap();
+    let mut a = Client::stateless_as(&server, None, tasks_caps());
+    let r = a.request("tools/call", json!({"name": "counted"})).await;
+    task_id(&r);
+    let r = a.request("tools/call", json!({"name": "counted"})).await;
+    assert_eq!(r["error"]["data"]["limit"], "liveTasks", "{r}");
+    assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
 
 /// Without a transport that names the client (stdio, a `Session` of one's own), each

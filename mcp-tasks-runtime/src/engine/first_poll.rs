@@ -14,6 +14,7 @@ use super::outcome::{settle, stored_outcome};
 use super::run::{Confirmed, Created, Started, ToolResult, ToolRun};
 use super::{Engine, NewTask, Run};
 use crate::error::Error;
+use crate::quota::Ticket;
 use crate::run::{CatchUnwind, RunEnd};
 use crate::sync::LockExt;
 use crate::task::{TaskRecord, TaskStatus};
@@ -48,6 +49,14 @@ impl Engine {
         new: &NewTask,
         record: TaskRecord,
     ) -> Result<Started, Error> {
+        // A call over its requestor's quota starts nothing.
+        let ticket = match self.quotas.admit(&new.requestor) {
+            Ok(ticket) => ticket,
+            Err(e) => {
+                self.unreserve(&new.tool.name);
+                return Err(e.into());
+            }
+        };
         let (id, live) = self.live_entry_shared(&record.id, || record.id.as_str().into());
         // Progress in the first poll goes where the task's messages go.
         if let Some(delivery) = &new.delivery {
@@ -64,8 +73,14 @@ impl Engine {
         })
         .await;
         match first {
-            Poll::Ready(end) => self.create_settled(new, record, run, span, end).await,
-            Poll::Pending => self.create_running(new, record, run, span, future).await,
+            Poll::Ready(end) => {
+                self.create_settled(new, record, ticket, run, span, end)
+                    .await
+            }
+            Poll::Pending => {
+                self.create_running(new, record, ticket, run, span, future)
+                    .await
+            }
         }
     }
 
@@ -76,6 +91,7 @@ impl Engine {
         &self,
         new: &NewTask,
         record: TaskRecord,
+        ticket: Ticket,
         run: Arc<Run>,
         span: tracing::Span,
         end: Result<ToolResult, String>,
@@ -94,7 +110,7 @@ impl Engine {
         let then = || Confirmed::Stop(new.tool.clone());
         let requestor = &new.requestor;
         let created = self
-            .create(&settled, requestor, new.delivery.clone(), then(), false)
+            .create_admitted(&settled, ticket, new.delivery.clone(), then(), false)
             .await;
         let created = match created {
             Ok(Created::Stored(_)) => {
@@ -134,6 +150,7 @@ impl Engine {
         &self,
         new: &NewTask,
         record: TaskRecord,
+        ticket: Ticket,
         run: Arc<Run>,
         span: tracing::Span,
         future: ToolRun,
@@ -145,7 +162,7 @@ impl Engine {
         });
         let then = Confirmed::Resume(Arc::clone(&parked));
         let created = self
-            .create(&record, &new.requestor, new.delivery.clone(), then, false)
+            .create_admitted(&record, ticket, new.delivery.clone(), then, false)
             .await;
         match created {
             Ok(Created::Stored(_)) => {

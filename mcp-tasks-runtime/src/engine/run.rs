@@ -169,8 +169,21 @@ impl Engine {
         then: Confirmed,
         derived: bool,
     ) -> Result<Created, Error> {
-        self.ensure_background();
         let ticket = self.quotas.admit(requestor)?;
+        self.create_admitted(record, ticket, delivery, then, derived)
+            .await
+    }
+
+    /// [`create`](Self::create) under a quota `ticket` taken already.
+    pub(super) async fn create_admitted(
+        &self,
+        record: &TaskRecord,
+        ticket: crate::quota::Ticket,
+        delivery: Option<Arc<dyn Delivery>>,
+        then: Confirmed,
+        derived: bool,
+    ) -> Result<Created, Error> {
+        self.ensure_background();
         let id: Arc<str> = record.id.as_str().into();
         // A derived id may be a live task's here: its count stays as it is.
         let fresh = {
