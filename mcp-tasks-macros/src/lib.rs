@@ -336,7 +336,10 @@ use proc_macro::TokenStream;
 /// as `working`. What the tool asks of the store in that poll (a question, a step) waits
 /// for the create; if the create fails, the call is answered with an error and the tool's
 /// future is dropped, so code before its first `.await` may have run for a call that is
-/// then sent again. A tool not declared idempotent starts only once its task is stored.
+/// then sent again. The client's answer waits for that first poll, so long work done
+/// without an `.await` (which holds up a runtime thread in any async tool) also holds up
+/// the answer: put it behind `tokio::task::spawn_blocking`. A tool not declared idempotent
+/// starts only once its task is stored.
 ///
 /// ```
 /// # use mcp_tasks::prelude::*;
