@@ -207,8 +207,10 @@ impl Engine {
             // A random id and no unique key: nothing can be in the way.
             Ok(_) => Error::Internal("a new task's random id is taken".into()),
         };
-        self.concluded(run, "not stored");
-        if !matches!(error, Error::TaskOutcomeUnknown { .. }) {
+        if matches!(error, Error::TaskOutcomeUnknown { .. }) {
+            self.concluded(run, "not known to be stored");
+        } else {
+            self.concluded(run, "not stored");
             self.unreserve(&run.tool.name);
         }
         error
