@@ -347,48 +347,38 @@ async fn a_create_whose_answer_was_lost_is_answered_with_its_task() {
     assert_eq!(done["result"]["content"][0]["text"], "quick found");
 }
 
-#[tokio::test]
-async fn a_create_of_unknown_outcome_names_its_task_which_runs_once_it_is_stored() {
+/// Calls `tool` with `word` while the store holds creates back: the call is answered as of
+/// unknown outcome, naming its task; then the first create held back lands, late, and the
+/// task ends with `answer`. Returns the creates held back.
+async fn held_back_then_landed(tool: &str, word: &str, answer: &str) -> Vec<TaskRecord> {
     let store = Faulty::default();
     store.faults().hold_creates = Some(Vec::new());
     let server = server_on(store.clone(), Duration::from_secs(30));
     let (session, _out) = server.session_for(None);
-    let r = start(&session, "quick", "late").await;
+    let r = start(&session, tool, word).await;
     let id = unknown_outcome(&r);
-    // The first create lands late; the second, sent to settle it, never does.
     let held = store.faults().hold_creates.take().unwrap();
-    assert_eq!(held.len(), 2, "sent once, then once more to settle it");
     assert!(held.iter().all(|record| record.id == id));
-    store
-        .inner
-        .create(held.into_iter().next().unwrap())
-        .await
-        .unwrap();
+    store.inner.create(held[0].clone()).await.unwrap();
     let done = settled(&session, &id).await;
     assert_eq!(done["status"], "completed", "{done}");
-    assert_eq!(done["result"]["content"][0]["text"], "quick late");
+    assert_eq!(done["result"]["content"][0]["text"], answer);
+    held
+}
+
+#[tokio::test]
+async fn a_create_of_unknown_outcome_names_its_task_which_runs_once_it_is_stored() {
+    let held = held_back_then_landed("quick", "late", "quick late").await;
+    // Sent once, then once more to settle it; the second never lands.
+    assert_eq!(held.len(), 2, "sent once, then once more to settle it");
 }
 
 /// The same for a tool that does not end at once: it began before the create and waits
 /// for it, then goes on once its task turns up.
 #[tokio::test]
 async fn a_tool_waiting_for_a_create_of_unknown_outcome_goes_on_once_its_task_is_stored() {
-    let store = Faulty::default();
-    store.faults().hold_creates = Some(Vec::new());
-    let server = server_on(store.clone(), Duration::from_secs(30));
-    let (session, _out) = server.session_for(None);
-    let r = start(&session, "later", "on").await;
-    let id = unknown_outcome(&r);
-    let held = store.faults().hold_creates.take().unwrap();
+    let held = held_back_then_landed("later", "on", "later on").await;
     assert_eq!(held[0].status.as_str(), "working", "stored as it started");
-    store
-        .inner
-        .create(held.into_iter().next().unwrap())
-        .await
-        .unwrap();
-    let done = settled(&session, &id).await;
-    assert_eq!(done["status"], "completed", "{done}");
-    assert_eq!(done["result"]["content"][0]["text"], "later on");
 }
 
 /// A keyed create whose outcome stays unknown is answered as retryable; the client's retry
@@ -503,14 +493,18 @@ async fn an_outcome_the_store_refuses_fails_the_task_with_the_cause() {
     ));
     let server = server_on(store.clone(), Duration::from_millis(300));
     let (session, _out) = server.session_for(None);
-    let r = start(&session, "quick", "big").await;
+    fails_for_its_outcome(&session, "quick", "the value is too large").await;
+}
+
+/// Calls `tool`, whose task then fails: its outcome could not be stored, for `cause`.
+async fn fails_for_its_outcome(session: &Session, tool: &str, cause: &str) {
+    let r = start(session, tool, "").await;
     let id = r["result"]["taskId"].as_str().unwrap().to_owned();
-    let done = settled(&session, &id).await;
+    let done = settled(session, &id).await;
     assert_eq!(done["status"], "failed", "{done}");
     let message = done["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("the task's outcome could not be stored")
-            && message.contains("the value is too large"),
+        message.contains("the task's outcome could not be stored") && message.contains(cause),
         "{done}"
     );
 }
@@ -791,16 +785,7 @@ mod postgres {
         let (session, _out) = server.session_for(None);
         // Written after its create, and (idempotent, ended in its first poll) in its create.
         for tool in ["nul", "nul_at_once"] {
-            let r = start(&session, tool, "").await;
-            let id = r["result"]["taskId"].as_str().unwrap().to_owned();
-            let done = settled(&session, &id).await;
-            assert_eq!(done["status"], "failed", "{done}");
-            let message = done["error"]["message"].as_str().unwrap_or_default();
-            assert!(
-                message.contains("the task's outcome could not be stored")
-                    && message.contains("NUL"),
-                "{done}"
-            );
+            fails_for_its_outcome(&session, tool, "NUL").await;
         }
     }
 }
