@@ -412,12 +412,12 @@ async fn call(
         None => args::parse(tool, &info.input_schema, words).map_err(|e| Failure(USAGE, e))?,
     };
     let (bar, on_progress) = progress_bar(cx, tool);
-    bar.set_message("calling…");
+    cx.bar.set_message("calling…");
     let called = client
         .call_tool_keyed(tool, arguments.clone(), key, on_progress)
         .await;
     bar.finish_and_clear();
-    *cx.bar.lock().unwrap() = None;
+    cx.bar.gone();
     if called.is_err() {
         explain_pending(&client, tool, &arguments);
     }
@@ -467,7 +467,7 @@ async fn follow(
     let outcome = loop {
         let watch = handle.watch(deadline, |event| match event {
             TaskEvent::Status { status, message } => {
-                bar.set_message(match message {
+                cx.bar.set_message(match message {
                     Some(m) => format!("{status}: {m}"),
                     None => status,
                 });
@@ -479,11 +479,11 @@ async fn follow(
             outcome = watch => break outcome,
             () = interrupts.next() => {
                 // A second Ctrl-C while the cancel takes effect stops waiting for it.
-                let choice = if cancelled { Choice::Detach } else { ask_cancel_or_detach(&bar, cx).await };
+                let choice = if cancelled { Choice::Detach } else { ask_cancel_or_detach(cx).await };
                 match choice {
                     Choice::Cancel => {
                         cancelled = true;
-                        bar.set_message("cancelling…");
+                        cx.bar.set_message("cancelling…");
                         handle.cancel().await?;
                     }
                     Choice::Detach => {
@@ -506,7 +506,7 @@ async fn follow(
         }
     };
     bar.finish_and_clear();
-    *cx.bar.lock().unwrap() = None;
+    cx.bar.gone();
     match outcome {
         Ok(outcome) => Ok(print_result(cx, Some(handle.id()), &outcome)),
         Err(e) => Err(e.into()),
@@ -530,9 +530,9 @@ fn progress_bar(cx: &Context, prefix: &str) -> (ProgressBar, impl FnMut(TaskEven
             .expect("a valid template");
     bar.set_prefix(prefix.to_owned());
     bar.enable_steady_tick(Duration::from_millis(120));
-    *cx.bar.lock().unwrap() = Some(bar.clone());
+    cx.bar.show(bar.clone());
     let mut measured = false;
-    let shown = bar.clone();
+    let shown = cx.bar.clone();
     let on_progress = move |event| {
         if let TaskEvent::Progress {
             progress,
@@ -541,11 +541,9 @@ fn progress_bar(cx: &Context, prefix: &str) -> (ProgressBar, impl FnMut(TaskEven
         } = event
         {
             if let Some(total) = total {
-                if !measured {
-                    shown.set_style(with_total.clone());
-                    measured = true;
-                }
-                shown.set_length(total as u64);
+                let style = (!measured).then(|| with_total.clone());
+                measured = true;
+                shown.set_length(total as u64, style);
             }
             shown.set_position(progress as u64);
             if let Some(m) = message {
@@ -561,13 +559,13 @@ enum Choice {
     Detach,
 }
 
-async fn ask_cancel_or_detach(bar: &ProgressBar, cx: &Context) -> Choice {
+async fn ask_cancel_or_detach(cx: &Context) -> Choice {
     if !interactive(cx) {
         return Choice::Cancel;
     }
-    let bar = bar.clone();
+    let bar = cx.bar.clone();
     let asked = tokio::task::spawn_blocking(move || {
-        bar.suspend(|| {
+        bar.asking(|| {
             dialoguer::Select::new()
                 .with_prompt("Interrupted: cancel the task, or detach and leave it running?")
                 .items(["cancel", "detach"])

@@ -2,13 +2,133 @@
 //! and defaults), a sampling request as a reply typed for the model, roots as paths.
 
 use dialoguer::{Confirm, Input, Select};
-use indicatif::ProgressBar;
+use indicatif::{ProgressBar, ProgressStyle};
 use mcp_tasks::client::{BoxFuture, InputHandler, Question};
 use serde_json::{Map, Value, json};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The progress bar on screen, if any, hidden while a question is asked.
-pub type Bar = Arc<Mutex<Option<ProgressBar>>>;
+///
+/// While a question waits for the person at the terminal, the bar is held hidden, and
+/// what changes it meanwhile (progress, a status message) is kept, the latest of each, and
+/// shown once the question is answered: the thread that reports progress never waits on
+/// the person.
+#[derive(Clone, Default)]
+pub struct Bar(Arc<Mutex<Shown>>);
+
+impl std::fmt::Debug for Bar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bar").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Shown {
+    bar: Option<ProgressBar>,
+    /// Questions being asked now.
+    asking: usize,
+    /// Changes not shown yet.
+    pending: Changes,
+}
+
+/// The latest change of each kind not shown yet.
+#[derive(Default)]
+struct Changes {
+    message: Option<String>,
+    style: Option<ProgressStyle>,
+    length: Option<u64>,
+    position: Option<u64>,
+}
+
+impl Changes {
+    fn show(self, bar: &ProgressBar) {
+        if let Some(style) = self.style {
+            bar.set_style(style);
+        }
+        if let Some(length) = self.length {
+            bar.set_length(length);
+        }
+        if let Some(position) = self.position {
+            bar.set_position(position);
+        }
+        if let Some(message) = self.message {
+            bar.set_message(message);
+        }
+    }
+}
+
+impl Bar {
+    /// Shows `bar` as the bar on screen.
+    pub fn show(&self, bar: ProgressBar) {
+        self.lock().bar = Some(bar);
+    }
+
+    /// The bar is gone from the screen.
+    pub fn gone(&self) {
+        let mut shown = self.lock();
+        shown.bar = None;
+        shown.pending = Changes::default();
+    }
+
+    /// Sets the bar's message.
+    pub fn set_message(&self, message: impl Into<String>) {
+        self.change(|c| c.message = Some(message.into()));
+    }
+
+    /// Gives the bar a length, in `style` when it had none.
+    pub fn set_length(&self, length: u64, style: Option<ProgressStyle>) {
+        self.change(|c| {
+            c.length = Some(length);
+            if style.is_some() {
+                c.style = style;
+            }
+        });
+    }
+
+    /// Moves the bar to `position`.
+    pub fn set_position(&self, position: u64) {
+        self.change(|c| c.position = Some(position));
+    }
+
+    /// Runs `ask` (which asks the person at the terminal) with the bar hidden, then shows
+    /// what changed meanwhile.
+    pub fn asking<T>(&self, ask: impl FnOnce() -> T) -> T {
+        let bar = {
+            let mut shown = self.lock();
+            shown.asking += 1;
+            shown.bar.clone()
+        };
+        let answer = match bar {
+            Some(bar) => bar.suspend(ask),
+            None => ask(),
+        };
+        let mut shown = self.lock();
+        shown.asking -= 1;
+        shown.show_pending();
+        answer
+    }
+
+    fn change(&self, change: impl FnOnce(&mut Changes)) {
+        let mut shown = self.lock();
+        change(&mut shown.pending);
+        shown.show_pending();
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shown> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Shown {
+    /// Shows what changed, unless a question hides the bar.
+    fn show_pending(&mut self) {
+        if self.asking == 0
+            && let Some(bar) = &self.bar
+        {
+            std::mem::take(&mut self.pending).show(bar);
+        }
+    }
+}
 
 /// Answers questions by asking the person at the terminal, one question at a time.
 #[derive(Debug)]
@@ -35,11 +155,7 @@ impl InputHandler for TerminalHandler {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 let _one_at_a_time = asking.lock().unwrap_or_else(|e| e.into_inner());
-                let bar = bar.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                match bar {
-                    Some(bar) => bar.suspend(|| ask(&question)),
-                    None => ask(&question),
-                }
+                bar.asking(|| ask(&question))
             })
             .await
             .map_err(|e| format!("the question could not be asked: {e}"))?
@@ -261,5 +377,56 @@ impl Interrupts {
             return;
         }
         std::future::pending().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// While a question is asked (the bar's own lock held, as `suspend` holds it), a thread
+    /// that reports progress goes on at once; what it reported shows once the question is
+    /// answered. The wait for the reporter is bounded: it fails the test rather than hang.
+    #[test]
+    fn progress_reported_while_a_question_waits_goes_on_and_shows_after() {
+        let bar = Bar::default();
+        let shown = ProgressBar::hidden();
+        bar.show(shown.clone());
+        let (asked, question_on_screen) = mpsc::channel();
+        let (answer, answered) = mpsc::channel::<()>();
+        let asking = {
+            let bar = bar.clone();
+            std::thread::spawn(move || {
+                bar.asking(|| {
+                    asked.send(()).unwrap();
+                    answered.recv().unwrap();
+                })
+            })
+        };
+        question_on_screen.recv().unwrap();
+        let (reported, done) = mpsc::channel();
+        {
+            let bar = bar.clone();
+            std::thread::spawn(move || {
+                bar.set_length(10, Some(ProgressStyle::default_bar()));
+                bar.set_position(3);
+                bar.set_position(7);
+                bar.set_message("newer");
+                reported.send(()).unwrap();
+            });
+        }
+        let went_on = done.recv_timeout(Duration::from_secs(30));
+        answer.send(()).unwrap();
+        asking.join().unwrap();
+        went_on.expect("reporting progress waited for the question's answer");
+        assert_eq!(
+            shown.position(),
+            7,
+            "the latest position shows once answered"
+        );
+        assert_eq!(shown.length(), Some(10));
+        assert_eq!(shown.message(), "newer");
     }
 }
