@@ -25,10 +25,15 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use tokio_util::sync::CancellationToken;
 
-/// A tool that began in its first poll and did not end, waiting for its task's create.
-pub(super) struct Parked {
+/// The run of a tool that began before its task was stored, and the span it goes in.
+pub(super) struct Begun {
     run: Arc<Run>,
     span: tracing::Span,
+}
+
+/// A tool that began in its first poll and did not end, waiting for its task's create.
+pub(super) struct Parked {
+    begun: Begun,
     future: Mutex<Option<ToolRun>>,
 }
 
@@ -72,14 +77,15 @@ impl Engine {
             Poll::Ready(span.in_scope(|| Pin::new(&mut future).poll(cx)))
         })
         .await;
+        let begun = Begun { run, span };
         match first {
-            Poll::Ready(end) => {
-                self.create_settled(new, record, ticket, run, span, end)
-                    .await
-            }
+            Poll::Ready(end) => self.create_settled(new, record, ticket, begun, end).await,
             Poll::Pending => {
-                self.create_running(new, record, ticket, run, span, future)
-                    .await
+                let parked = Arc::new(Parked {
+                    begun,
+                    future: Mutex::new(Some(future)),
+                });
+                self.create_running(new, record, ticket, parked).await
             }
         }
     }
@@ -92,10 +98,10 @@ impl Engine {
         new: &NewTask,
         record: TaskRecord,
         ticket: Ticket,
-        run: Arc<Run>,
-        span: tracing::Span,
+        begun: Begun,
         end: Result<ToolResult, String>,
     ) -> Result<Started, Error> {
+        let Begun { run, span } = begun;
         let mut settled = record.clone();
         let outcome = span.in_scope(|| {
             // Nothing can have taken the lease of a task not stored yet.
@@ -108,7 +114,6 @@ impl Engine {
         });
         run.settling.store(true, Ordering::Release);
         let then = || Confirmed::Stop(new.tool.clone());
-        let requestor = &new.requestor;
         let created = self
             .create_admitted(&settled, ticket, new.delivery.clone(), then(), false)
             .await;
@@ -118,11 +123,11 @@ impl Engine {
                 let _in = span.enter();
                 self.observe(&settled);
                 self.concluded(&run, settled.status.as_str());
-                self.unreserve(&run.tool.name);
                 return Ok(Started::Stored(Box::new(record)));
             }
             Err(e) if !matches!(e, Error::TaskOutcomeUnknown { .. }) => {
                 tracing::debug!(task = %record.id, error = %e, "the settled task was not stored; storing it as it started");
+                let requestor = &new.requestor;
                 self.create(&record, requestor, new.delivery.clone(), then(), false)
                     .await
             }
@@ -135,11 +140,9 @@ impl Engine {
             return Err(self.not_created(&run, created));
         }
         let engine = self.arc();
-        let started_from = Some(record.clone());
+        let started_from = Some(Box::new(record.clone()));
         super::run::spawn_in(span, async move {
-            let status = engine.finish_with(&run, outcome, started_from).await;
-            engine.concluded(&run, status);
-            engine.unreserve(&run.tool.name);
+            engine.conclude(&run, Some(outcome), started_from).await;
         });
         Ok(Started::Stored(Box::new(record)))
     }
@@ -151,15 +154,8 @@ impl Engine {
         new: &NewTask,
         record: TaskRecord,
         ticket: Ticket,
-        run: Arc<Run>,
-        span: tracing::Span,
-        future: ToolRun,
+        parked: Arc<Parked>,
     ) -> Result<Started, Error> {
-        let parked = Arc::new(Parked {
-            run: Arc::clone(&run),
-            span: span.clone(),
-            future: Mutex::new(Some(future)),
-        });
         let then = Confirmed::Resume(Arc::clone(&parked));
         let created = self
             .create_admitted(&record, ticket, new.delivery.clone(), then, false)
@@ -173,9 +169,10 @@ impl Engine {
             other => {
                 // The tool stops here: its task was not stored.
                 drop(parked.take());
-                self.mark_stored(&run, false);
+                let Begun { run, span } = &parked.begun;
+                self.mark_stored(run, false);
                 let _in = span.enter();
-                Err(self.not_created(&run, other))
+                Err(self.not_created(run, other))
             }
         }
     }
@@ -183,9 +180,9 @@ impl Engine {
     /// Runs on the parked tool of a task now stored as `record`.
     pub(super) fn resume(&self, parked: &Parked, record: TaskRecord) {
         let Some(future) = parked.take() else { return };
-        self.mark_stored(&parked.run, true);
-        let run = Arc::clone(&parked.run);
-        self.spawn_run_in(parked.span.clone(), run, record, future, true);
+        let Begun { run, span } = &parked.begun;
+        self.mark_stored(run, true);
+        self.spawn_run_in(span.clone(), Arc::clone(run), record, future, true);
     }
 
     /// Stops the parked tool of a task that was not stored, or not under this process's
@@ -193,10 +190,10 @@ impl Engine {
     pub(super) fn abandon(&self, parked: &Parked) {
         let Some(future) = parked.take() else { return };
         drop(future);
-        self.mark_stored(&parked.run, false);
-        let _in = parked.span.enter();
-        self.concluded(&parked.run, "not stored");
-        self.unreserve(&parked.run.tool.name);
+        let Begun { run, span } = &parked.begun;
+        self.mark_stored(run, false);
+        let _in = span.enter();
+        self.concluded(run, "not stored");
     }
 
     /// Ends the run of a task whose create did not store it, and says why: the slot is
@@ -208,10 +205,9 @@ impl Engine {
             Ok(_) => Error::Internal("a new task's random id is taken".into()),
         };
         if matches!(error, Error::TaskOutcomeUnknown { .. }) {
-            self.concluded(run, "not known to be stored");
+            self.closed(run, "not known to be stored");
         } else {
             self.concluded(run, "not stored");
-            self.unreserve(&run.tool.name);
         }
         error
     }

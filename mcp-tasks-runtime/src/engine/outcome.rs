@@ -16,17 +16,6 @@ impl Engine {
     pub(super) async fn finish(
         &self,
         run: &Run,
-        end: RunEnd,
-        started_from: Option<TaskRecord>,
-    ) -> &'static str {
-        let outcome = stored_outcome(run.tool(), end);
-        self.finish_with(run, outcome, started_from).await
-    }
-
-    /// [`finish`](Self::finish) with the outcome to store.
-    pub(super) async fn finish_with(
-        &self,
-        run: &Run,
         outcome: CallOutcome,
         mut started_from: Option<TaskRecord>,
     ) -> &'static str {

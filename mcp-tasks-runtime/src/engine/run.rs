@@ -1,7 +1,7 @@
 //! Creating a task and running its tool under a lease, to its settled end.
 
 use super::keyed::{Identity, REPEAT_TRIES};
-use super::outcome::settle;
+use super::outcome::{settle, stored_outcome};
 use super::{Delivery, Engine, NOT_RENEWED, NewTask, Run, RunTool, principal_of, shard_of};
 use crate::context::{CallBackend, TaskContext};
 use crate::error::{CallOutcome, Error, ToolError};
@@ -714,18 +714,19 @@ impl Engine {
                 ))))
             }
         };
-        run.engine.conclude(&run, end, started_from).await;
+        let outcome = end.map(|end| stored_outcome(run.tool(), end));
+        run.engine.conclude(&run, outcome, started_from).await;
     }
 
-    /// Stores what became of a run (nothing when its lease was lost), and forgets it.
-    async fn conclude(
+    /// Stores a run's `outcome` (none when its lease was lost), and forgets the run.
+    pub(super) async fn conclude(
         &self,
         run: &Run,
-        end: Option<RunEnd>,
+        outcome: Option<CallOutcome>,
         started_from: Option<Box<TaskRecord>>,
     ) {
-        let status = match end {
-            Some(end) => self.finish(run, end, started_from.map(|r| *r)).await,
+        let status = match outcome {
+            Some(outcome) => self.finish(run, outcome, started_from.map(|r| *r)).await,
             None => {
                 tracing::warn!(
                     "the task's lease was lost to another process; this run stopped without settling it"
@@ -734,11 +735,18 @@ impl Engine {
             }
         };
         self.concluded(run, status);
+    }
+
+    /// Counts and logs the end of a run that ended as `status` says, forgets it and frees
+    /// its slot.
+    pub(super) fn concluded(&self, run: &Run, status: &'static str) {
+        self.closed(run, status);
         self.unreserve(&run.tool.name);
     }
 
-    /// Counts and logs the end of a run that ended as `status` says, and forgets it.
-    pub(super) fn concluded(&self, run: &Run, status: &'static str) {
+    /// [`concluded`](Self::concluded), but the slot stays taken: a resolution in the
+    /// background takes it over.
+    pub(super) fn closed(&self, run: &Run, status: &'static str) {
         let elapsed = Duration::from_nanos(self.nanos_now().saturating_sub(run.started));
         let name = &run.tool.name;
         crate::spans::run_ended(&tracing::Span::current(), name, status, elapsed);
