@@ -270,9 +270,8 @@ pub(crate) async fn cancel_task(
     caller: Caller<'_>,
 ) -> Result<(TaskRecord, bool), Error> {
     check_before(server, id, caller).await?;
-    server
-        .tasks()
-        .cancel_by(Access::Owner(caller.owner), id)
+    // Boxed, as the engine's futures below are: a request's future holds this one.
+    Box::pin(server.tasks().cancel_by(Access::Owner(caller.owner), id))
         .await?
         .ok_or(Error::TaskNotFound)
 }
@@ -285,11 +284,14 @@ pub(crate) async fn answer_task(
     responses: &JsonObject,
 ) -> Result<TaskRecord, Error> {
     check_before(server, id, caller).await?;
-    server
-        .tasks()
-        .answer_by(Access::Owner(caller.owner), id, responses)
-        .await?
-        .ok_or(Error::TaskNotFound)
+    // Boxed, as `cancel_task`'s is.
+    Box::pin(
+        server
+            .tasks()
+            .answer_by(Access::Owner(caller.owner), id, responses),
+    )
+    .await?
+    .ok_or(Error::TaskNotFound)
 }
 
 /// Who makes a request about a task: the owner key it sees tasks under, and its principal,
@@ -321,8 +323,12 @@ pub(crate) async fn list_tasks(
 }
 
 /// Starts a task.
+///
+/// The engine's futures here and below are boxed: they are several kilobytes, and held
+/// inline they would make every request's future (a synchronous call's too) as large, to be
+/// copied each time it moves.
 pub(crate) async fn start_task(server: &Server, new: NewTask) -> Result<TaskRecord, Error> {
-    server.inner.engine.start(new).await
+    Box::pin(server.inner.engine.start(new)).await
 }
 
 /// Begins a synchronous call with an idempotency key (see [`Engine::keyed_call`]).
@@ -334,11 +340,13 @@ pub(crate) async fn keyed_call(
     key: &crate::idempotency::IdempotencyKey,
     cancel: &CancellationToken,
 ) -> Result<crate::engine::KeyedCall, Error> {
-    server
-        .inner
-        .engine
-        .keyed_call(tool, args, owner, key, cancel)
-        .await
+    Box::pin(
+        server
+            .inner
+            .engine
+            .keyed_call(tool, args, owner, key, cancel),
+    )
+    .await
 }
 
 /// Makes a task of a call already running (a 2026-07-28 call that outgrew its request):
@@ -350,7 +358,7 @@ pub(crate) async fn adopt_task(
     cancel: CancellationToken,
     attach: impl FnOnce(&Arc<str>, Arc<dyn crate::context::CallBackend>),
 ) -> Result<TaskRecord, Error> {
-    server.inner.engine.adopt(new, future, cancel, attach).await
+    Box::pin(server.inner.engine.adopt(new, future, cancel, attach)).await
 }
 
 /// The tasks of `ids` the caller may see (its own, of tools whose scopes it holds), in

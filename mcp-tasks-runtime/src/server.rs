@@ -186,7 +186,8 @@ impl Server {
         if self.inner.recovered.initialized() {
             return;
         }
-        if let Err(e) = self.recover().await {
+        // Boxed: the recovery's future is large, and every request's future holds this one.
+        if let Err(e) = Box::pin(self.recover()).await {
             tracing::error!(error = %e, "cannot settle the tasks of an earlier run");
         }
     }

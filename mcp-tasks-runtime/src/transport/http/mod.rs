@@ -247,20 +247,7 @@ impl Server {
         }
         let path = config.path.clone();
         let beside = config.authenticator.as_ref().and_then(|a| a.routes());
-        let limits = sessions::Limits {
-            max_sessions: config.max_sessions,
-            per_owner: config.max_sessions_per_client,
-            idle: config.session_idle,
-            unused_idle: config.unused_session_idle,
-        };
-        let app = Arc::new(App {
-            server: self.clone(),
-            param_headers: headers::ParamHeaders::of(self),
-            config,
-            sessions: Mutex::new(Sessions::new(limits)),
-            epoch: Instant::now(),
-            requestor_keys: Mutex::default(),
-        });
+        let app = Arc::new(App::new(self, config));
         let router = Router::new()
             .route(
                 &path,
@@ -325,6 +312,25 @@ struct App {
     requestor_keys: Mutex<std::collections::HashMap<std::net::IpAddr, Arc<str>>>,
 }
 
+impl App {
+    fn new(server: &Server, config: HttpConfig) -> Self {
+        let limits = sessions::Limits {
+            max_sessions: config.max_sessions,
+            per_owner: config.max_sessions_per_client,
+            idle: config.session_idle,
+            unused_idle: config.unused_session_idle,
+        };
+        Self {
+            server: server.clone(),
+            param_headers: headers::ParamHeaders::of(server),
+            config,
+            sessions: Mutex::new(Sessions::new(limits)),
+            epoch: Instant::now(),
+            requestor_keys: Mutex::default(),
+        }
+    }
+}
+
 /// The most requestor keys of client groups [`App`] keeps.
 const REQUESTOR_KEYS: usize = 4096;
 
@@ -362,4 +368,34 @@ async fn other_method() -> HttpResponse {
         .headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
     response
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request's future is moved whole when it is boxed (by the router, then by the call
+    /// that runs it). The large branches a synchronous call never takes (a task create,
+    /// `initialize`, recovery, a keyed call's record, `tasks/result`'s wait, a subscription)
+    /// are boxed where they are awaited, so that the futures of the common requests stay
+    /// small: 9.4 and 8 KB before.
+    #[test]
+    fn the_futures_of_a_request_stay_small() {
+        let server = Server::builder().build().unwrap();
+        let app = Arc::new(App::new(&server, HttpConfig::new()));
+        let handler = post::post(
+            axum::extract::State(app),
+            axum::extract::Request::new(axum::body::Body::empty()),
+        );
+        let size = std::mem::size_of_val(&handler);
+        assert!(size <= 2048, "the POST handler's future is {size} bytes");
+        let session = server.open_request_session(None, None);
+        let text = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#;
+        let Ok(crate::jsonrpc::Message::Request(request)) = crate::jsonrpc::Message::parse(text)
+        else {
+            unreachable!()
+        };
+        let reply = session.reply_on(request, None);
+        let size = std::mem::size_of_val(&reply);
+        assert!(size <= 3072, "a request's future is {size} bytes");
+    }
 }

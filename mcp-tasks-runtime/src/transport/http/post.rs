@@ -90,7 +90,9 @@ pub(super) async fn post(
             let Some(session_id) = session_id else {
                 if request.method == "initialize" {
                     let requestor = requestor(&principal);
-                    return initialize(&app, principal, requestor, client, request).await;
+                    // Boxed: its future holds a whole request's, and the handler's would be
+                    // as large for every request.
+                    return Box::pin(initialize(&app, principal, requestor, client, request)).await;
                 }
                 return error_response(
                     StatusCode::BAD_REQUEST,
@@ -128,7 +130,8 @@ pub(super) async fn post(
             if let Err(e) = check_session_version(&session, version.as_deref()) {
                 return error_response(StatusCode::BAD_REQUEST, None, e);
             }
-            session.session.handle(other).await;
+            // Boxed, as `initialize` is: a notification or a response is handled at once.
+            Box::pin(session.session.handle(other)).await;
             StatusCode::ACCEPTED.into_response()
         }
     }

@@ -134,8 +134,9 @@ pub(super) async fn tools_call(
         (task, _) => task,
     };
     if let Some(requested_ttl) = task {
+        // Boxed, so that a synchronous call's future is not as large as a task create's.
         return Some(
-            start_task(
+            Box::pin(start_task(
                 server,
                 call.conn,
                 state,
@@ -146,7 +147,7 @@ pub(super) async fn tools_call(
                 requested_ttl,
                 key,
                 trace,
-            )
+            ))
             .await
             .map(Payload::Value),
         );
@@ -170,7 +171,8 @@ pub(super) async fn tools_call(
         if let (Some(record), Some(outcome)) = (record, &outcome)
             && !cancel.is_cancelled()
         {
-            record.finish(outcome).await;
+            // Boxed: only a call with a key has a record.
+            Box::pin(record.finish(outcome)).await;
         }
         outcome
     })

@@ -239,7 +239,8 @@ pub(super) async fn tools_call(
         Ok(Round::Ended(end)) => {
             let outcome = outcome_of(tool, end.into_run_end(tool));
             if let (Some(record), Some(outcome)) = (record, &outcome) {
-                record.finish(outcome).await;
+                // Boxed: only a call with a key has a record.
+                Box::pin(record.finish(outcome)).await;
             }
             match outcome {
                 Some(CallOutcome::Result(r)) => Ok(complete_typed(server, &r, "complete")),

@@ -223,7 +223,8 @@ pub(crate) async fn dispatch(
                 .map(|r| r.map(Payload::Value));
         }
         "subscriptions/listen" => {
-            return listen(server, conn, &request, params, &meta, sink)
+            // Boxed: a subscription lasts, and its future is larger than a call's.
+            return Box::pin(listen(server, conn, &request, params, &meta, sink))
                 .await
                 .map(|r| r.map(Payload::Value));
         }
