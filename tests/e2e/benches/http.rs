@@ -19,7 +19,9 @@
 //! keep-alive connections from one thread (the load generator does next to nothing per
 //! request, so the server is the limit) and puts beside it a bare hyper server and a bare
 //! axum server, each answering a fixed JSON body: the hyper one is the physical limit of
-//! HTTP on this machine, the axum one what a router adds to it. The second uses a JSON HTTP client
+//! HTTP on this machine, the axum one what a router adds to it. Each row is run right after
+//! a run of the hyper echo and its "÷ hyper echo" is the ratio to that run (interleaved
+//! pairs); `MCP_BENCH_ROUNDS=N` repeats the pairs N times and prints the medians. The second uses a JSON HTTP client
 //! per connection, as a real client would.
 
 use mcp_tasks::prelude::*;
@@ -164,8 +166,10 @@ impl Client {
                     .header("mcp-name", name);
             }
             Era::Stateful => {
+                // An hour, as the 2026-07-28 tasks get by default: the task `new` makes is
+                // read for as long as the bench runs, minutes with several rounds.
                 if matches!(op, Op::TaskCreate) {
-                    params["task"] = json!({"ttl": 60_000});
+                    params["task"] = json!({"ttl": 3_600_000});
                 }
                 request = request
                     .header("mcp-protocol-version", V2025)
@@ -581,8 +585,13 @@ async fn prebuilt_table(url: &str, secs: f64) {
     fn has_result(v: &Value) -> bool {
         v.get("result").is_some()
     }
-    println!("| server | operation | connections | requests/s | p50 | p99 |");
-    println!("| --- | --- | ---: | ---: | ---: | ---: |");
+    let rounds: usize = std::env::var("MCP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1);
+    println!("| server | operation | connections | requests/s | ÷ hyper echo | p50 | p99 |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
     for connections in connection_counts() {
         let (hyper_echo_sync, echo_sync, sync, get) = (
             vec![hyper_echo_sync.clone()],
@@ -604,24 +613,77 @@ async fn prebuilt_table(url: &str, secs: f64) {
             ("mcp-tasks 2025-11-25", "tasks/get", addr, &get_2025),
         ];
         let only = std::env::var("MCP_BENCH_OP").unwrap_or_default();
-        for (server, op, target, request) in rows {
-            if !only.is_empty() && !format!("{server} {op}").contains(&only) {
-                continue;
-            }
+        let run = |target, request: &Vec<Vec<u8>>| {
             let request = request.clone();
             // The load generator blocks its own thread, never one of the server's workers.
-            let row = tokio::task::spawn_blocking(move || {
+            tokio::task::spawn_blocking(move || {
                 prebuilt::measure(target, request, connections, secs, has_result)
             })
-            .await
-            .unwrap();
+        };
+        // Each row but the echo's own is measured right after a run of the hyper echo, and
+        // its ratio is to that run: the machine's drift from one row to the next, which is
+        // as large as the differences measured, stays out of the ratio. Over several rounds
+        // a row gives the median of its rates and of its ratios.
+        // Rows left out by `MCP_BENCH_OP` are not run, and the echo runs beside the others
+        // only while its own row is in (a profile of one row has no other load in it).
+        let selected = |(server, op, _, _): &(&str, &str, _, _)| {
+            only.is_empty() || format!("{server} {op}").contains(&only)
+        };
+        let paired = selected(&rows[0]);
+        let mut measured: Vec<Vec<(f64, Option<f64>, Row)>> =
+            rows.iter().map(|_| Vec::new()).collect();
+        for _ in 0..rounds {
+            for (i, row) in rows.iter().enumerate() {
+                if !selected(row) {
+                    continue;
+                }
+                let (_, _, target, request) = row;
+                let echo = if i == 0 || !paired {
+                    None
+                } else {
+                    let echo = run(hyper_echo, &hyper_echo_sync).await.unwrap();
+                    Some(echo.requests as f64 / secs)
+                };
+                let row = run(*target, request).await.unwrap();
+                measured[i].push((row.requests as f64 / secs, echo, row));
+            }
+        }
+        for ((server, op, _, _), runs) in rows.iter().zip(measured) {
+            if runs.is_empty() {
+                continue;
+            }
+            let rate = median(runs.iter().map(|(rate, _, _)| *rate).collect());
+            let ratios: Vec<f64> = runs
+                .iter()
+                .filter_map(|(rate, echo, _)| echo.map(|e| rate / e))
+                .collect();
+            let ratio = if ratios.is_empty() {
+                "—".to_owned()
+            } else {
+                format!("{:.2}", median(ratios))
+            };
+            let latencies = Row::of(
+                runs.into_iter()
+                    .flat_map(|(_, _, row)| row.latencies)
+                    .collect(),
+            );
             println!(
-                "| {server} | {op} | {connections} | {:.0} | {:.3} ms | {:.3} ms |",
-                row.requests as f64 / secs,
-                percentile(&row.latencies, 0.50).as_secs_f64() * 1e3,
-                percentile(&row.latencies, 0.99).as_secs_f64() * 1e3,
+                "| {server} | {op} | {connections} | {rate:.0} | {ratio} | {:.3} ms | {:.3} ms |",
+                percentile(&latencies.latencies, 0.50).as_secs_f64() * 1e3,
+                percentile(&latencies.latencies, 0.99).as_secs_f64() * 1e3,
             );
         }
+    }
+}
+
+/// The median of some values (the mean of the middle two when they are even in number).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
     }
 }
 
