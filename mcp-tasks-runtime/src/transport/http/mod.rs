@@ -369,6 +369,7 @@ async fn other_method() -> HttpResponse {
         .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
     response
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
