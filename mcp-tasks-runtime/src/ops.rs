@@ -270,7 +270,7 @@ pub(crate) async fn cancel_task(
     caller: Caller<'_>,
 ) -> Result<(TaskRecord, bool), Error> {
     check_before(server, id, caller).await?;
-    // Boxed, as the engine's futures below are: a request's future holds this one.
+    // Boxed, as the engine's futures below are (see `start_task`).
     Box::pin(server.tasks().cancel_by(Access::Owner(caller.owner), id))
         .await?
         .ok_or(Error::TaskNotFound)
@@ -311,10 +311,12 @@ pub(crate) async fn list_tasks(
     params: &ListParams,
     limit: usize,
 ) -> Result<TaskPage, Error> {
-    let mut page = server
-        .tasks()
-        .list_owned(caller.owner, params.cursor.as_deref(), limit)
-        .await?;
+    let mut page = Box::pin(server.tasks().list_owned(
+        caller.owner,
+        params.cursor.as_deref(),
+        limit,
+    ))
+    .await?;
     if any_scoped(server) {
         page.tasks
             .retain(|rec| check_task_scopes(server, rec, caller.principal).is_ok());
@@ -324,9 +326,9 @@ pub(crate) async fn list_tasks(
 
 /// Starts a task.
 ///
-/// The engine's futures here and below are boxed: they are several kilobytes, and held
-/// inline they would make every request's future (a synchronous call's too) as large, to be
-/// copied each time it moves.
+/// The engine's larger futures are boxed here, where the wire adapters reach the engine:
+/// they are several kilobytes, and held inline they would make every request's future (a
+/// synchronous call's too) as large, to be copied each time it moves.
 pub(crate) async fn start_task(server: &Server, new: NewTask) -> Result<TaskRecord, Error> {
     Box::pin(server.inner.engine.start(new)).await
 }
@@ -469,11 +471,7 @@ pub(crate) async fn wait_task(
     cancel: &CancellationToken,
 ) -> Result<Option<TaskRecord>, Error> {
     check_before(server, id, caller).await?;
-    let rec = server
-        .inner
-        .engine
-        .wait_terminal(id, caller.owner, cancel)
-        .await?;
+    let rec = Box::pin(server.inner.engine.wait_terminal(id, caller.owner, cancel)).await?;
     if let Some(rec) = &rec {
         check_task_scopes(server, rec, caller.principal)?;
     }

@@ -69,6 +69,13 @@ fn server_on<S: ClaimStore>(store: S, lease: Duration) -> Server {
         .unwrap()
 }
 
+/// `quick`, idempotent, answering "at once": a tool that ends in its first poll.
+fn at_once() -> Tool {
+    idempotent(
+        Tool::new("quick", |_, _| async { text("at once") }).task_support(TaskSupport::Required),
+    )
+}
+
 async fn call(session: &Session, method: &str, mut params: Value) -> Value {
     params["_meta"] = meta(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}));
     request(session, 1, method, params).await
@@ -535,10 +542,7 @@ async fn an_outcome_stored_after_an_outage_of_many_leases_keeps_its_result() {
 async fn a_task_whose_tool_ends_at_once_is_stored_in_one_write() {
     let store = Faulty::default();
     let server = Server::builder()
-        .tool(idempotent(
-            Tool::new("quick", |_, _| async { text("at once") })
-                .task_support(TaskSupport::Required),
-        ))
+        .tool(at_once())
         .tool(idempotent(
             Tool::new("later", |_, _| async {
                 tokio::task::yield_now().await;
@@ -601,10 +605,7 @@ async fn a_create_the_store_refuses_stops_the_tool_and_frees_its_slot() {
     let count = Arc::clone(&began);
     let store = Faulty::default();
     let server = Server::builder()
-        .tool(idempotent(
-            Tool::new("quick", |_, _| async { text("at once") })
-                .task_support(TaskSupport::Required),
-        ))
+        .tool(at_once())
         .tool(idempotent(
             Tool::new("waits", move |_, _| {
                 let guard = Dropped(Arc::clone(&flag));

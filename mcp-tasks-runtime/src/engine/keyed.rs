@@ -376,18 +376,18 @@ impl CallRecord {
         let engine = Arc::clone(&self.engine);
         let (worker, epoch) = (engine.worker.clone(), self.epoch);
         let retention = engine.config.idempotency_retention;
-        let written = engine
-            .update(&self.id, |r| {
-                if !r.is_held_by(&worker, epoch) || !super::outcome::settle(r, outcome, retention) {
-                    return false;
-                }
-                let alive = SystemTime::now()
-                    .duration_since(r.created_at)
-                    .unwrap_or_default();
-                r.ttl = Some(alive + retention);
-                true
-            })
-            .await;
+        // Boxed: the write's future is large, and a synchronous call's future holds this one.
+        let written = Box::pin(engine.update(&self.id, |r| {
+            if !r.is_held_by(&worker, epoch) || !super::outcome::settle(r, outcome, retention) {
+                return false;
+            }
+            let alive = SystemTime::now()
+                .duration_since(r.created_at)
+                .unwrap_or_default();
+            r.ttl = Some(alive + retention);
+            true
+        }))
+        .await;
         if let Err(e) = written {
             tracing::warn!(call = %self.id, error = %e, "cannot keep a keyed call's outcome; a repeat finds it failed once its lease lapses");
         }

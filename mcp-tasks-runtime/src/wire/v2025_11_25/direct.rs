@@ -134,9 +134,8 @@ pub(super) async fn tools_call(
         (task, _) => task,
     };
     if let Some(requested_ttl) = task {
-        // Boxed, so that a synchronous call's future is not as large as a task create's.
         return Some(
-            Box::pin(start_task(
+            start_task(
                 server,
                 call.conn,
                 state,
@@ -147,7 +146,7 @@ pub(super) async fn tools_call(
                 requested_ttl,
                 key,
                 trace,
-            ))
+            )
             .await
             .map(Payload::Value),
         );
@@ -171,8 +170,7 @@ pub(super) async fn tools_call(
         if let (Some(record), Some(outcome)) = (record, &outcome)
             && !cancel.is_cancelled()
         {
-            // Boxed: only a call with a key has a record.
-            Box::pin(record.finish(outcome)).await;
+            record.finish(outcome).await;
         }
         outcome
     })

@@ -63,7 +63,7 @@ pub(super) async fn tasks(
                 }
                 "tasks/list" => {
                     let params: ListParams = decode(&mut request)?;
-                    let page = Box::pin(ops::list_tasks(server, owner, &params, TASK_PAGE)).await?;
+                    let page = ops::list_tasks(server, owner, &params, TASK_PAGE).await?;
                     Ok(to_value(ListTasksResult {
                         tasks: page.tasks.iter().map(Task::of).collect(),
                         next_cursor: page.next_cursor,
@@ -74,18 +74,7 @@ pub(super) async fn tasks(
         };
         return Some(result.await);
     }
-    // Boxed: its wait is a large future, and every request's future holds this one.
-    Box::pin(task_result(server, conn, request, sink, owner)).await
-}
-
-/// `tasks/result`: blocks until the task ends; `notifications/cancelled` may end the wait.
-async fn task_result(
-    server: &Server,
-    conn: &Arc<Connection>,
-    mut request: Request,
-    sink: Sink,
-    owner: ops::Caller<'_>,
-) -> Option<Result<Value, ErrorObject>> {
+    // `tasks/result` blocks until the task ends; `notifications/cancelled` may end the wait.
     let id = match task_id(&mut request) {
         Ok(id) => id,
         Err(e) => return Some(Err(e.into())),

@@ -239,8 +239,7 @@ pub(super) async fn tools_call(
         Ok(Round::Ended(end)) => {
             let outcome = outcome_of(tool, end.into_run_end(tool));
             if let (Some(record), Some(outcome)) = (record, &outcome) {
-                // Boxed: only a call with a key has a record.
-                Box::pin(record.finish(outcome)).await;
+                record.finish(outcome).await;
             }
             match outcome {
                 Some(CallOutcome::Result(r)) => Ok(complete_typed(server, &r, "complete")),
