@@ -31,6 +31,12 @@ use mcp_tasks::transport::http::HttpConfig;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
+/// With `--features mimalloc`, every server of the run (ours and the echoes) allocates with
+/// mimalloc.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Answers at once.
 #[task_tool(mode = "forbidden")]
 async fn echo(text: String) -> String {
