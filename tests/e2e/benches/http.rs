@@ -9,7 +9,8 @@
 //! # the pre-built table in three rounds of interleaved pairs, medians (the figures to compare):
 //! MCP_BENCH_HTTP=prebuilt MCP_BENCH_ROUNDS=3 MCP_BENCH_SECS=2 cargo bench -p mcp-tasks-e2e --bench http
 //! # the same with every server of the run (and the load generator) on mimalloc:
-//! cargo bench -p mcp-tasks-e2e --bench http --features mimalloc
+//! MCP_BENCH_HTTP=prebuilt MCP_BENCH_ROUNDS=3 MCP_BENCH_SECS=2 \
+//!     cargo bench -p mcp-tasks-e2e --bench http --features mimalloc
 //! # sync calls of the fixture tool `test_simple_text` on conformance servers already running:
 //! MCP_BENCH_PEERS="mcp-tasks=http://127.0.0.1:3000/mcp;rmcp=http://127.0.0.1:8001/mcp" \
 //!     cargo bench -p mcp-tasks-e2e --bench http
