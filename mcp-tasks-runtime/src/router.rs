@@ -72,21 +72,17 @@ impl Server {
     }
 
     /// A session of the 2026-07-28 era for one request over HTTP, whose messages all go to
-    /// that request's own stream: its own channel is the server's closed one.
+    /// `stream`, that request's own stream.
     #[cfg(feature = "http")]
     pub(crate) fn open_request_session(
         &self,
         principal: Option<Arc<crate::principal::Principal>>,
         requestor: Option<Arc<str>>,
+        stream: mpsc::Sender<String>,
     ) -> Session {
         Session {
             server: self.clone(),
-            conn: Connection::new(
-                Sink::new(self.inner.unread.clone()),
-                principal,
-                requestor,
-                Some(Era::Stateless),
-            ),
+            conn: Connection::for_request(Sink::new(stream), principal, requestor),
         }
     }
 }

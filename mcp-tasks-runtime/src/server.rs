@@ -74,11 +74,6 @@ pub(crate) struct ServerInner {
     pub(crate) hide_out_of_scope: bool,
     /// How many unread messages each outbound channel holds.
     pub(crate) outbound_capacity: usize,
-    /// A channel nobody reads, closed from the start: the own channel of every session
-    /// that serves one request of the 2026-07-28 era over HTTP (its messages all go to the
-    /// request's own stream), so that such a session makes no channel of its own.
-    #[cfg(feature = "http")]
-    pub(crate) unread: tokio::sync::mpsc::Sender<String>,
     /// The keys that sign and check `requestState`, newest first; never empty.
     pub(crate) state_keys: Box<[[u8; 32]]>,
     pub(crate) request_state_ttl: Duration,
@@ -612,8 +607,6 @@ impl ServerBuilder {
                 recovered: tokio::sync::OnceCell::new(),
                 shutdown_grace: self.shutdown_grace,
                 signals: std::sync::OnceLock::new(),
-                #[cfg(feature = "http")]
-                unread: crate::session::outbound_channel(1).0,
                 info_json: serde_json::value::to_raw_value(&info_value)
                     .expect("a JSON value serialises"),
                 info_value,

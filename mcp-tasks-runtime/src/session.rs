@@ -328,9 +328,13 @@ pub(crate) struct Connection {
     log_level: AtomicU8,
     next_out_id: AtomicU64,
     pending: Mutex<HashMap<RequestId, oneshot::Sender<Result<Value, ErrorObject>>>>,
-    inflight: Mutex<HashMap<RequestId, CancellationToken>>,
-    /// Fires when the connection closes; every request token is a child of it.
+    inflight: Mutex<InFlight>,
+    /// Fires when the connection closes; every request token is a child of it (or, on a
+    /// connection made for one request, is it).
     closed: CancellationToken,
+    /// Made for one request (a 2026-07-28 request over HTTP): that request's cancellation is
+    /// the connection's.
+    one_request: bool,
     /// The resource URIs this (2025-11-25) connection subscribed to.
     pub(crate) subscriptions: Mutex<std::collections::BTreeSet<String>>,
     /// How many clients read the connection's own stream now: always one on a
@@ -372,7 +376,35 @@ impl Connection {
         requestor: Option<Arc<str>>,
         era: Option<Era>,
     ) -> Arc<Self> {
-        Arc::new(Self {
+        Arc::new(Self::build(sink, principal, requestor, era, false))
+    }
+
+    /// A 2026-07-28 connection made for one request, whose messages all go to `sink` (the
+    /// request's own stream): the request's cancellation token is the connection's own, so
+    /// it costs no token and no entry of its own.
+    #[cfg(feature = "http")]
+    pub(crate) fn for_request(
+        sink: Sink,
+        principal: Option<Arc<crate::principal::Principal>>,
+        requestor: Option<Arc<str>>,
+    ) -> Arc<Self> {
+        Arc::new(Self::build(
+            sink,
+            principal,
+            requestor,
+            Some(Era::Stateless),
+            true,
+        ))
+    }
+
+    fn build(
+        sink: Sink,
+        principal: Option<Arc<crate::principal::Principal>>,
+        requestor: Option<Arc<str>>,
+        era: Option<Era>,
+        one_request: bool,
+    ) -> Self {
+        Self {
             id: OnceLock::new(),
             principal,
             requestor,
@@ -382,12 +414,23 @@ impl Connection {
             log_level: AtomicU8::new(level_code(LogLevel::Info)),
             next_out_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
-            inflight: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(InFlight::default()),
+            one_request,
             subscriptions: Mutex::new(Default::default()),
             listeners: std::sync::atomic::AtomicUsize::new(1),
             after_reply: Mutex::new(HashMap::new()),
             wire: OnceLock::new(),
-        })
+        }
+    }
+
+    /// A cancellation token for a new request: a child of the connection's, or the
+    /// connection's own on a connection made for one request.
+    fn request_token(&self) -> CancellationToken {
+        if self.one_request {
+            self.closed.clone()
+        } else {
+            self.closed.child_token()
+        }
     }
 
     /// Holds `opener` until the reply to request `id` is written (or the request ends
@@ -510,10 +553,10 @@ impl Connection {
     /// reach of its cancellation).
     pub(crate) fn begin(&self, id: &RequestId) -> Option<Tracked<'_>> {
         let mut inflight = self.inflight.locked();
-        if inflight.contains_key(id) {
+        if inflight.get(id).is_some() {
             return None;
         }
-        let token = self.closed.child_token();
+        let token = self.request_token();
         inflight.insert(id.clone(), token.clone());
         Some(Tracked {
             conn: self,
@@ -531,7 +574,7 @@ impl Connection {
         let (token, owned) = match inflight.get(id) {
             Some(token) => (token.clone(), false),
             None => {
-                let token = self.closed.child_token();
+                let token = self.request_token();
                 inflight.insert(id.clone(), token.clone());
                 (token, true)
             }
@@ -631,6 +674,44 @@ impl Connection {
                 let _ = tx.send(response.outcome);
             }
             None => tracing::debug!(%id, "response to an unknown or finished request ignored"),
+        }
+    }
+}
+
+/// The requests in flight on a connection, by id: the first one inline, since most
+/// connections have one request in flight at a time (and one made for one request never has
+/// more), the others in a map.
+#[derive(Debug, Default)]
+struct InFlight {
+    first: Option<(RequestId, CancellationToken)>,
+    more: HashMap<RequestId, CancellationToken>,
+}
+
+impl InFlight {
+    fn get(&self, id: &RequestId) -> Option<&CancellationToken> {
+        match &self.first {
+            Some((first, token)) if first == id => Some(token),
+            _ if self.more.is_empty() => None,
+            _ => self.more.get(id),
+        }
+    }
+
+    /// Registers a request whose id is not in flight.
+    fn insert(&mut self, id: RequestId, token: CancellationToken) {
+        if self.first.is_none() {
+            self.first = Some((id, token));
+        } else {
+            self.more.insert(id, token);
+        }
+    }
+
+    fn remove(&mut self, id: &RequestId) {
+        match &self.first {
+            Some((first, _)) if first == id => self.first = None,
+            _ if self.more.is_empty() => {}
+            _ => {
+                self.more.remove(id);
+            }
         }
     }
 }
@@ -922,5 +1003,63 @@ mod tests {
         assert_eq!(rx.recv().await.as_deref(), Some("fills it"));
         assert!(rx.try_recv().is_err());
         assert!(conn.pending.locked().is_empty());
+    }
+
+    #[test]
+    fn requests_in_flight_are_found_by_id_however_many_there_are() {
+        let (tx, _rx) = mpsc::channel(1);
+        let conn = Connection::new(Sink::new(tx), None, None, None);
+        let (one, two, three) = (
+            RequestId::from(1),
+            RequestId::from("two"),
+            RequestId::from(3),
+        );
+        let first = conn.begin(&one).expect("a new id");
+        let second = conn.begin(&two).expect("a new id");
+        assert!(conn.begin(&one).is_none(), "the id is in flight");
+        assert!(conn.begin(&two).is_none(), "the id is in flight");
+        // The first request ends: its id is free again, the second is still found.
+        drop(first);
+        let third = conn.begin(&three).expect("a new id");
+        assert!(conn.begin(&two).is_none());
+        let again = conn.begin(&one).expect("the first request's id is free");
+        // Each id reaches its own request, and only it.
+        conn.cancel(&two);
+        assert!(second.is_cancelled());
+        assert!(!third.is_cancelled() && !again.is_cancelled());
+        let tracked = conn.track(&two);
+        assert!(tracked.is_cancelled(), "the token of the request in flight");
+        drop(tracked);
+        assert!(
+            conn.begin(&two).is_none(),
+            "a guard that only looked removes nothing"
+        );
+        drop((second, third, again));
+        for id in [&one, &two, &three] {
+            assert!(conn.begin(id).is_some(), "every request ended");
+        }
+        assert!(!conn.is_closed());
+    }
+
+    #[cfg(feature = "http")]
+    #[tokio::test(start_paused = true)]
+    async fn cancelling_the_request_of_a_connection_made_for_it_closes_the_connection() {
+        let (tx, _rx) = mpsc::channel(1);
+        let conn = Connection::for_request(Sink::new(tx), None, None);
+        let id = RequestId::from(7);
+        let request = conn.begin(&id).expect("a new id");
+        conn.cancel(&RequestId::from(8));
+        assert!(!request.is_cancelled(), "another id is ignored");
+        assert!(conn.sink.send_text("fills it".into()).await);
+        let waiting = tokio::spawn({
+            let sink = conn.sink.clone();
+            async move { sink.send_text("waits".into()).await }
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!waiting.is_finished());
+        conn.cancel(&id);
+        assert!(request.is_cancelled() && conn.is_closed());
+        let sent = tokio::time::timeout(Duration::from_secs(1), waiting).await;
+        assert!(!sent.expect("the wait ends with the request").unwrap());
     }
 }

@@ -214,6 +214,45 @@ async fn stateless_requests_answer_json_or_stream_notifications_before_the_respo
 }
 
 #[tokio::test]
+async fn the_endpoint_s_post_and_the_routes_beside_it_are_each_answered_by_their_own() {
+    use mcp_tasks::axum::{Router, routing::post as post_route};
+    let beside = Router::new()
+        .route("/mcp", post_route(|| async { "not the endpoint" }))
+        .route("/custom/more", post_route(|| async { "beside" }));
+    let server = Server::builder()
+        .name("http-e2e")
+        .registry_tools()
+        .build()
+        .unwrap();
+    let config = HttpConfig::new().path("/custom").serve_beside(beside);
+    let handle = server.serve_http(config).await.unwrap();
+    let url = handle.url("/custom");
+
+    let call = json!({"name": "greet", "arguments": {"name": "path"}});
+    let (status, body) = json_of(
+        stateless(&url, 1, "tools/call", call, &[])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["result"]["content"][0]["text"], "Hello, path!");
+    // The same path under another method, and other paths, are the router's.
+    let other = client().put(&url).send().await.unwrap();
+    assert_eq!(other.status(), 405);
+    for (path, text) in [("/mcp", "not the endpoint"), ("/custom/more", "beside")] {
+        let answer = client().post(handle.url(path)).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+        assert_eq!(answer.text().await.unwrap(), text);
+    }
+    let missing = client().post(handle.url("/custom/")).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn stateless_headers_must_mirror_the_body() {
     let (handle, url) = start(HttpConfig::new()).await;
     let greet = || json!({"name": "greet", "arguments": {"name": "x"}});

@@ -245,6 +245,11 @@ impl Server {
             let server = self.clone();
             runtime.spawn(async move { server.recover_logged().await });
         }
+        self.http_routes(config).router
+    }
+
+    /// The MCP endpoint's router, and its POST for [`serve::serve`] to answer directly.
+    fn http_routes(&self, config: HttpConfig) -> serve::Routes {
         let path = config.path.clone();
         let beside = config.authenticator.as_ref().and_then(|a| a.routes());
         let app = Arc::new(App::new(self, config));
@@ -256,10 +261,14 @@ impl Server {
                     .delete(delete)
                     .fallback(other_method),
             )
-            .with_state(app);
-        match beside {
+            .with_state(Arc::clone(&app));
+        let router = match beside {
             Some(routes) => router.merge(routes),
             None => router,
+        };
+        serve::Routes {
+            router,
+            mcp: (path, app),
         }
     }
 
@@ -282,8 +291,9 @@ impl Server {
         };
         let path = config.path.clone();
         let beside = config.beside.clone();
-        let router = self.http_router(config).merge(beside);
-        let task = tokio::spawn(serve::serve(listener, router, limits, shutdown.clone()));
+        let mut routes = self.http_routes(config);
+        routes.router = routes.router.merge(beside);
+        let task = tokio::spawn(serve::serve(listener, routes, limits, shutdown.clone()));
         tracing::info!(
             address = %local_addr,
             %path,
@@ -389,7 +399,8 @@ mod tests {
         );
         let size = std::mem::size_of_val(&handler);
         assert!(size <= 2048, "the POST handler's future is {size} bytes");
-        let session = server.open_request_session(None, None);
+        let (stream, _notes) = crate::session::outbound_channel(1);
+        let session = server.open_request_session(None, None, stream);
         let text = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#;
         let Ok(crate::jsonrpc::Message::Request(request)) = crate::jsonrpc::Message::parse(text)
         else {

@@ -75,13 +75,30 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    /// Starts answering `request` in `session`; nothing runs until it is polled.
-    pub(crate) fn start(session: Session, request: crate::jsonrpc::Request) -> Self {
-        Self::start_as(session, request, None)
+    /// Starts answering a 2026-07-28 `request` in a session of its own, made for it, whose
+    /// messages all go to the request's stream; nothing runs until it is polled. Returns the
+    /// session too, which cancels the request ([`Session::cancel_request`]).
+    pub(crate) fn request(
+        server: &crate::Server,
+        principal: Option<std::sync::Arc<crate::principal::Principal>>,
+        requestor: Option<std::sync::Arc<str>>,
+        request: crate::jsonrpc::Request,
+    ) -> (Session, Self) {
+        let (note_tx, notes) = crate::session::outbound_channel(server.inner.outbound_capacity);
+        let session = server.open_request_session(principal, requestor, note_tx);
+        let on = session.clone();
+        let call: RequestFuture = Box::pin(async move { on.reply_on(request, None).await });
+        let running = Self {
+            call: Unfinished(Some(call)),
+            notes,
+            ended: None,
+        };
+        (session, running)
     }
 
-    /// [`start`](Self::start) for a request made by `principal`, which its checks see
-    /// rather than the principal that opened the session.
+    /// Starts answering `request` in `session` (a 2025-11-25 session), as made by
+    /// `principal`, which its checks see rather than the principal that opened the session;
+    /// nothing runs until it is polled.
     pub(crate) fn start_as(
         session: Session,
         request: crate::jsonrpc::Request,
@@ -502,7 +519,7 @@ mod tests {
         n: usize,
         done: Arc<std::sync::atomic::AtomicBool>,
         capacity: usize,
-    ) -> (Session, crate::jsonrpc::Request) {
+    ) -> (crate::Server, crate::jsonrpc::Request) {
         use crate::model::{CallToolResult, Content};
         let server = crate::Server::builder()
             .name("sse-test")
@@ -523,7 +540,6 @@ mod tests {
             }))
             .build()
             .unwrap();
-        let session = server.open_request_session(None, None);
         let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "flood",
         "_meta": {
@@ -536,7 +552,7 @@ mod tests {
         else {
             panic!("not a request");
         };
-        (session, request)
+        (server, request)
     }
 
     /// A request flooding a stream nobody reads for a while is bounded by `capacity`, ends
@@ -544,8 +560,9 @@ mod tests {
     async fn a_slow_reader_of(capacity: usize) {
         let steps = 4 * capacity;
         let done = Arc::default();
-        let (session, request) = flood(steps, Arc::clone(&done), capacity);
-        let mut out = Running::start(session.clone(), request).detach();
+        let (server, request) = flood(steps, Arc::clone(&done), capacity);
+        let (session, running) = Running::request(&server, None, None, request);
+        let mut out = running.detach();
         // Nobody reads for a while: the stream and the request's own channel fill, the rest
         // of the progress is coalesced, and the request finishes anyway.
         tokio::time::sleep(Duration::from_secs(60)).await;
@@ -581,8 +598,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_stream_whose_reader_left_never_holds_up_its_request() {
         let done = Arc::<std::sync::atomic::AtomicBool>::default();
-        let (session, request) = flood(4 * OUTBOUND_CAPACITY, Arc::clone(&done), OUTBOUND_CAPACITY);
-        drop(Running::start(session, request).detach());
+        let (server, request) = flood(4 * OUTBOUND_CAPACITY, Arc::clone(&done), OUTBOUND_CAPACITY);
+        drop(Running::request(&server, None, None, request).1.detach());
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert!(done.load(std::sync::atomic::Ordering::SeqCst));
     }
@@ -632,7 +649,6 @@ mod tests {
         }
 
         fn call(server: &Server, tool: &str) -> Running {
-            let session = server.open_request_session(None, None);
             let request = Request {
                 id: 1.into(),
                 method: "tools/call".into(),
@@ -646,7 +662,7 @@ mod tests {
                     },
                 })),
             };
-            Running::start(session, request)
+            Running::request(server, None, None, request).1
         }
 
         #[tokio::test]

@@ -27,14 +27,14 @@ pub(super) async fn stateless(
         return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
     }
     let listen = request.method == "subscriptions/listen";
-    let session = app.server.open_request_session(principal, requestor);
+    let id = request.id.clone();
+    let (session, mut running) = Running::request(&app.server, principal, requestor, request);
     session.set_wire(crate::spans::Wire {
         transport: "tcp",
         protocol: Some("http"),
         session: None,
     });
-    let mut guard = CancelOnDrop::new(session.clone(), request.id.clone());
-    let mut running = Running::start(session, request);
+    let mut guard = CancelOnDrop::new(session, id);
     match running.first().await {
         Out::Done(Some(response)) => {
             guard.disarm();

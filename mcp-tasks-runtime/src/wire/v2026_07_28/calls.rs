@@ -55,7 +55,7 @@ pub(super) async fn resources_read(
     let handler = Arc::clone(target.handler);
     let (read_uri, vars) = (uri.clone(), target.vars.clone());
     let call = SyncCall {
-        target: format!("resource:{uri}"),
+        target: Arc::from(format!("resource:{uri}")),
         name: Arc::from(uri.as_str()),
         args: target.vars.clone(),
         policy: target.on_unresumable,
@@ -107,7 +107,7 @@ pub(super) async fn prompts_get(
     };
     let handler = Arc::clone(&prompt.handler);
     let call = SyncCall {
-        target: format!("prompt:{}", prompt.name),
+        target: Arc::from(format!("prompt:{}", prompt.name)),
         name: Arc::clone(&prompt.name),
         args: args.clone(),
         policy: prompt.on_unresumable,
@@ -223,7 +223,7 @@ pub(super) async fn tools_call(
     // A call with a prelude may become a task, which takes the arguments again.
     let task_args = as_task.then(|| args.clone());
     let call = SyncCall {
-        target: tool.name.to_string(),
+        target: Arc::clone(&tool.name),
         name: Arc::clone(&tool.name),
         args,
         policy: tool.on_unresumable,
@@ -312,7 +312,7 @@ async fn adopt(
 struct SyncCall {
     /// What its `requestState` is bound to: the tool name, `prompt:<name>` or
     /// `resource:<uri>`.
-    target: String,
+    target: Arc<str>,
     /// The name its context reports.
     name: Arc<str>,
     /// Its arguments (a resource template's variables).
