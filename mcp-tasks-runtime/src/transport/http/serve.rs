@@ -140,8 +140,8 @@ impl Conns {
 }
 
 /// What the connections serve: a router, and the POST of the MCP endpoint, answered without
-/// going through the router (the request most often made; the router's path matching and
-/// boxed services cost it about a twentieth of its instructions).
+/// going through the router (the request most often made; the router's path matching, boxed
+/// services and response conversions cost it some 3,400 instructions).
 pub(crate) struct Routes {
     pub(crate) router: Router,
     /// The MCP endpoint's path and its state.
