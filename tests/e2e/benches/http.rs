@@ -26,8 +26,12 @@
 //! axum server, each answering a fixed JSON body: the hyper one is the physical limit of
 //! HTTP on this machine, the axum one what a router adds to it. Each row is run right after
 //! a run of the hyper echo and its "÷ hyper echo" is the ratio to that run (interleaved
-//! pairs); `MCP_BENCH_ROUNDS=N` repeats the pairs N times and prints the medians. The second uses a JSON HTTP client
-//! per connection, as a real client would.
+//! pairs); `MCP_BENCH_ROUNDS=N` repeats the pairs N times and prints the medians. The echo's
+//! own row, and by default its paired runs, POST `{}` without the MCP headers;
+//! `MCP_BENCH_ECHO=same` makes each paired run send the row's own request instead (its
+//! headers and body, byte for byte), so that the ratio leaves out what reading that request
+//! costs hyper. The second table uses a JSON HTTP client per connection, as a real client
+//! would.
 
 use mcp_tasks::prelude::*;
 use mcp_tasks::transport::http::HttpConfig;
@@ -601,7 +605,14 @@ async fn prebuilt_table(url: &str, secs: f64) {
         .and_then(|n| n.parse().ok())
         .filter(|&n| n > 0)
         .unwrap_or(1);
-    println!("| server | operation | connections | requests/s | ÷ hyper echo | p50 | p99 |");
+    // The paired echo runs send the row's own request rather than `{}`.
+    let same_request = std::env::var("MCP_BENCH_ECHO").is_ok_and(|v| v == "same");
+    let echo_column = if same_request {
+        "÷ hyper echo of the same request"
+    } else {
+        "÷ hyper echo"
+    };
+    println!("| server | operation | connections | requests/s | {echo_column} | p50 | p99 |");
     println!("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
     for connections in connection_counts() {
         let (hyper_echo_sync, echo_sync, sync, get) = (
@@ -652,7 +663,12 @@ async fn prebuilt_table(url: &str, secs: f64) {
                 let echo = if i == 0 || !paired {
                     None
                 } else {
-                    let echo = run(hyper_echo, &hyper_echo_sync).await.unwrap();
+                    let paired = if same_request {
+                        request
+                    } else {
+                        &hyper_echo_sync
+                    };
+                    let echo = run(hyper_echo, paired).await.unwrap();
                     Some(echo.requests as f64 / secs)
                 };
                 let row = run(*target, request).await.unwrap();
