@@ -198,15 +198,22 @@ impl Browser {
         .await;
     }
 
-    /// Accepts the confirmation the page asks for, once it is open (bounded).
-    async fn accept_confirmation(&self) {
+    /// Clicks the element `css` selects and accepts the confirmation the click opens
+    /// (bounded). The live page may draw the element anew between finding and clicking it
+    /// (the click then fails on the stale element and opens nothing), so until a
+    /// confirmation opens the element is found and clicked again.
+    async fn click_and_confirm(&self, css: &str) {
         tokio::time::timeout(WITHIN, async {
             loop {
-                let text = self.call(reqwest::Method::GET, "/alert/text", None).await;
-                if text.is_string() {
-                    break;
+                let element = self.wait_for(css).await;
+                self.click(&element).await;
+                for _ in 0..20 {
+                    let text = self.call(reqwest::Method::GET, "/alert/text", None).await;
+                    if text.is_string() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                tokio::time::sleep(Duration::from_millis(50)).await;
             }
         })
         .await
@@ -357,9 +364,9 @@ async fn the_page_shows_a_workers_task_moving_and_cancels_it() {
         eprintln!("screenshot saved to {path}");
     }
     // Cancel from the page: confirmed, the task settles and leaves the running list.
-    let cancel = browser.wait_for(&format!("{row} button.cancel")).await;
-    browser.click(&cancel).await;
-    browser.accept_confirmation().await;
+    browser
+        .click_and_confirm(&format!("{row} button.cancel"))
+        .await;
     browser.wait_gone(&row).await;
     assert_eq!(status_of(&base, &id).await, "cancelled");
     assert!(worker.claimed(&id), "the worker ran the task");
@@ -389,11 +396,9 @@ async fn the_page_shows_a_workers_task_moving_and_cancels_it() {
 
     // Pause a tool from the page: confirmed, the page says so, and a new call of the tool
     // starts no task (the tool's mode lets it run at once instead).
-    let pause = browser
-        .wait_for("#by-tool tr[data-key=\"durable_sleep\"] button.pause")
+    browser
+        .click_and_confirm("#by-tool tr[data-key=\"durable_sleep\"] button.pause")
         .await;
-    browser.click(&pause).await;
-    browser.accept_confirmation().await;
     let state = browser.wait_for("#controls-state").await;
     tokio::time::timeout(WITHIN, async {
         loop {
