@@ -61,29 +61,33 @@ impl Server {
         principal: Option<Arc<crate::principal::Principal>>,
         requestor: Option<Arc<str>>,
     ) -> (Session, mpsc::Receiver<String>) {
-        let (tx, rx) = outbound_channel(self.inner.outbound_capacity);
-        (
-            Session {
-                server: self.clone(),
-                conn: Connection::new(Sink::new(tx), principal, requestor, None),
-            },
-            rx,
-        )
+        self.open_on(|sink| Connection::new(sink, principal, requestor))
     }
 
-    /// A session of the 2026-07-28 era for one request over HTTP, whose messages all go to
-    /// `stream`, that request's own stream.
+    /// A session of the 2026-07-28 era for one request over HTTP. Its channel is that
+    /// request's own stream: the receiver yields every message the request sends before its
+    /// response, bounded like [`Server::session`]'s.
     #[cfg(feature = "http")]
     pub(crate) fn open_request_session(
         &self,
         principal: Option<Arc<crate::principal::Principal>>,
         requestor: Option<Arc<str>>,
-        stream: mpsc::Sender<String>,
-    ) -> Session {
-        Session {
+    ) -> (Session, mpsc::Receiver<String>) {
+        self.open_on(|sink| Connection::for_request(sink, principal, requestor))
+    }
+
+    /// A session on the connection `conn` makes of a sink on a new outbound channel, and
+    /// that channel's receiver.
+    fn open_on(
+        &self,
+        conn: impl FnOnce(Sink) -> Arc<Connection>,
+    ) -> (Session, mpsc::Receiver<String>) {
+        let (tx, rx) = outbound_channel(self.inner.outbound_capacity);
+        let session = Session {
             server: self.clone(),
-            conn: Connection::for_request(Sink::new(stream), principal, requestor),
-        }
+            conn: conn(Sink::new(tx)),
+        };
+        (session, rx)
     }
 }
 

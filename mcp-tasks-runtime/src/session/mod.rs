@@ -368,15 +368,13 @@ fn level_code(level: LogLevel) -> u8 {
 }
 
 impl Connection {
-    /// A connection whose era the first message decides (`era` `None`), or one the
-    /// transport already decided.
+    /// A connection whose era its first message decides.
     pub(crate) fn new(
         sink: Sink,
         principal: Option<Arc<crate::principal::Principal>>,
         requestor: Option<Arc<str>>,
-        era: Option<Era>,
     ) -> Arc<Self> {
-        Arc::new(Self::build(sink, principal, requestor, era, false))
+        Arc::new(Self::build(sink, principal, requestor, false))
     }
 
     /// A 2026-07-28 connection made for one request, whose messages all go to `sink` (the
@@ -388,20 +386,14 @@ impl Connection {
         principal: Option<Arc<crate::principal::Principal>>,
         requestor: Option<Arc<str>>,
     ) -> Arc<Self> {
-        Arc::new(Self::build(
-            sink,
-            principal,
-            requestor,
-            Some(Era::Stateless),
-            true,
-        ))
+        Arc::new(Self::build(sink, principal, requestor, true))
     }
 
+    /// A connection; one made for one request is of the 2026-07-28 era from the start.
     fn build(
         sink: Sink,
         principal: Option<Arc<crate::principal::Principal>>,
         requestor: Option<Arc<str>>,
-        era: Option<Era>,
         one_request: bool,
     ) -> Self {
         Self {
@@ -410,7 +402,11 @@ impl Connection {
             requestor,
             closed: sink.closed.clone(),
             sink,
-            era: era.map_or_else(OnceLock::new, OnceLock::from),
+            era: if one_request {
+                OnceLock::from(Era::Stateless)
+            } else {
+                OnceLock::new()
+            },
             log_level: AtomicU8::new(level_code(LogLevel::Info)),
             next_out_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),

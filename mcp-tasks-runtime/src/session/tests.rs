@@ -184,17 +184,23 @@ async fn a_message_that_must_not_be_lost_waits_for_room_and_goes_once_read() {
     assert_eq!(sink.dropped(), 0);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_connection_that_closes_ends_every_wait_for_room() {
-    let (tx, _rx) = mpsc::channel(1);
-    let conn = Connection::new(Sink::new(tx), None, None, None);
-    assert!(conn.sink.send_text("fills it".into()).await);
+/// Fills `sink`'s channel of one message, then sends one more, which waits for room.
+async fn a_send_waiting_for_room(sink: &Sink) -> tokio::task::JoinHandle<bool> {
+    assert!(sink.send_text("fills it".into()).await);
     let waiting = tokio::spawn({
-        let sink = conn.sink.clone();
+        let sink = sink.clone();
         async move { sink.send_text("waits".into()).await }
     });
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(!waiting.is_finished());
+    waiting
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_that_closes_ends_every_wait_for_room() {
+    let (tx, _rx) = mpsc::channel(1);
+    let conn = Connection::new(Sink::new(tx), None, None);
+    let waiting = a_send_waiting_for_room(&conn.sink).await;
     conn.cancel_all();
     let sent = tokio::time::timeout(Duration::from_secs(1), waiting).await;
     assert!(!sent.expect("the wait ends with the connection").unwrap());
@@ -220,7 +226,7 @@ async fn a_reader_that_is_gone_fails_every_send_at_once() {
 #[tokio::test(start_paused = true)]
 async fn a_server_request_waiting_for_room_ends_when_its_call_is_cancelled() {
     let (tx, mut rx) = mpsc::channel(1);
-    let conn = Connection::new(Sink::new(tx), None, None, None);
+    let conn = Connection::new(Sink::new(tx), None, None);
     assert!(conn.sink.send_text("fills it".into()).await);
     let cancel = CancellationToken::new();
     let asked = tokio::spawn({
@@ -244,7 +250,7 @@ async fn a_server_request_waiting_for_room_ends_when_its_call_is_cancelled() {
 #[test]
 fn requests_in_flight_are_found_by_id_however_many_there_are() {
     let (tx, _rx) = mpsc::channel(1);
-    let conn = Connection::new(Sink::new(tx), None, None, None);
+    let conn = Connection::new(Sink::new(tx), None, None);
     let (one, two, three) = (
         RequestId::from(1),
         RequestId::from("two"),
@@ -286,13 +292,7 @@ async fn cancelling_the_request_of_a_connection_made_for_it_closes_the_connectio
     let request = conn.begin(&id).expect("a new id");
     conn.cancel(&RequestId::from(8));
     assert!(!request.is_cancelled(), "another id is ignored");
-    assert!(conn.sink.send_text("fills it".into()).await);
-    let waiting = tokio::spawn({
-        let sink = conn.sink.clone();
-        async move { sink.send_text("waits".into()).await }
-    });
-    tokio::time::sleep(Duration::from_secs(60)).await;
-    assert!(!waiting.is_finished());
+    let waiting = a_send_waiting_for_room(&conn.sink).await;
     conn.cancel(&id);
     assert!(request.is_cancelled() && conn.is_closed());
     let sent = tokio::time::timeout(Duration::from_secs(1), waiting).await;

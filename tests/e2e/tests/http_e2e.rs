@@ -219,13 +219,7 @@ async fn the_endpoint_s_post_and_the_routes_beside_it_are_each_answered_by_their
     let beside = Router::new()
         .route("/mcp", post_route(|| async { "not the endpoint" }))
         .route("/custom/more", post_route(|| async { "beside" }));
-    let server = Server::builder()
-        .name("http-e2e")
-        .registry_tools()
-        .build()
-        .unwrap();
-    let config = HttpConfig::new().path("/custom").serve_beside(beside);
-    let handle = server.serve_http(config).await.unwrap();
+    let (handle, _) = start(HttpConfig::new().path("/custom").serve_beside(beside)).await;
     let url = handle.url("/custom");
 
     let call = json!({"name": "greet", "arguments": {"name": "path"}});

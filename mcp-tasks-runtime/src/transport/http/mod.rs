@@ -250,12 +250,11 @@ impl Server {
 
     /// The MCP endpoint's router, and its POST for [`serve::serve`] to answer directly.
     fn http_routes(&self, config: HttpConfig) -> serve::Routes {
-        let path = config.path.clone();
         let beside = config.authenticator.as_ref().and_then(|a| a.routes());
         let app = Arc::new(App::new(self, config));
         let router = Router::new()
             .route(
-                &path,
+                &app.config.path,
                 axum::routing::post(post::post)
                     .get(get::get)
                     .delete(delete)
@@ -266,10 +265,7 @@ impl Server {
             Some(routes) => router.merge(routes),
             None => router,
         };
-        serve::Routes {
-            router,
-            mcp: (path, app),
-        }
+        serve::Routes { router, mcp: app }
     }
 
     /// Serves the MCP endpoint on `config`'s address until [`HttpHandle::shutdown`] (cargo
@@ -399,8 +395,7 @@ mod tests {
         );
         let size = std::mem::size_of_val(&handler);
         assert!(size <= 2048, "the POST handler's future is {size} bytes");
-        let (stream, _notes) = crate::session::outbound_channel(1);
-        let session = server.open_request_session(None, None, stream);
+        let (session, _notes) = server.open_request_session(None, None);
         let text = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#;
         let Ok(crate::jsonrpc::Message::Request(request)) = crate::jsonrpc::Message::parse(text)
         else {

@@ -144,8 +144,8 @@ impl Conns {
 /// services and response conversions cost it some 3,400 instructions).
 pub(crate) struct Routes {
     pub(crate) router: Router,
-    /// The MCP endpoint's path and its state.
-    pub(crate) mcp: (String, Arc<super::App>),
+    /// The MCP endpoint, at its configured path.
+    pub(crate) mcp: Arc<super::App>,
 }
 
 /// Accepts connections on `listener` and serves `routes` on them until `shutdown`, then lets
@@ -284,8 +284,9 @@ async fn connection(
                         conn: Arc::clone(&state),
                     })
                 };
-                let (path, app) = &routes.mcp;
-                let mcp_post = parts.method == axum::http::Method::POST && parts.uri.path() == path;
+                let app = &routes.mcp;
+                let mcp_post =
+                    parts.method == axum::http::Method::POST && parts.uri.path() == app.config.path;
                 let request = hyper::Request::from_parts(parts, body);
                 let response = if mcp_post {
                     super::post::post(axum::extract::State(Arc::clone(app)), request).await

@@ -84,16 +84,10 @@ impl Running {
         requestor: Option<std::sync::Arc<str>>,
         request: crate::jsonrpc::Request,
     ) -> (Session, Self) {
-        let (note_tx, notes) = crate::session::outbound_channel(server.inner.outbound_capacity);
-        let session = server.open_request_session(principal, requestor, note_tx);
+        let (session, notes) = server.open_request_session(principal, requestor);
         let on = session.clone();
-        let call: RequestFuture = Box::pin(async move { on.reply_on(request, None).await });
-        let running = Self {
-            call: Unfinished(Some(call)),
-            notes,
-            ended: None,
-        };
-        (session, running)
+        let call = Box::pin(async move { on.reply_on(request, None).await });
+        (session, Self::of(call, notes))
     }
 
     /// Starts answering `request` in `session` (a 2025-11-25 session), as made by
@@ -105,9 +99,14 @@ impl Running {
         principal: Option<std::sync::Arc<crate::principal::Principal>>,
     ) -> Self {
         let (note_tx, notes) = crate::session::outbound_channel(session.outbound_capacity());
-        let call: RequestFuture = Box::pin(crate::session::as_caller(principal, async move {
+        let call = Box::pin(crate::session::as_caller(principal, async move {
             session.reply_on(request, Some(note_tx)).await
         }));
+        Self::of(call, notes)
+    }
+
+    /// A request's future, not polled yet, and the receiver of its messages.
+    fn of(call: RequestFuture, notes: mpsc::Receiver<String>) -> Self {
         Self {
             call: Unfinished(Some(call)),
             notes,
