@@ -15,6 +15,86 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// The client capabilities of decoded records, kept once per distinct value.
 pub(super) static CLIENT_CAPABILITIES: crate::task::SharedValues = crate::task::SharedValues::new();
 
+/// The `client` columns decoded lately, by their text.
+static CLIENT_COLUMNS: ClientColumns = ClientColumns::new();
+
+/// A few `client` columns decoded lately, each with what it decoded to. The tasks of one
+/// client (and one principal) hold the same text, so a read of one of them takes the
+/// capabilities and the principal decoded before instead of reading the JSON again.
+struct ClientColumns {
+    recent: std::sync::Mutex<Vec<ClientColumn>>,
+}
+
+/// A decoded `client` column.
+struct ClientColumn {
+    text: Box<str>,
+    decoded: DecodedClient,
+}
+
+/// What a `client` column holds: the capabilities and the principal that created the task.
+type DecodedClient = (Arc<Value>, Option<Arc<crate::principal::Principal>>);
+
+/// How many `client` columns [`ClientColumns`] keeps.
+const CLIENT_COLUMNS_KEPT: usize = 8;
+
+/// The longest `client` column [`ClientColumns`] keeps.
+const CLIENT_COLUMN_MAX: usize = 4096;
+
+impl ClientColumns {
+    const fn new() -> Self {
+        Self {
+            recent: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// What `text` decoded to before, if it is kept; moved to the front.
+    fn find(&self, text: &str) -> Option<DecodedClient> {
+        let mut recent = crate::sync::LockExt::locked(&self.recent);
+        let at = recent.iter().position(|kept| *kept.text == *text)?;
+        recent[..=at].rotate_right(1);
+        let (capabilities, principal) = &recent[0].decoded;
+        Some((Arc::clone(capabilities), principal.clone()))
+    }
+
+    /// Keeps what `text` decoded to in front, dropping the least recently used when full.
+    fn keep(&self, text: &str, decoded: &DecodedClient) {
+        if text.len() > CLIENT_COLUMN_MAX {
+            return;
+        }
+        let mut recent = crate::sync::LockExt::locked(&self.recent);
+        if recent.len() >= CLIENT_COLUMNS_KEPT {
+            recent.pop();
+        }
+        recent.insert(
+            0,
+            ClientColumn {
+                text: text.into(),
+                decoded: (Arc::clone(&decoded.0), decoded.1.clone()),
+            },
+        );
+    }
+}
+
+/// Reads a `client` column: the capabilities (shared with equal ones decoded before) and
+/// the principal. A column read lately is not parsed again; one that cannot be read is
+/// `Err` with the parse error, and is not kept.
+fn decode_client(text: &str) -> Result<DecodedClient, serde_json::Error> {
+    CLIENT_COLUMNS.decode(text)
+}
+
+impl ClientColumns {
+    /// [`decode_client`] with these columns.
+    fn decode(&self, text: &str) -> Result<DecodedClient, serde_json::Error> {
+        if let Some(decoded) = self.find(text) {
+            return Ok(decoded);
+        }
+        let (client, principal) = without_principal(serde_json::from_str(text)?);
+        let decoded = (CLIENT_CAPABILITIES.share_owned(client), principal);
+        self.keep(text, &decoded);
+        Ok(decoded)
+    }
+}
+
 /// Milliseconds since the Unix epoch, rounded down.
 pub(super) fn millis(time: SystemTime) -> i64 {
     match time.duration_since(UNIX_EPOCH) {
@@ -489,8 +569,11 @@ impl Stored<'_> {
         };
         let unsigned = |n: i64| n.max(0).unsigned_abs();
         let (history, trace) = json::<Journal>(self.journal, "journal", &field)?.history();
-        let (client, principal) =
-            without_principal(json(self.client, "client capabilities", &field)?);
+        let (client_capabilities, principal) = match decode_client(self.client) {
+            Ok(decoded) => decoded,
+            Err(e) => field("client capabilities", &e)
+                .map(|()| (CLIENT_CAPABILITIES.share_owned(Value::default()), None))?,
+        };
         let record = TaskRecord {
             owner: self.owner,
             principal,
@@ -507,7 +590,7 @@ impl Stored<'_> {
             input_requests: json(self.input_requests, "input requests", &field)?,
             input_responses: json(self.input_responses, "input responses", &field)?,
             input_seq: unsigned(self.input_seq),
-            client_capabilities: CLIENT_CAPABILITIES.share_owned(client),
+            client_capabilities,
             lease: self.lease_worker.map(|worker| crate::task::Lease {
                 worker,
                 until: from_millis(self.lease_until.unwrap_or(0)),
@@ -601,6 +684,65 @@ mod tests {
         record.client_capabilities = std::sync::Arc::new(serde_json::json!({"roots": {}}));
         let row = Row::encode(record, usize::MAX).unwrap();
         assert_eq!(row.client, r#"{"roots":{}}"#);
+    }
+
+    #[test]
+    fn a_client_column_read_lately_is_not_parsed_again() {
+        let columns = ClientColumns::new();
+        let principal = crate::principal::Principal::new("ann").with_scopes(["a"]);
+        let text = to_json(
+            "t",
+            "client",
+            &with_principal(&serde_json::json!({"roots": {}}), Some(&principal)),
+        )
+        .unwrap();
+        let first = columns.decode(&text).unwrap();
+        let again = columns.decode(&text).unwrap();
+        assert_eq!(*first.0, serde_json::json!({"roots": {}}));
+        assert_eq!(first.1.as_deref().map(|p| p.subject.as_str()), Some("ann"));
+        assert!(Arc::ptr_eq(&first.0, &again.0));
+        assert!(Arc::ptr_eq(
+            first.1.as_ref().unwrap(),
+            again.1.as_ref().unwrap()
+        ));
+        // Another principal's column is another entry.
+        let other = to_json(
+            "t",
+            "client",
+            &with_principal(
+                &serde_json::json!({"roots": {}}),
+                Some(&crate::principal::Principal::new("bob")),
+            ),
+        )
+        .unwrap();
+        let bob = columns.decode(&other).unwrap();
+        assert_eq!(bob.1.as_deref().map(|p| p.subject.as_str()), Some("bob"));
+        assert_eq!(bob.0, first.0);
+        // An unreadable column is an error every time and is never kept.
+        assert!(columns.decode("{").is_err());
+        assert!(columns.decode("{").is_err());
+        assert_eq!(columns.recent.lock().unwrap().len(), 2);
+        // So is a long one, though it reads.
+        let long = format!(r#"{{"x": "{}"}}"#, "y".repeat(CLIENT_COLUMN_MAX));
+        assert_eq!(
+            columns.decode(&long).unwrap().0["x"]
+                .as_str()
+                .unwrap()
+                .len(),
+            CLIENT_COLUMN_MAX
+        );
+        assert_eq!(columns.recent.lock().unwrap().len(), 2);
+        // At most a few are kept, the least recently read going first.
+        for n in 0..CLIENT_COLUMNS_KEPT {
+            columns.decode(&format!(r#"{{"n": {n}}}"#)).unwrap();
+        }
+        let recent = columns.recent.lock().unwrap();
+        assert_eq!(recent.len(), CLIENT_COLUMNS_KEPT);
+        assert!(
+            recent
+                .iter()
+                .all(|kept| *kept.text != *text && *kept.text != *other)
+        );
     }
 
     #[test]
