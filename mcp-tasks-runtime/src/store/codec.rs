@@ -47,6 +47,19 @@ impl ClientColumns {
         }
     }
 
+    /// Reads a `client` column: the capabilities (shared with equal ones decoded before)
+    /// and the principal. A column read lately is not parsed again; one that cannot be read
+    /// is `Err` with the parse error, and is not kept.
+    fn decode(&self, text: &str) -> Result<DecodedClient, serde_json::Error> {
+        if let Some(decoded) = self.find(text) {
+            return Ok(decoded);
+        }
+        let (client, principal) = without_principal(serde_json::from_str(text)?);
+        let decoded = (CLIENT_CAPABILITIES.share_owned(client), principal);
+        self.keep(text, &decoded);
+        Ok(decoded)
+    }
+
     /// What `text` decoded to before, if it is kept; moved to the front.
     fn find(&self, text: &str) -> Option<DecodedClient> {
         let mut recent = crate::sync::LockExt::locked(&self.recent);
@@ -62,6 +75,10 @@ impl ClientColumns {
             return;
         }
         let mut recent = crate::sync::LockExt::locked(&self.recent);
+        // Two readers that missed the same column at once keep it once.
+        if recent.iter().any(|kept| *kept.text == *text) {
+            return;
+        }
         if recent.len() >= CLIENT_COLUMNS_KEPT {
             recent.pop();
         }
@@ -75,24 +92,9 @@ impl ClientColumns {
     }
 }
 
-/// Reads a `client` column: the capabilities (shared with equal ones decoded before) and
-/// the principal. A column read lately is not parsed again; one that cannot be read is
-/// `Err` with the parse error, and is not kept.
+/// Reads a `client` column with [`CLIENT_COLUMNS`].
 fn decode_client(text: &str) -> Result<DecodedClient, serde_json::Error> {
     CLIENT_COLUMNS.decode(text)
-}
-
-impl ClientColumns {
-    /// [`decode_client`] with these columns.
-    fn decode(&self, text: &str) -> Result<DecodedClient, serde_json::Error> {
-        if let Some(decoded) = self.find(text) {
-            return Ok(decoded);
-        }
-        let (client, principal) = without_principal(serde_json::from_str(text)?);
-        let decoded = (CLIENT_CAPABILITIES.share_owned(client), principal);
-        self.keep(text, &decoded);
-        Ok(decoded)
-    }
 }
 
 /// Milliseconds since the Unix epoch, rounded down.
@@ -718,6 +720,9 @@ mod tests {
         let bob = columns.decode(&other).unwrap();
         assert_eq!(bob.1.as_deref().map(|p| p.subject.as_str()), Some("bob"));
         assert_eq!(bob.0, first.0);
+        // A column kept again (two readers missed it at once) is kept once.
+        columns.keep(&text, &first);
+        assert_eq!(columns.recent.lock().unwrap().len(), 2);
         // An unreadable column is an error every time and is never kept.
         assert!(columns.decode("{").is_err());
         assert!(columns.decode("{").is_err());
