@@ -355,6 +355,34 @@ async fn until_closed(mut socket: impl tokio::io::AsyncRead + Unpin) -> String {
 }
 
 #[tokio::test]
+async fn a_body_that_comes_in_pieces_within_its_timeout_is_read_whole() {
+    use tokio::io::AsyncWriteExt as _;
+    let (handle, _) = start(HttpConfig::new().body_timeout(Duration::from_secs(30))).await;
+    let request = discover_request();
+    let (head, body) = request.split_once("\r\n\r\n").unwrap();
+    let mut socket = tokio::net::TcpStream::connect(handle.local_addr())
+        .await
+        .unwrap();
+    socket.set_nodelay(true).unwrap();
+    // The head alone, then the body in three pieces: the server finds no body with the head,
+    // and must be woken by each piece that follows.
+    socket
+        .write_all(format!("{head}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let third = body.len() / 3;
+    for piece in [&body[..third], &body[third..2 * third], &body[2 * third..]] {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        socket.write_all(piece.as_bytes()).await.unwrap();
+    }
+    let (status, answer) = parse_answer(&read_answer(&mut socket).await);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn slow_and_idle_connections_are_closed_after_their_timeouts() {
     use tokio::io::AsyncWriteExt as _;
     use tokio::net::TcpStream;

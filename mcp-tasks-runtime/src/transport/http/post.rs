@@ -161,8 +161,17 @@ pub(super) async fn read_body(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(closing(too_large()));
     }
-    let read = http_body_util::Limited::new(body, limit).collect();
-    match tokio::time::timeout(config.body_timeout, read).await {
+    let mut read = std::pin::pin!(http_body_util::Limited::new(body, limit).collect());
+    // A body that came with its head (most do) is read without arming the timer; one that
+    // did not is awaited under it (the waker of this first poll is replaced by the next).
+    let first = read
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+    let collected = match first {
+        std::task::Poll::Ready(collected) => Ok(collected),
+        std::task::Poll::Pending => tokio::time::timeout(config.body_timeout, read).await,
+    };
+    match collected {
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(closing(too_large())),
         Ok(Err(e)) => {
