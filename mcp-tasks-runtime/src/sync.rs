@@ -1,4 +1,5 @@
-//! Synchronisation helpers: the one policy for poisoned locks, and a gate that opens once.
+//! Synchronisation helpers: the one policy for poisoned locks, a gate that opens once, and a
+//! short list of values used lately.
 //!
 //! A lock is poisoned when a thread panicked while holding it. Every critical section in this
 //! crate leaves its data consistent at each step (an insert, a remove, a swap), so a panic
@@ -17,6 +18,63 @@ impl<T> LockExt<T> for Mutex<T> {
     fn locked(&self) -> MutexGuard<'_, T> {
         self.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// A few values used lately, shared between threads, the most recently used first: a new
+/// value kept in a full list pushes out the least recently used.
+#[derive(Debug)]
+pub(crate) struct Recent<T, const N: usize> {
+    kept: Mutex<Vec<T>>,
+}
+
+impl<T, const N: usize> Default for Recent<T, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T, const N: usize> Recent<T, N> {
+    /// An empty list.
+    pub(crate) const fn new() -> Self {
+        Self {
+            kept: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<T: Clone, const N: usize> Recent<T, N> {
+    /// The kept value `matches` picks, made the most recent.
+    pub(crate) fn find(&self, matches: impl FnMut(&T) -> bool) -> Option<T> {
+        first(&mut self.kept.locked(), matches)
+    }
+
+    /// Keeps `value` as the most recent and returns it, unless a kept value is the `same`
+    /// as it: that one is made the most recent and returned instead (so two threads that
+    /// missed the same value at once keep it once).
+    pub(crate) fn keep(&self, value: T, same: impl Fn(&T, &T) -> bool) -> T {
+        let mut kept = self.kept.locked();
+        if let Some(found) = first(&mut kept, |k| same(k, &value)) {
+            return found;
+        }
+        if kept.len() >= N {
+            kept.pop();
+        }
+        kept.insert(0, value.clone());
+        value
+    }
+
+    /// The values kept, the most recent first.
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> Vec<T> {
+        self.kept.locked().clone()
+    }
+}
+
+/// The value `matches` picks, moved to the front.
+fn first<T: Clone>(kept: &mut [T], matches: impl FnMut(&T) -> bool) -> Option<T> {
+    let at = kept.iter().position(matches)?;
+    kept[..=at].rotate_right(1);
+    Some(kept[0].clone())
 }
 
 /// [`Condvar::wait`] under the same policy: the guard of a poisoned lock is taken back anyway.

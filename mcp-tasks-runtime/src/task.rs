@@ -559,7 +559,7 @@ mod tests {
 /// of maps each.
 #[derive(Debug, Default)]
 pub(crate) struct SharedValues {
-    recent: std::sync::Mutex<Vec<Arc<Value>>>,
+    recent: crate::sync::Recent<Arc<Value>, SHARED_VALUES>,
 }
 
 /// How many distinct values a [`SharedValues`] keeps.
@@ -569,15 +569,16 @@ impl SharedValues {
     /// An empty set.
     pub(crate) const fn new() -> Self {
         Self {
-            recent: std::sync::Mutex::new(Vec::new()),
+            recent: crate::sync::Recent::new(),
         }
     }
 
     /// `value` as a shared copy: one kept earlier when equal, else a new one (which then
     /// replaces the least recently used).
     pub(crate) fn share(&self, value: &Value) -> Arc<Value> {
-        let mut recent = self.recent();
-        find(&mut recent, value).unwrap_or_else(|| keep(&mut recent, Arc::new(value.clone())))
+        self.recent
+            .find(|kept| **kept == *value)
+            .unwrap_or_else(|| self.recent.keep(Arc::new(value.clone()), |a, b| a == b))
     }
 
     /// [`share`](Self::share) for a value the caller owns (the durable stores' decoders).
@@ -586,32 +587,10 @@ impl SharedValues {
         allow(dead_code)
     )]
     pub(crate) fn share_owned(&self, value: Value) -> Arc<Value> {
-        let mut recent = self.recent();
-        match find(&mut recent, &value) {
-            Some(shared) => shared,
-            None => keep(&mut recent, Arc::new(value)),
-        }
+        self.recent
+            .find(|kept| **kept == value)
+            .unwrap_or_else(|| self.recent.keep(Arc::new(value), |a, b| a == b))
     }
-
-    fn recent(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Value>>> {
-        crate::sync::LockExt::locked(&self.recent)
-    }
-}
-
-/// The kept copy equal to `value`, moved to the front.
-fn find(recent: &mut [Arc<Value>], value: &Value) -> Option<Arc<Value>> {
-    let at = recent.iter().position(|kept| **kept == *value)?;
-    recent[..=at].rotate_right(1);
-    Some(Arc::clone(&recent[0]))
-}
-
-/// Keeps `value` in front, dropping the least recently used when full.
-fn keep(recent: &mut Vec<Arc<Value>>, value: Arc<Value>) -> Arc<Value> {
-    if recent.len() >= SHARED_VALUES {
-        recent.pop();
-    }
-    recent.insert(0, Arc::clone(&value));
-    value
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ static CLIENT_COLUMNS: ClientColumns = ClientColumns::new();
 /// client (and one principal) hold the same text, so a read of one of them takes the
 /// capabilities and the principal decoded before instead of reading the JSON again.
 struct ClientColumns {
-    recent: std::sync::Mutex<Vec<ClientColumn>>,
+    recent: crate::sync::Recent<Arc<ClientColumn>, CLIENT_COLUMNS_KEPT>,
 }
 
 /// A decoded `client` column.
@@ -43,7 +43,7 @@ const CLIENT_COLUMN_MAX: usize = 4096;
 impl ClientColumns {
     const fn new() -> Self {
         Self {
-            recent: std::sync::Mutex::new(Vec::new()),
+            recent: crate::sync::Recent::new(),
         }
     }
 
@@ -51,8 +51,8 @@ impl ClientColumns {
     /// and the principal. A column read lately is not parsed again; one that cannot be read
     /// is `Err` with the parse error, and is not kept.
     fn decode(&self, text: &str) -> Result<DecodedClient, serde_json::Error> {
-        if let Some(decoded) = self.find(text) {
-            return Ok(decoded);
+        if let Some(kept) = self.recent.find(|kept| *kept.text == *text) {
+            return Ok(kept.decoded.clone());
         }
         let (client, principal) = without_principal(serde_json::from_str(text)?);
         let decoded = (CLIENT_CAPABILITIES.share_owned(client), principal);
@@ -60,35 +60,16 @@ impl ClientColumns {
         Ok(decoded)
     }
 
-    /// What `text` decoded to before, if it is kept; moved to the front.
-    fn find(&self, text: &str) -> Option<DecodedClient> {
-        let mut recent = crate::sync::LockExt::locked(&self.recent);
-        let at = recent.iter().position(|kept| *kept.text == *text)?;
-        recent[..=at].rotate_right(1);
-        let (capabilities, principal) = &recent[0].decoded;
-        Some((Arc::clone(capabilities), principal.clone()))
-    }
-
-    /// Keeps what `text` decoded to in front, dropping the least recently used when full.
+    /// Keeps what `text` decoded to as the most recent, unless it is too long to keep.
     fn keep(&self, text: &str, decoded: &DecodedClient) {
         if text.len() > CLIENT_COLUMN_MAX {
             return;
         }
-        let mut recent = crate::sync::LockExt::locked(&self.recent);
-        // Two readers that missed the same column at once keep it once.
-        if recent.iter().any(|kept| *kept.text == *text) {
-            return;
-        }
-        if recent.len() >= CLIENT_COLUMNS_KEPT {
-            recent.pop();
-        }
-        recent.insert(
-            0,
-            ClientColumn {
-                text: text.into(),
-                decoded: (Arc::clone(&decoded.0), decoded.1.clone()),
-            },
-        );
+        let column = ClientColumn {
+            text: text.into(),
+            decoded: decoded.clone(),
+        };
+        self.recent.keep(Arc::new(column), |a, b| a.text == b.text);
     }
 }
 
@@ -722,11 +703,11 @@ mod tests {
         assert_eq!(bob.0, first.0);
         // A column kept again (two readers missed it at once) is kept once.
         columns.keep(&text, &first);
-        assert_eq!(columns.recent.lock().unwrap().len(), 2);
+        assert_eq!(columns.recent.kept().len(), 2);
         // An unreadable column is an error every time and is never kept.
         assert!(columns.decode("{").is_err());
         assert!(columns.decode("{").is_err());
-        assert_eq!(columns.recent.lock().unwrap().len(), 2);
+        assert_eq!(columns.recent.kept().len(), 2);
         // So is a long one, though it reads.
         let long = format!(r#"{{"x": "{}"}}"#, "y".repeat(CLIENT_COLUMN_MAX));
         assert_eq!(
@@ -736,12 +717,12 @@ mod tests {
                 .len(),
             CLIENT_COLUMN_MAX
         );
-        assert_eq!(columns.recent.lock().unwrap().len(), 2);
+        assert_eq!(columns.recent.kept().len(), 2);
         // At most a few are kept, the least recently read going first.
         for n in 0..CLIENT_COLUMNS_KEPT {
             columns.decode(&format!(r#"{{"n": {n}}}"#)).unwrap();
         }
-        let recent = columns.recent.lock().unwrap();
+        let recent = columns.recent.kept();
         assert_eq!(recent.len(), CLIENT_COLUMNS_KEPT);
         assert!(
             recent
