@@ -32,7 +32,8 @@
 //! from one caller (of `MCP_TASKS_BENCH_PICK` ids: `recent` or `any`), and
 //! `MCP_TASKS_BENCH_DB=DIR` keeps the SQLite files in DIR to use again, so that the runs
 //! under valgrind do not fill; the difference between two values of N is the cost of the
-//! `tasks/get`s:
+//! `tasks/get`s. The tasks keep the tools' default time to live (an hour): once it has
+//! passed, opening the kept file sweeps them, and the gets find nothing, so fill DIR anew.
 //!
 //! ```text
 //! MCP_TASKS_BENCH_DB=/tmp/bench MCP_TASKS_BENCH_STORE=sqlite MCP_TASKS_BENCH_GETS=0 target/release/deps/engine-…
