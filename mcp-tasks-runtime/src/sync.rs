@@ -63,8 +63,8 @@ impl<T: Clone, const N: usize> Recent<T, N> {
         value
     }
 
-    /// The values kept, the most recent first.
-    #[cfg(test)]
+    /// The values kept, the most recent first (for the durable stores' codec tests).
+    #[cfg(all(test, any(feature = "sqlite", feature = "postgres", feature = "redis")))]
     pub(crate) fn kept(&self) -> Vec<T> {
         self.kept.locked().clone()
     }
