@@ -62,8 +62,8 @@ async fn creates_survive_every_client_being_killed_during_a_burst() {
         return;
     };
     let redis = store.redis_prefix().expect("a Redis store");
-    let a = Server::on(&store);
-    let b = Server::on(&store);
+    // Both serve before the connections are killed: the faults are the burst's, not startup's.
+    let (a, b) = tokio::join!(Server::on(&store).ready(), Server::on(&store).ready());
     let stop = AtomicBool::new(false);
     let killer = async {
         tokio::time::sleep(Duration::from_millis(200)).await;

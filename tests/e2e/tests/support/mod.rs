@@ -383,6 +383,14 @@ impl Server {
         Some(serde_json::from_str(&line).unwrap())
     }
 
+    /// Waits until the server answers (it has opened its store): faults injected after
+    /// this hit its work, not its startup.
+    pub async fn ready(mut self) -> Self {
+        let found = self.request("server/discover", json!({})).await;
+        assert!(found.get("result").is_some(), "{found}");
+        self
+    }
+
     pub async fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params).await;
         let Some(m) = self.response(id).await else {
