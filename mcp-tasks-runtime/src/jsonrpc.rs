@@ -353,22 +353,63 @@ impl Message {
 pub(crate) enum Payload {
     /// A JSON value.
     Value(Value),
-    /// JSON text of an object.
-    Json(Box<serde_json::value::RawValue>),
+    /// JSON text of an object, written by serde_json from a typed result (so valid JSON).
+    Text {
+        /// The text.
+        json: String,
+        /// `true` for a tool's result with `isError: true` (which the request's span records).
+        tool_error: bool,
+    },
 }
 
 impl Payload {
     /// A result written straight from its typed form into JSON text, not built as a value
     /// first; `null` should it not serialise (the model's types always do).
     pub(crate) fn typed(result: &impl Serialize) -> Self {
-        serde_json::value::to_raw_value(result).map_or(Self::Value(Value::Null), Self::Json)
+        let mut json = Vec::with_capacity(256);
+        match serde_json::to_writer(&mut json, result) {
+            Ok(()) => Self::text(json),
+            Err(_) => Self::Value(Value::Null),
+        }
+    }
+
+    /// A tool's result, written as [`Payload::typed`] writes it, marked when it is an error.
+    pub(crate) fn tool_result(result: &crate::model::CallToolResult) -> Self {
+        Self::typed(result).marked_tool_error(result.is_error)
+    }
+
+    /// JSON text serde_json wrote (so UTF-8, which is checked all the same).
+    pub(crate) fn text(json: Vec<u8>) -> Self {
+        match String::from_utf8(json) {
+            Ok(json) => Self::Text {
+                json,
+                tool_error: false,
+            },
+            Err(_) => Self::Value(Value::Null),
+        }
+    }
+
+    /// The same payload, marked as a tool's error result (`isError: true`) when `yes`.
+    pub(crate) fn marked_tool_error(mut self, yes: bool) -> Self {
+        if let Self::Text { tool_error, .. } = &mut self {
+            *tool_error = yes;
+        }
+        self
+    }
+
+    /// `true` for a tool's result with `isError: true`.
+    pub(crate) fn is_tool_error(&self) -> bool {
+        match self {
+            Self::Value(v) => v.get("isError").and_then(Value::as_bool) == Some(true),
+            Self::Text { tool_error, .. } => *tool_error,
+        }
     }
 
     /// The payload as a JSON value (JSON text is read back).
     pub(crate) fn into_value(self) -> Value {
         match self {
             Self::Value(v) => v,
-            Self::Json(raw) => serde_json::from_str(raw.get()).unwrap_or_else(|e| {
+            Self::Text { json, .. } => serde_json::from_str(&json).unwrap_or_else(|e| {
                 debug_assert!(false, "a written result failed to read back: {e}");
                 Value::Null
             }),
@@ -380,7 +421,11 @@ impl Serialize for Payload {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             Self::Value(v) => v.serialize(serializer),
-            Self::Json(raw) => raw.serialize(serializer),
+            // Replies are written by [`Reply::write_json`], which copies the text; a
+            // serializer of another kind takes it as a raw value, read once more to check it.
+            Self::Text { json, .. } => serde_json::from_str::<&serde_json::value::RawValue>(json)
+                .map_err(serde::ser::Error::custom)?
+                .serialize(serializer),
         }
     }
 }
@@ -400,7 +445,38 @@ pub(crate) struct Reply {
 impl Reply {
     /// The reply as JSON text.
     pub(crate) fn to_json(&self) -> String {
-        to_json(self)
+        let mut out = Vec::with_capacity(self.json_len());
+        self.write_json(&mut out);
+        String::from_utf8(out).unwrap_or_else(|_| to_json(self))
+    }
+
+    /// About how long the reply's JSON text is, to size a buffer for it.
+    pub(crate) fn json_len(&self) -> usize {
+        match &self.outcome {
+            Ok(Payload::Text { json, .. }) => json.len() + 64,
+            _ => 256,
+        }
+    }
+
+    /// Writes the reply's JSON text to `out`: the members `jsonrpc`, `id`, then `result` or
+    /// `error`. A result already written as text is copied as it is.
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
+        let written = match &self.outcome {
+            Ok(Payload::Text { json, .. }) => {
+                out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+                let id = serde_json::to_writer(&mut *out, &self.id);
+                out.extend_from_slice(br#","result":"#);
+                out.extend_from_slice(json.as_bytes());
+                out.push(b'}');
+                id
+            }
+            _ => serde_json::to_writer(&mut *out, self),
+        };
+        if let Err(e) = written {
+            debug_assert!(false, "a JSON-RPC reply failed to serialise: {e}");
+            out.clear();
+            out.extend_from_slice(b"null");
+        }
     }
 
     /// The reply as a public [`Response`].
@@ -704,24 +780,31 @@ mod tests {
 
     #[test]
     fn a_reply_writes_what_its_response_writes() {
-        let value = json!({"content": [{"type": "text", "text": "hi"}], "isError": false});
-        let raw = serde_json::value::to_raw_value(&value).unwrap();
-        for (payload, expected) in [
-            (Payload::Value(value.clone()), value.clone()),
-            (Payload::Json(raw), value.clone()),
-        ] {
-            let reply = Reply {
-                id: 4.into(),
-                outcome: Ok(payload),
-                then: Vec::new(),
-            };
-            let text = reply.to_json();
-            let response = reply.into_response();
-            assert_eq!(response.outcome.as_ref().unwrap(), &expected);
-            assert_eq!(
-                serde_json::from_str::<Value>(&text).unwrap(),
-                response.to_value()
-            );
+        let value =
+            json!({"content": [{"type": "text", "text": "hi \"there\" ✓"}], "isError": false});
+        for id in [RequestId::from(4), RequestId::from("a \"quoted\" id")] {
+            for (payload, expected) in [
+                (Payload::Value(value.clone()), value.clone()),
+                (Payload::typed(&value), value.clone()),
+            ] {
+                let reply = Reply {
+                    id: id.clone(),
+                    outcome: Ok(payload),
+                    then: Vec::new(),
+                };
+                let text = reply.to_json();
+                // Any other serializer writes the same reply.
+                let serialized = serde_json::to_value(&reply).unwrap();
+                let response = reply.into_response();
+                assert_eq!(response.outcome.as_ref().unwrap(), &expected);
+                assert_eq!(response.id.as_ref(), Some(&id));
+                assert_eq!(
+                    serde_json::from_str::<Value>(&text).unwrap(),
+                    response.to_value()
+                );
+                assert_eq!(serialized, response.to_value());
+                assert!(text.starts_with(r#"{"jsonrpc":"2.0","id":"#), "{text}");
+            }
         }
         let error = Reply {
             id: "e".into(),
@@ -732,6 +815,23 @@ mod tests {
         assert_eq!(
             serde_json::from_str::<Value>(&text).unwrap(),
             error.into_response().to_value()
+        );
+    }
+
+    #[test]
+    fn a_tool_error_is_known_in_both_forms() {
+        use crate::model::CallToolResult;
+        let failed = CallToolResult::error_text("no");
+        let fine = CallToolResult::success(vec![]);
+        assert!(Payload::tool_result(&failed).is_tool_error());
+        assert!(!Payload::tool_result(&fine).is_tool_error());
+        assert!(Payload::Value(serde_json::to_value(&failed).unwrap()).is_tool_error());
+        assert!(!Payload::Value(serde_json::to_value(&fine).unwrap()).is_tool_error());
+        // Text that merely says `isError` somewhere is not marked.
+        assert!(!Payload::typed(&json!({"structuredContent": {"isError": true}})).is_tool_error());
+        assert_eq!(
+            Payload::tool_result(&failed).into_value(),
+            serde_json::to_value(&failed).unwrap()
         );
     }
 

@@ -138,11 +138,7 @@ impl RequestSpan {
         let error: Option<(String, Option<i32>)> = match outcome {
             None => Some(("cancelled".into(), None)),
             Some(Err(e)) => Some((e.code.to_string(), Some(e.code))),
-            Some(Ok(Payload::Value(v)))
-                if v.get("isError").and_then(Value::as_bool) == Some(true) =>
-            {
-                Some(("tool_error".into(), None))
-            }
+            Some(Ok(payload)) if payload.is_tool_error() => Some(("tool_error".into(), None)),
             Some(Ok(_)) => None,
         };
         if let Some((kind, code)) = &error {

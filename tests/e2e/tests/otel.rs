@@ -556,6 +556,25 @@ async fn spans_go_out_over_grpc_too() {
         })
         .await;
     assert_eq!(run.parent, request.id, "{run:#?}");
+    assert!(
+        !request.attributes.contains_key("error.type"),
+        "{request:#?}"
+    );
+    // A tool's error result (`isError: true`) is the request's `tool_error`.
+    let r = server
+        .request(
+            "tools/call",
+            json!({"name": "test_error_handling", "arguments": {},
+                   "_meta": {"traceparent": traceparent}}),
+        )
+        .await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let failed = received
+        .span("grpc-server", "tools/call test_error_handling", |s| {
+            s.trace == CALLER_TRACE
+        })
+        .await;
+    assert_eq!(failed.attributes["error.type"], "tool_error", "{failed:#?}");
     received
         .metric("grpc-server", "mcp.server.operation.duration")
         .await;

@@ -3,7 +3,7 @@
 
 use super::config::HttpConfig;
 use super::response::{
-    closing, error_response, json, plain_error, session_not_found, sse_response,
+    closing, error_response, json, plain_error, reply, session_not_found, sse_response,
 };
 use super::session::{Active, HttpSession, Streams};
 use super::sse::{EventLog, Out, Running};
@@ -313,7 +313,7 @@ pub(super) async fn stateful(
         Out::Done(Some(response)) => {
             let status = scope_status(response.outcome.as_ref().err());
             let error = response.outcome.as_ref().err();
-            return app.with_scope_challenge(json(status, &response), error);
+            return app.with_scope_challenge(reply(status, &response), error);
         }
         Out::Done(None) => return StatusCode::NO_CONTENT.into_response(),
         Out::Message(first) => first,

@@ -3,7 +3,7 @@
 
 use crate::error::Error;
 use crate::jsonrpc;
-use crate::jsonrpc::{ErrorObject, RequestId, Response};
+use crate::jsonrpc::{ErrorObject, Reply, RequestId, Response};
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response as HttpResponse;
@@ -21,6 +21,18 @@ pub(super) fn json(status: StatusCode, message: &impl serde::Serialize) -> HttpR
         debug_assert!(false, "a JSON-RPC message failed to serialise: {e}");
         body = b"null".to_vec();
     }
+    json_body(status, body)
+}
+
+/// A JSON response carrying the router's reply to a request; a result already written as
+/// text is copied into the body, not written again.
+pub(super) fn reply(status: StatusCode, reply: &Reply) -> HttpResponse {
+    let mut body = Vec::with_capacity(reply.json_len());
+    reply.write_json(&mut body);
+    json_body(status, body)
+}
+
+fn json_body(status: StatusCode, body: Vec<u8>) -> HttpResponse {
     let mut response = HttpResponse::new(Body::from(body));
     *response.status_mut() = status;
     response.headers_mut().insert(

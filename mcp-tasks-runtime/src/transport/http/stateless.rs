@@ -2,7 +2,7 @@
 //! answered with JSON (its error mapped to an HTTP status) or a stream that cancels it when
 //! closed.
 
-use super::response::{error_response, json, sse_response};
+use super::response::{error_response, reply, sse_response};
 use super::sse::{CancelOnDrop, LiveSse, Out, Running};
 use super::{App, BUSY_RETRY_AFTER_MS, headers};
 use crate::jsonrpc;
@@ -39,7 +39,7 @@ pub(super) async fn stateless(
         Out::Done(Some(response)) => {
             guard.disarm();
             let (status, retry_after) = stateless_status(response.outcome.as_ref().err());
-            let mut http = json(status, &response);
+            let mut http = reply(status, &response);
             if let Some(seconds) = retry_after {
                 http.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(seconds));

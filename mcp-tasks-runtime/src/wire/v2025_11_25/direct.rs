@@ -147,8 +147,7 @@ pub(super) async fn tools_call(
                 key,
                 trace,
             )
-            .await
-            .map(Payload::Value),
+            .await,
         );
     }
     let name = Arc::clone(&tool.name);
@@ -176,7 +175,7 @@ pub(super) async fn tools_call(
     })
     .await?;
     match outcome? {
-        CallOutcome::Result(r) => Some(Ok(Payload::typed(&r))),
+        CallOutcome::Result(r) => Some(Ok(Payload::tool_result(&r))),
         CallOutcome::Error(e) => Some(Err(e)),
     }
 }

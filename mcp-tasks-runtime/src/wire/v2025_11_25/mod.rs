@@ -166,9 +166,7 @@ pub(crate) async fn dispatch(
         }
         "resources/subscribe" | "resources/unsubscribe" => subscribe(conn, &mut request),
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" if state.version == LATEST => {
-            return tasks(server, conn, request, sink)
-                .await
-                .map(|r| r.map(Payload::Value));
+            return tasks(server, conn, request, sink).await;
         }
         other => Err(Error::MethodNotFound(other.to_owned()).into()),
     };

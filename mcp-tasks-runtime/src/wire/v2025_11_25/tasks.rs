@@ -3,10 +3,10 @@
 
 use super::asker::Asker;
 use super::shapes::{CreateTaskResult, ListTasksResult, Task};
-use super::{RELATED_TASK, TASK_PAGE, owner, task_json, to_value};
+use super::{RELATED_TASK, TASK_PAGE, owner};
 use crate::engine::{Delivery, NewTask};
 use crate::error::{CallOutcome, Error};
-use crate::jsonrpc::{ErrorObject, Request, RequestId};
+use crate::jsonrpc::{ErrorObject, Payload, Request, RequestId};
 use crate::model::JsonObject;
 use crate::ops;
 use crate::ops::ListParams;
@@ -28,7 +28,7 @@ pub(super) async fn tasks(
     conn: &Arc<Connection>,
     mut request: Request,
     sink: Sink,
-) -> Option<Result<Value, ErrorObject>> {
+) -> Option<Result<Payload, ErrorObject>> {
     let owner = owner(conn);
     let principal = conn.caller();
     let owner = ops::Caller {
@@ -51,7 +51,8 @@ pub(super) async fn tasks(
             match method.as_str() {
                 "tasks/get" => {
                     let id = task_id(&mut request)?;
-                    Ok(task_json(&*ops::get_task_shared(server, &id, owner).await?))
+                    let rec = ops::get_task_shared(server, &id, owner).await?;
+                    Ok(Payload::typed(&Task::of(&rec)))
                 }
                 "tasks/cancel" => {
                     let id = task_id(&mut request)?;
@@ -59,12 +60,12 @@ pub(super) async fn tasks(
                     if !cancelled {
                         return Err(Error::TaskTerminal(rec.status.to_string()).into());
                     }
-                    Ok(task_json(&rec))
+                    Ok(Payload::typed(&Task::of(&rec)))
                 }
                 "tasks/list" => {
                     let params: ListParams = decode(&mut request)?;
                     let page = ops::list_tasks(server, owner, &params, TASK_PAGE).await?;
-                    Ok(to_value(ListTasksResult {
+                    Ok(Payload::typed(&ListTasksResult {
                         tasks: page.tasks.iter().map(Task::of).collect(),
                         next_cursor: page.next_cursor,
                     }))
@@ -108,7 +109,7 @@ pub(super) async fn tasks(
     Some(match waited {
         Err(e) => Err(e.into()),
         Ok(None) => Err(Error::TaskNotFound.into()),
-        Ok(Some(rec)) => task_payload(&rec),
+        Ok(Some(rec)) => task_payload(&rec).map(Payload::Value),
     })
 }
 
@@ -140,7 +141,7 @@ pub(super) async fn start_task(
     requested_ttl: Option<Duration>,
     key: Option<crate::idempotency::IdempotencyKey>,
     trace: Option<Arc<crate::task::TraceContext>>,
-) -> Result<Value, ErrorObject> {
+) -> Result<Payload, ErrorObject> {
     let owner = owner(conn);
     // Nothing about the task (a question, its status, its progress) goes to the client
     // before the response that names it: a client cannot tell what it belongs to before.
@@ -171,7 +172,7 @@ pub(super) async fn start_task(
         },
     )
     .await?;
-    Ok(to_value(CreateTaskResult {
+    Ok(Payload::typed(&CreateTaskResult {
         task: Task::of(&rec),
     }))
 }

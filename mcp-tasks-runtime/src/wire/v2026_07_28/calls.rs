@@ -7,7 +7,8 @@ use super::shapes::{
     CallToolParams, GetPromptParams, ReadResourceParams, Rounds, create_task_result,
 };
 use super::{
-    RequestMeta, cacheable, complete, complete_typed, declares_tasks, missing_tasks_capability,
+    RequestMeta, cacheable, complete, complete_tool_result, declares_tasks,
+    missing_tasks_capability,
 };
 use crate::context::TaskContext;
 use crate::creation::CreationOff;
@@ -210,7 +211,7 @@ pub(super) async fn tools_call(
             match keyed {
                 Ok(KeyedCall::Run(record)) => Some(record),
                 Ok(KeyedCall::Done(CallOutcome::Result(r))) => {
-                    return Some(Ok(complete_typed(server, &r, "complete")));
+                    return Some(Ok(complete_tool_result(server, &r)));
                 }
                 Ok(KeyedCall::Done(CallOutcome::Error(e))) => return Some(Err(e)),
                 Err(e) => return Some(Err(e.into())),
@@ -242,7 +243,7 @@ pub(super) async fn tools_call(
                 record.finish(outcome).await;
             }
             match outcome {
-                Some(CallOutcome::Result(r)) => Ok(complete_typed(server, &r, "complete")),
+                Some(CallOutcome::Result(r)) => Ok(complete_tool_result(server, &r)),
                 Some(CallOutcome::Error(e)) => Err(e),
                 None => Err(Error::Internal("the tool ended without an outcome".into()).into()),
             }

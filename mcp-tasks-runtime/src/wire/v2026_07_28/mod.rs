@@ -132,32 +132,30 @@ pub(crate) fn request_meta(params: &mut JsonObject) -> Result<RequestMeta, Error
 /// straight from its typed form. `result` must serialise as an object without `resultType`
 /// or `_meta` members (a task, a `DetailedTask`, a `CallToolResult`).
 fn complete_typed<T: Serialize>(server: &Server, result: &T, result_type: &str) -> Payload {
-    #[derive(Serialize)]
-    struct Complete<'a, T> {
-        #[serde(flatten)]
-        result: &'a T,
-        #[serde(rename = "resultType")]
-        result_type: &'a str,
-        #[serde(rename = "_meta")]
-        meta: ServerMeta<'a>,
+    let mut out = Vec::with_capacity(512);
+    if serde_json::to_writer(&mut out, result).is_ok() && out.last() == Some(&b'}') {
+        // The object's closing brace gives way to the members every result carries.
+        out.pop();
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(br#""resultType":"#);
+        if serde_json::to_writer(&mut out, result_type).is_ok() {
+            out.extend_from_slice(br#","_meta":{""#);
+            out.extend_from_slice(META_SERVER_INFO.as_bytes());
+            out.extend_from_slice(br#"":"#);
+            out.extend_from_slice(server.inner.info_json.get().as_bytes());
+            out.extend_from_slice(b"}}");
+            return Payload::text(out);
+        }
     }
-    #[derive(Serialize)]
-    struct ServerMeta<'a> {
-        #[serde(rename = "io.modelcontextprotocol/serverInfo")]
-        server_info: &'a serde_json::value::RawValue,
-    }
-    let typed = Complete {
-        result,
-        result_type,
-        meta: ServerMeta {
-            server_info: &server.inner.info_json,
-        },
-    };
-    match serde_json::value::to_raw_value(&typed) {
-        Ok(raw) => Payload::Json(raw),
-        // These types always serialise; were one not to, the value path says why.
-        Err(_) => Payload::Value(complete(server, to_value(result), result_type)),
-    }
+    // These types always serialise as objects; were one not to, the value path says why.
+    Payload::Value(complete(server, to_value(result), result_type))
+}
+
+/// A tool's result, completed as [`complete_typed`] does, marked when it is an error.
+fn complete_tool_result(server: &Server, result: &crate::model::CallToolResult) -> Payload {
+    complete_typed(server, result, "complete").marked_tool_error(result.is_error)
 }
 
 /// Adds the fields every result of this era carries.

@@ -7,6 +7,7 @@ use crate::jsonrpc::{self, ErrorObject, Payload};
 use crate::model::{InputRequest, JsonObject};
 use crate::server::Server;
 use crate::task::{Rfc3339, TaskRecord, TaskStatus};
+use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -64,8 +65,7 @@ pub(super) struct ListenParams {
 }
 
 /// The fields every task of this era shows.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug)]
 pub(super) struct Task<'a> {
     pub(super) task_id: &'a str,
     pub(super) status: &'static str,
@@ -74,8 +74,37 @@ pub(super) struct Task<'a> {
     /// Always present: `null` for a task kept until it is deleted.
     pub(super) ttl_ms: Option<u64>,
     pub(super) poll_interval_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) status_message: Option<&'a str>,
+}
+
+impl Task<'_> {
+    /// Writes the task's members into an object being written (the task's own, or a
+    /// `DetailedTask`'s, which shows them first).
+    fn write_members<S: SerializeStruct>(&self, out: &mut S) -> Result<(), S::Error> {
+        out.serialize_field("taskId", self.task_id)?;
+        out.serialize_field("status", self.status)?;
+        out.serialize_field("createdAt", &self.created_at)?;
+        out.serialize_field("lastUpdatedAt", &self.last_updated_at)?;
+        out.serialize_field("ttlMs", &self.ttl_ms)?;
+        out.serialize_field("pollIntervalMs", &self.poll_interval_ms)?;
+        if let Some(message) = self.status_message {
+            out.serialize_field("statusMessage", message)?;
+        }
+        Ok(())
+    }
+
+    /// How many members [`Task::write_members`] writes.
+    fn members(&self) -> usize {
+        6 + usize::from(self.status_message.is_some())
+    }
+}
+
+impl Serialize for Task<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_struct("Task", self.members())?;
+        self.write_members(&mut out)?;
+        out.end()
+    }
 }
 
 impl<'a> Task<'a> {
@@ -93,17 +122,32 @@ impl<'a> Task<'a> {
 }
 
 /// The `DetailedTask` of the extension: the task with its questions, result or error.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug)]
 pub(super) struct DetailedTask<'a> {
-    #[serde(flatten)]
     pub(super) task: Task<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) input_requests: Option<&'a BTreeMap<String, InputRequest>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) result: Option<&'a crate::model::CallToolResult>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) error: Option<std::borrow::Cow<'a, ErrorObject>>,
+}
+
+impl Serialize for DetailedTask<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let extra = usize::from(self.input_requests.is_some())
+            + usize::from(self.result.is_some())
+            + usize::from(self.error.is_some());
+        let mut out = serializer.serialize_struct("DetailedTask", self.task.members() + extra)?;
+        self.task.write_members(&mut out)?;
+        if let Some(requests) = self.input_requests {
+            out.serialize_field("inputRequests", requests)?;
+        }
+        if let Some(result) = self.result {
+            out.serialize_field("result", result)?;
+        }
+        if let Some(error) = &self.error {
+            out.serialize_field("error", error)?;
+        }
+        out.end()
+    }
 }
 
 /// A task as this era shows it: the `DetailedTask` of the extension.
@@ -210,6 +254,30 @@ mod tests {
             record(TaskStatus::Failed, None),
             record(TaskStatus::Cancelled, None),
         ];
+        // The members, by name, of a finished task's `DetailedTask`.
+        let completed = detailed_task(&records[2]);
+        assert_eq!(
+            completed,
+            json!({
+                "taskId": "t-1",
+                "status": "completed",
+                "createdAt": "2027-01-15T08:00:00.000Z",
+                "lastUpdatedAt": "2027-01-15T08:00:00.123Z",
+                "ttlMs": 60000,
+                "pollIntervalMs": 250,
+                "statusMessage": "halfway \"there\"",
+                "result": to_value(&result),
+            })
+        );
+        let mut kept = records[5].clone();
+        (kept.ttl, kept.status_message) = (None, None);
+        let cancelled = detailed_task(&kept);
+        assert_eq!(cancelled["ttlMs"], Value::Null);
+        assert!(cancelled.get("statusMessage").is_none(), "{cancelled}");
+        assert_eq!(
+            detailed_task(&records[1])["inputRequests"]["elicit-1"]["method"],
+            "elicitation/create"
+        );
         for rec in &records {
             same(
                 complete_typed(&server, &DetailedTask::of(rec), "complete"),
