@@ -317,6 +317,8 @@ pub(crate) struct Connection {
     /// The connection's id, which owns its tasks when it has no principal (stateful era);
     /// drawn when first needed, so a stateless request never pays for it.
     id: OnceLock<String>,
+    /// The owner of the tasks it creates (see [`Connection::task_owner`]), written once.
+    owner: OnceLock<String>,
     /// The authenticated principal of every request on this connection, if any.
     pub(crate) principal: Option<Arc<crate::principal::Principal>>,
     /// Who the tasks of an anonymous connection are charged to, as its transport named the
@@ -398,6 +400,7 @@ impl Connection {
     ) -> Self {
         Self {
             id: OnceLock::new(),
+            owner: OnceLock::new(),
             principal,
             requestor,
             closed: sink.closed.clone(),
@@ -470,12 +473,19 @@ impl Connection {
 
     /// Who owns the tasks this connection creates: its principal in either era; else, in the
     /// stateful era, the session itself; else nobody (the task id is a bearer handle).
-    pub(crate) fn task_owner(&self, stateful: bool) -> Option<String> {
-        match (&self.principal, stateful) {
-            (Some(p), _) => Some(format!("principal:{}", p.owner_name())),
-            (None, true) => Some(format!("session:{}", self.id.get_or_init(session_key))),
-            (None, false) => None,
-        }
+    pub(crate) fn task_owner(&self, stateful: bool) -> Option<&str> {
+        // The principal is the connection's for its whole life, so whichever of the first
+        // two arms comes first names the owner for good.
+        let owner = match (&self.principal, stateful) {
+            (Some(p), _) => self
+                .owner
+                .get_or_init(|| format!("principal:{}", p.owner_name())),
+            (None, true) => self
+                .owner
+                .get_or_init(|| format!("session:{}", self.id.get_or_init(session_key))),
+            (None, false) => return None,
+        };
+        Some(owner)
     }
 
     /// Who the tasks this connection creates are charged to, for the per-requestor quotas:

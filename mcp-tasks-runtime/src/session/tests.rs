@@ -298,3 +298,25 @@ async fn cancelling_the_request_of_a_connection_made_for_it_closes_the_connectio
     let sent = tokio::time::timeout(Duration::from_secs(1), waiting).await;
     assert!(!sent.expect("the wait ends with the request").unwrap());
 }
+
+#[test]
+fn a_connection_names_the_owner_of_its_tasks_once_in_either_era() {
+    let (tx, _rx) = mpsc::channel(1);
+    let anonymous = Connection::new(Sink::new(tx.clone()), None, None);
+    // Without a principal, a stateless request's task is owned by nobody.
+    assert_eq!(anonymous.task_owner(false), None);
+    let owner = anonymous.task_owner(true).unwrap();
+    assert!(owner.starts_with("session:"), "{owner}");
+    assert_eq!(owner, format!("session:{}", anonymous.id.get().unwrap()));
+    // Named once: the same text, not a new one each time.
+    assert!(std::ptr::eq(owner, anonymous.task_owner(true).unwrap()));
+    assert_eq!(anonymous.task_owner(false), None);
+    let principal = Arc::new(crate::principal::Principal::new("ada"));
+    let signed_in = Connection::new(Sink::new(tx), Some(principal), None);
+    assert_eq!(signed_in.task_owner(false), Some("principal:ada"));
+    assert_eq!(signed_in.task_owner(true), Some("principal:ada"));
+    // Another connection of no principal is another owner.
+    let (tx, _rx) = mpsc::channel(1);
+    let other = Connection::new(Sink::new(tx), None, None);
+    assert_ne!(other.task_owner(true), anonymous.task_owner(true));
+}

@@ -158,7 +158,7 @@ pub(super) async fn tools_call(
         let record = match &key {
             None => None,
             Some(key) => {
-                match ops::keyed_call(server, tool, &args, Some(&owner), key, &cancel).await {
+                match ops::keyed_call(server, tool, &args, Some(owner), key, &cancel).await {
                     Ok(KeyedCall::Run(record)) => Some(record),
                     Ok(KeyedCall::Done(outcome)) => return Some(outcome),
                     Err(e) => return Some(CallOutcome::Error(wire_error(e))),

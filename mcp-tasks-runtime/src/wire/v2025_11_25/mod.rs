@@ -174,7 +174,7 @@ pub(crate) async fn dispatch(
 }
 
 /// The owner of the tasks a connection creates: its principal, else the session itself.
-fn owner(conn: &Connection) -> String {
+fn owner(conn: &Connection) -> &str {
     conn.task_owner(true).unwrap_or_default()
 }
 

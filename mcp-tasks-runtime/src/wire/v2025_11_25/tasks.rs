@@ -32,7 +32,7 @@ pub(super) async fn tasks(
     let owner = owner(conn);
     let principal = conn.caller();
     let owner = ops::Caller {
-        owner: Some(owner.as_str()),
+        owner: Some(owner),
         principal: principal.as_deref(),
     };
     if let Some(id) = request
@@ -149,7 +149,7 @@ pub(super) async fn start_task(
     conn.after_reply(request, opener);
     let asker = Asker::new(
         &server.inner.engine,
-        Some(owner.clone()),
+        Some(owner.to_owned()),
         conn,
         progress_token,
         announced,
@@ -159,7 +159,7 @@ pub(super) async fn start_task(
         NewTask {
             tool: tool.clone(),
             args,
-            owner: Some(owner),
+            owner: Some(owner.to_owned()),
             principal: conn.task_principal(),
             requestor: conn.requestor(),
             // A tool result with `isError: true` ends a task of this era `failed`.

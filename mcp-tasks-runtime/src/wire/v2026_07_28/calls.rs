@@ -266,7 +266,7 @@ fn new_task(conn: &Connection, tool: &Tool, args: JsonObject, meta: RequestMeta)
     NewTask {
         tool: tool.clone(),
         args,
-        owner: conn.task_owner(false),
+        owner: conn.task_owner(false).map(str::to_owned),
         principal: conn.task_principal(),
         requestor: conn.requestor(),
         // A tool result with `isError: true` ends a task of this era `completed`.
