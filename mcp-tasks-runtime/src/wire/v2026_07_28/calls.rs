@@ -204,7 +204,7 @@ pub(super) async fn tools_call(
         Some(key) if !as_task && rounds.request_state.is_none() => {
             let cancel = conn.track(&request.id);
             let owner = conn.task_owner(false);
-            let keyed = ops::keyed_call(server, tool, &args, owner.as_deref(), key, &cancel).await;
+            let keyed = ops::keyed_call(server, tool, &args, owner, key, &cancel).await;
             if cancel.is_cancelled() {
                 return None;
             }

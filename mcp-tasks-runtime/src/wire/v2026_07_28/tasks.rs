@@ -28,7 +28,7 @@ pub(super) async fn tasks(
     let owner = conn.task_owner(false);
     let principal = conn.caller();
     let owner = ops::Caller {
-        owner: owner.as_deref(),
+        owner,
         principal: principal.as_deref(),
     };
     match request.method.as_str() {
@@ -80,7 +80,6 @@ pub(super) async fn listen(
         return Some(Err(missing_tasks_capability().into()));
     }
     let owner = conn.task_owner(false);
-    let owner = owner.as_deref();
     let principal = conn.caller();
     let caller = ops::Caller {
         owner,
