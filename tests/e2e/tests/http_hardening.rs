@@ -1110,3 +1110,54 @@ async fn a_2026_answer_the_store_could_not_give_is_503_with_retry_after() {
     assert_eq!((status, &body["result"]["taskId"]), (200, &json!(task)));
     handle.shutdown().await.unwrap();
 }
+
+/// The method of each request an authenticator saw, and the address it was told.
+type Told = Vec<(String, Option<std::net::SocketAddr>)>;
+
+/// Accepts every request, as a principal named after the address it was told the request
+/// came from, and keeps the addresses it was told.
+#[derive(Clone, Default)]
+struct PeerNamer(std::sync::Arc<std::sync::Mutex<Told>>);
+
+impl mcp_tasks::transport::http::Authenticate for PeerNamer {
+    fn authenticate<'a>(
+        &'a self,
+        request: mcp_tasks::transport::http::RequestParts<'a>,
+    ) -> mcp_tasks::context::BoxFuture<
+        'a,
+        Result<
+            Option<mcp_tasks::transport::http::Principal>,
+            mcp_tasks::transport::http::AuthError,
+        >,
+    > {
+        let told = (request.method.to_string(), request.peer);
+        self.0.lock().unwrap().push(told);
+        let name = request.peer.map(|p| p.ip().to_string());
+        Box::pin(async move { Ok(name.map(mcp_tasks::transport::http::Principal::new)) })
+    }
+}
+
+#[tokio::test]
+async fn an_authenticator_is_told_the_client_s_address_on_the_endpoint_s_every_method() {
+    let namer = PeerNamer::default();
+    let config = HttpConfig::new().authenticate(namer.clone());
+    let (handle, url) = serve(quota_server(100), config).await;
+    let client = client_from([127, 0, 0, 7]);
+    // The endpoint's POST (answered without the router) and its GET and DELETE (through it).
+    assert_eq!(create_as(&client, &url, &[]).await.0, 200);
+    let get = client.get(&url).header("accept", "text/event-stream");
+    let get = get.send().await.unwrap().status();
+    let delete = client.delete(&url).send().await.unwrap().status();
+    assert!(
+        get.is_client_error() && delete.is_client_error(),
+        "{get} {delete}"
+    );
+    let told = namer.0.lock().unwrap().clone();
+    let methods: Vec<&str> = told.iter().map(|(m, _)| m.as_str()).collect();
+    assert_eq!(methods, ["POST", "GET", "DELETE"]);
+    for (method, peer) in &told {
+        let ip = peer.map(|p| p.ip());
+        assert_eq!(ip, Some(std::net::IpAddr::from([127, 0, 0, 7])), "{method}");
+    }
+    handle.shutdown().await.unwrap();
+}

@@ -11,12 +11,21 @@ use axum::response::{IntoResponse, Response as HttpResponse};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+/// The client's address, as the server put it in a request that goes through the router.
+pub(super) fn peer_of(extensions: &axum::http::Extensions) -> Option<std::net::SocketAddr> {
+    extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0)
+}
+
 impl App {
     /// Checks `Host` and `Origin` (DNS-rebinding protection) and authenticates: the
-    /// [`Principal`] an application's layer set comes first, then the authenticator.
+    /// [`Principal`] an application's layer set comes first, then the authenticator, which
+    /// is told `peer`, the client's address.
     pub(super) async fn admit(
         &self,
         parts: &axum::http::request::Parts,
+        peer: Option<std::net::SocketAddr>,
     ) -> Result<Option<Arc<Principal>>, Refused> {
         let headers = &parts.headers;
         if !self.config.any_host
@@ -49,10 +58,6 @@ impl App {
         let Some(auth) = &self.config.authenticator else {
             return Ok(None);
         };
-        let peer = parts
-            .extensions
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map(|c| c.0);
         let request = RequestParts {
             method: &parts.method,
             uri: &parts.uri,

@@ -21,7 +21,10 @@ pub(super) async fn get(
     let (parts, _) = request.into_parts();
     let headers = parts.headers.clone();
     app.server.recover_logged().await;
-    let principal = match app.admit(&parts).await {
+    let principal = match app
+        .admit(&parts, super::admission::peer_of(&parts.extensions))
+        .await
+    {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };

@@ -344,7 +344,10 @@ async fn delete(State(app): State<Arc<App>>, request: axum::extract::Request) ->
     let (parts, _) = request.into_parts();
     let headers = &parts.headers;
     app.server.recover_logged().await;
-    let principal = match app.admit(&parts).await {
+    let principal = match app
+        .admit(&parts, admission::peer_of(&parts.extensions))
+        .await
+    {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };

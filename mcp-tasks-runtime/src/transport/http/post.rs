@@ -26,22 +26,30 @@ use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
+/// The POST handler of the router: the client's address is the one the server put in the
+/// request.
 pub(super) async fn post(
     State(app): State<Arc<App>>,
     request: axum::extract::Request,
 ) -> HttpResponse {
+    let peer = super::admission::peer_of(request.extensions());
+    serve_post(&app, request, peer).await
+}
+
+/// A POST to the MCP endpoint from the client at `peer`.
+pub(super) async fn serve_post(
+    app: &Arc<App>,
+    request: axum::extract::Request,
+    peer: Option<SocketAddr>,
+) -> HttpResponse {
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
-    let peer = parts
-        .extensions
-        .get::<axum::extract::ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
     app.server.recover_logged().await;
-    let principal = match app.admit(&parts).await {
+    let principal = match app.admit(&parts, peer).await {
         Ok(p) => p,
         Err(refused) => return refused.into_response(),
     };
-    let client = app.client_address(headers, peer);
+    let client = app.client_address(headers, peer.map(|p| p.ip()));
     if let Err(refused) = app.negotiate_post(headers) {
         return refused.into_response();
     }
@@ -85,14 +93,14 @@ pub(super) async fn post(
             };
             if classify::classify(&facts) == Kind::Stateless {
                 let requestor = requestor(&principal);
-                return stateless(&app, headers, principal, requestor, request).await;
+                return stateless(app, headers, principal, requestor, request).await;
             }
             let Some(session_id) = session_id else {
                 if request.method == "initialize" {
                     let requestor = requestor(&principal);
                     // Boxed: its future holds a whole request's, and the handler's would be
                     // as large for every request.
-                    return Box::pin(initialize(&app, principal, requestor, client, request)).await;
+                    return Box::pin(initialize(app, principal, requestor, client, request)).await;
                 }
                 return error_response(
                     StatusCode::BAD_REQUEST,
@@ -109,7 +117,7 @@ pub(super) async fn post(
             if let Err(e) = check_session_version(&session, version.as_deref()) {
                 return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
             }
-            stateful(&app, session, principal, request).await
+            stateful(app, session, principal, request).await
         }
         other => {
             let Some(session_id) = session_id else {

@@ -273,7 +273,6 @@ async fn connection(
             let routes = Arc::clone(&routes);
             async move {
                 let (mut parts, body) = request.into_parts();
-                parts.extensions.insert(ConnectInfo(peer));
                 let body = if body.is_end_stream() {
                     state.enter(BUSY);
                     Body::new(body)
@@ -287,9 +286,14 @@ async fn connection(
                 let app = &routes.mcp;
                 let mcp_post =
                     parts.method == axum::http::Method::POST && parts.uri.path() == app.config.path;
+                if !mcp_post {
+                    // The router's handlers (and an application's routes) find the client's
+                    // address where axum puts it; the MCP endpoint's POST is told it.
+                    parts.extensions.insert(ConnectInfo(peer));
+                }
                 let request = hyper::Request::from_parts(parts, body);
                 let response = if mcp_post {
-                    super::post::post(axum::extract::State(Arc::clone(app)), request).await
+                    super::post::serve_post(app, request, Some(peer)).await
                 } else {
                     let service =
                         hyper_util::service::TowerToHyperService::new(routes.router.clone());
