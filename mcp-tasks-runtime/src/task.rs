@@ -108,15 +108,13 @@ impl Serialize for Rfc3339 {
         // a serializer less than taking it piece by piece as it is formatted.
         let mut buf = [0u8; 32];
         let mut rest = &mut buf[..];
-        match write!(rest, "{text}") {
-            Ok(()) => {
-                let len = 32 - rest.len();
-                match std::str::from_utf8(&buf[..len]) {
-                    Ok(s) => serializer.serialize_str(s),
-                    Err(_) => serializer.collect_str(&text),
-                }
-            }
-            Err(_) => serializer.collect_str(&text),
+        let written = write!(rest, "{text}").map(|()| 32 - rest.len());
+        match written
+            .ok()
+            .and_then(|len| std::str::from_utf8(&buf[..len]).ok())
+        {
+            Some(whole) => serializer.serialize_str(whole),
+            None => serializer.collect_str(&text),
         }
     }
 }

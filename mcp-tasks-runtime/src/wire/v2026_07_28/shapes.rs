@@ -7,7 +7,7 @@ use crate::jsonrpc::{self, ErrorObject, Payload};
 use crate::model::{InputRequest, JsonObject};
 use crate::server::Server;
 use crate::task::{Rfc3339, TaskRecord, TaskStatus};
-use serde::ser::SerializeStruct;
+use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -80,28 +80,23 @@ pub(super) struct Task<'a> {
 impl Task<'_> {
     /// Writes the task's members into an object being written (the task's own, or a
     /// `DetailedTask`'s, which shows them first).
-    fn write_members<S: SerializeStruct>(&self, out: &mut S) -> Result<(), S::Error> {
-        out.serialize_field("taskId", self.task_id)?;
-        out.serialize_field("status", self.status)?;
-        out.serialize_field("createdAt", &self.created_at)?;
-        out.serialize_field("lastUpdatedAt", &self.last_updated_at)?;
-        out.serialize_field("ttlMs", &self.ttl_ms)?;
-        out.serialize_field("pollIntervalMs", &self.poll_interval_ms)?;
+    fn write_members<S: SerializeMap>(&self, out: &mut S) -> Result<(), S::Error> {
+        out.serialize_entry("taskId", self.task_id)?;
+        out.serialize_entry("status", self.status)?;
+        out.serialize_entry("createdAt", &self.created_at)?;
+        out.serialize_entry("lastUpdatedAt", &self.last_updated_at)?;
+        out.serialize_entry("ttlMs", &self.ttl_ms)?;
+        out.serialize_entry("pollIntervalMs", &self.poll_interval_ms)?;
         if let Some(message) = self.status_message {
-            out.serialize_field("statusMessage", message)?;
+            out.serialize_entry("statusMessage", message)?;
         }
         Ok(())
-    }
-
-    /// How many members [`Task::write_members`] writes.
-    fn members(&self) -> usize {
-        6 + usize::from(self.status_message.is_some())
     }
 }
 
 impl Serialize for Task<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut out = serializer.serialize_struct("Task", self.members())?;
+        let mut out = serializer.serialize_map(None)?;
         self.write_members(&mut out)?;
         out.end()
     }
@@ -132,19 +127,16 @@ pub(super) struct DetailedTask<'a> {
 
 impl Serialize for DetailedTask<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let extra = usize::from(self.input_requests.is_some())
-            + usize::from(self.result.is_some())
-            + usize::from(self.error.is_some());
-        let mut out = serializer.serialize_struct("DetailedTask", self.task.members() + extra)?;
+        let mut out = serializer.serialize_map(None)?;
         self.task.write_members(&mut out)?;
         if let Some(requests) = self.input_requests {
-            out.serialize_field("inputRequests", requests)?;
+            out.serialize_entry("inputRequests", requests)?;
         }
         if let Some(result) = self.result {
-            out.serialize_field("result", result)?;
+            out.serialize_entry("result", result)?;
         }
         if let Some(error) = &self.error {
-            out.serialize_field("error", error)?;
+            out.serialize_entry("error", error)?;
         }
         out.end()
     }
