@@ -225,15 +225,18 @@ pub(crate) fn check_stateless(
         )));
     }
     mirrored(headers, Some(&METHOD), "Mcp-Method", Some(&request.method))?;
-    if let Some(name) = name_in_body(request) {
+    let name = name_in_body(request);
+    if let Some(name) = name {
         if !strict_task_name && is_task_method(&request.method) && text(headers, &NAME)?.is_none() {
             tracing::debug!(method = %request.method, "no Mcp-Name header; the task id is in the body");
         } else {
             mirrored(headers, Some(&NAME), "Mcp-Name", Some(name))?;
         }
     }
-    if request.method == "tools/call" {
-        check_params(params, headers, request)?;
+    if request.method == "tools/call"
+        && let Some(tool) = name
+    {
+        check_params(params, headers, request, tool)?;
     }
     Ok(())
 }
@@ -262,13 +265,14 @@ fn mirrored(
     Ok(())
 }
 
-/// Checks the `Mcp-Param-{Name}` headers of the tool's `x-mcp-header` arguments.
+/// Checks the `Mcp-Param-{Name}` headers of `tool`'s `x-mcp-header` arguments.
 fn check_params(
     params: &ParamHeaders,
     headers: &HeaderMap,
     request: &Request,
+    tool: &str,
 ) -> Result<(), Error> {
-    let Some(mirrored) = name_in_body(request).and_then(|n| params.0.get(n)) else {
+    let Some(mirrored) = params.0.get(tool) else {
         return Ok(());
     };
     let args = request
