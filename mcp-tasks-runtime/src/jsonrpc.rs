@@ -421,7 +421,7 @@ impl Serialize for Payload {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             Self::Value(v) => v.serialize(serializer),
-            // Replies are written by [`Reply::write_json`], which copies the text; a
+            // Replies are written by [`Reply::to_json_bytes`], which copies the text; a
             // serializer of another kind takes it as a raw value, read once more to check it.
             Self::Text { json, .. } => serde_json::from_str::<&serde_json::value::RawValue>(json)
                 .map_err(serde::ser::Error::custom)?
@@ -445,38 +445,34 @@ pub(crate) struct Reply {
 impl Reply {
     /// The reply as JSON text.
     pub(crate) fn to_json(&self) -> String {
-        let mut out = Vec::with_capacity(self.json_len());
-        self.write_json(&mut out);
-        String::from_utf8(out).unwrap_or_else(|_| to_json(self))
+        String::from_utf8(self.to_json_bytes()).unwrap_or_else(|_| to_json(self))
     }
 
-    /// About how long the reply's JSON text is, to size a buffer for it.
-    pub(crate) fn json_len(&self) -> usize {
-        match &self.outcome {
-            Ok(Payload::Text { json, .. }) => json.len() + 64,
-            _ => 256,
-        }
-    }
-
-    /// Writes the reply's JSON text to `out`: the members `jsonrpc`, `id`, then `result` or
-    /// `error`. A result already written as text is copied as it is.
-    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
-        let written = match &self.outcome {
+    /// The reply's JSON text as bytes, in a buffer sized for it: the members `jsonrpc`, `id`,
+    /// then `result` or `error`. A result already written as text is copied as it is.
+    pub(crate) fn to_json_bytes(&self) -> Vec<u8> {
+        let (mut out, written) = match &self.outcome {
             Ok(Payload::Text { json, .. }) => {
+                let mut out = Vec::with_capacity(json.len() + 64);
                 out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-                let id = serde_json::to_writer(&mut *out, &self.id);
+                let id = serde_json::to_writer(&mut out, &self.id);
                 out.extend_from_slice(br#","result":"#);
                 out.extend_from_slice(json.as_bytes());
                 out.push(b'}');
-                id
+                (out, id)
             }
-            _ => serde_json::to_writer(&mut *out, self),
+            _ => {
+                let mut out = Vec::with_capacity(256);
+                let written = serde_json::to_writer(&mut out, self);
+                (out, written)
+            }
         };
         if let Err(e) = written {
             debug_assert!(false, "a JSON-RPC reply failed to serialise: {e}");
             out.clear();
             out.extend_from_slice(b"null");
         }
+        out
     }
 
     /// The reply as a public [`Response`].

@@ -27,9 +27,7 @@ pub(super) fn json(status: StatusCode, message: &impl serde::Serialize) -> HttpR
 /// A JSON response carrying the router's reply to a request; a result already written as
 /// text is copied into the body, not written again.
 pub(super) fn reply(status: StatusCode, reply: &Reply) -> HttpResponse {
-    let mut body = Vec::with_capacity(reply.json_len());
-    reply.write_json(&mut body);
-    json_body(status, body)
+    json_body(status, reply.to_json_bytes())
 }
 
 fn json_body(status: StatusCode, body: Vec<u8>) -> HttpResponse {
