@@ -72,8 +72,14 @@ impl Server {
         &self,
         principal: Option<Arc<crate::principal::Principal>>,
         requestor: Option<Arc<str>>,
-    ) -> (Session, mpsc::Receiver<String>) {
-        self.open_on(|sink| Connection::for_request(sink, principal, requestor))
+    ) -> (Session, crate::session::RequestStream) {
+        let stream = self.inner.spare_streams.take();
+        let sink = Sink::new(stream.sender());
+        let session = Session {
+            server: self.clone(),
+            conn: Connection::for_request(sink, principal, requestor),
+        };
+        (session, stream)
     }
 
     /// A session on the connection `conn` makes of a sink on a new outbound channel, and
@@ -92,10 +98,11 @@ impl Server {
 }
 
 impl Session {
-    /// How many unread messages each of the session's outbound channels holds.
+    /// A stream of its own for one request of this session, bounded like the session's
+    /// outbound channel: a spare one when there is one.
     #[cfg(feature = "http")]
-    pub(crate) fn outbound_capacity(&self) -> usize {
-        self.server.inner.outbound_capacity
+    pub(crate) fn request_stream(&self) -> crate::session::RequestStream {
+        self.server.inner.spare_streams.take()
     }
 
     /// Handles one message given as JSON text and returns the response text, if any.

@@ -74,6 +74,9 @@ pub(crate) struct ServerInner {
     pub(crate) hide_out_of_scope: bool,
     /// How many unread messages each outbound channel holds.
     pub(crate) outbound_capacity: usize,
+    /// Request streams kept for the next request over HTTP.
+    #[cfg(feature = "http")]
+    pub(crate) spare_streams: Arc<crate::session::SpareStreams>,
     /// The keys that sign and check `requestState`, newest first; never empty.
     pub(crate) state_keys: Box<[[u8; 32]]>,
     pub(crate) request_state_ttl: Duration,
@@ -618,6 +621,8 @@ impl ServerBuilder {
                 page_size: self.page_size,
                 hide_out_of_scope: self.hide_out_of_scope,
                 outbound_capacity: self.outbound_capacity,
+                #[cfg(feature = "http")]
+                spare_streams: crate::session::SpareStreams::new(self.outbound_capacity),
                 state_keys: state_keys.into(),
                 request_state_ttl: self.request_state_ttl,
                 list_ttl: self.list_ttl,

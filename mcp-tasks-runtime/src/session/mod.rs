@@ -40,6 +40,99 @@ pub(crate) fn outbound_channel(capacity: usize) -> (mpsc::Sender<String>, mpsc::
     mpsc::channel(capacity.max(1))
 }
 
+/// The most spare request streams a server keeps ([`SpareStreams`]).
+#[cfg(feature = "http")]
+const MAX_SPARE_STREAMS: usize = 64;
+
+/// Request streams kept for the next request. Over HTTP every request has a stream of its
+/// own for the messages it sends before its response, and most send none: a stream that
+/// ended empty, with no sender left but the one kept beside its receiver, can carry nothing
+/// of the request before, and making a channel is a fair part of a short request's cost.
+#[cfg(feature = "http")]
+#[derive(Debug)]
+pub(crate) struct SpareStreams {
+    /// The capacity of every stream ([`outbound_channel`]).
+    capacity: usize,
+    idle: Mutex<Vec<(mpsc::Sender<String>, mpsc::Receiver<String>)>>,
+}
+
+#[cfg(feature = "http")]
+impl SpareStreams {
+    /// No spare streams yet; each made will hold `capacity` messages.
+    pub(crate) fn new(capacity: usize) -> Arc<Self> {
+        Arc::new(Self {
+            capacity,
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A stream for one request: a spare one, else a new one.
+    pub(crate) fn take(self: &Arc<Self>) -> RequestStream {
+        let spare = self.idle.locked().pop();
+        RequestStream {
+            channel: Some(spare.unwrap_or_else(|| outbound_channel(self.capacity))),
+            spares: Arc::clone(self),
+        }
+    }
+}
+
+/// The receiving end of one request's stream. Dropped, the stream becomes a spare if it is
+/// as good as new: empty, and no sender left but the one kept here.
+#[cfg(feature = "http")]
+#[derive(Debug)]
+pub(crate) struct RequestStream {
+    /// The receiver, and a sender kept so that the channel stays open for the next request
+    /// (it never sends); taken only when the stream is dropped.
+    channel: Option<(mpsc::Sender<String>, mpsc::Receiver<String>)>,
+    spares: Arc<SpareStreams>,
+}
+
+#[cfg(feature = "http")]
+impl RequestStream {
+    fn channel(&self) -> &(mpsc::Sender<String>, mpsc::Receiver<String>) {
+        self.channel.as_ref().expect("taken only when dropped")
+    }
+
+    /// A sender on this stream, for the request.
+    pub(crate) fn sender(&self) -> mpsc::Sender<String> {
+        self.channel().0.clone()
+    }
+}
+
+#[cfg(feature = "http")]
+impl std::ops::Deref for RequestStream {
+    type Target = mpsc::Receiver<String>;
+
+    fn deref(&self) -> &mpsc::Receiver<String> {
+        &self.channel().1
+    }
+}
+
+#[cfg(feature = "http")]
+impl std::ops::DerefMut for RequestStream {
+    fn deref_mut(&mut self) -> &mut mpsc::Receiver<String> {
+        &mut self.channel.as_mut().expect("taken only when dropped").1
+    }
+}
+
+#[cfg(feature = "http")]
+impl Drop for RequestStream {
+    fn drop(&mut self) {
+        let Some((kept, rx)) = self.channel.take() else {
+            return;
+        };
+        // With no other sender, none can be made: nothing of this request can reach the
+        // next one.
+        if kept.strong_count() != 1 || !rx.is_empty() || rx.is_closed() {
+            return;
+        }
+        let mut idle = self.spares.idle.locked();
+        if idle.len() < MAX_SPARE_STREAMS {
+            idle.push((kept, rx));
+        }
+    }
+}
+
 /// Where outbound messages for one request (or one connection) are written.
 ///
 /// Every sink of a connection shares the connection's `closed` token, which bounds every
@@ -444,7 +537,12 @@ impl Connection {
 
     /// The openers held for the reply to request `id` (see [`Connection::after_reply`]).
     pub(crate) fn take_after_reply(&self, id: &RequestId) -> Vec<Opener> {
-        self.after_reply.locked().remove(id).unwrap_or_default()
+        let mut held = self.after_reply.locked();
+        // Most requests hold none: no id to hash then.
+        if held.is_empty() {
+            return Vec::new();
+        }
+        held.remove(id).unwrap_or_default()
     }
 
     /// `true` once the connection closed.
@@ -558,12 +656,10 @@ impl Connection {
     /// still in flight on this connection (a reused id would leave the older request out of
     /// reach of its cancellation).
     pub(crate) fn begin(&self, id: &RequestId) -> Option<Tracked<'_>> {
-        let mut inflight = self.inflight.locked();
-        if inflight.get(id).is_some() {
+        let token = self.request_token();
+        if !self.inflight.locked().try_insert(id, &token) {
             return None;
         }
-        let token = self.request_token();
-        inflight.insert(id.clone(), token.clone());
         Some(Tracked {
             conn: self,
             id: id.clone(),
@@ -699,6 +795,25 @@ impl InFlight {
             Some((first, token)) if first == id => Some(token),
             _ if self.more.is_empty() => None,
             _ => self.more.get(id),
+        }
+    }
+
+    /// Registers a request unless its id is in flight already (then `false`): the id is
+    /// hashed once.
+    fn try_insert(&mut self, id: &RequestId, token: &CancellationToken) -> bool {
+        match &self.first {
+            None => {
+                self.first = Some((id.clone(), token.clone()));
+                true
+            }
+            Some((first, _)) if first == id => false,
+            Some(_) => match self.more.entry(id.clone()) {
+                std::collections::hash_map::Entry::Occupied(_) => false,
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(token.clone());
+                    true
+                }
+            },
         }
     }
 

@@ -320,3 +320,56 @@ fn a_connection_names_the_owner_of_its_tasks_once_in_either_era() {
     let other = Connection::new(Sink::new(tx), None, None);
     assert_ne!(other.task_owner(true), anonymous.task_owner(true));
 }
+
+/// A request stream that ended empty with no sender of its own left is the next request's;
+/// one that still holds a message, or whose request left a sender behind, is not, so
+/// nothing one request sends can reach another's stream.
+#[cfg(feature = "http")]
+#[test]
+fn only_a_stream_as_good_as_new_is_used_again() {
+    let spares = SpareStreams::new(4);
+    let first = spares.take();
+    let sender = first.sender();
+    sender.try_send("read".into()).unwrap();
+    drop(sender);
+    let mut first = first;
+    assert_eq!(first.try_recv().unwrap(), "read");
+    // A weak sender names the channel without counting as one of its senders.
+    let probe = first.sender().downgrade();
+    drop(first);
+    let again = spares.take();
+    let same = probe.upgrade().expect("kept as a spare");
+    assert!(
+        again.sender().same_channel(&same),
+        "an empty stream is used again"
+    );
+    drop(same);
+
+    // A message left unread: the stream is not kept.
+    again.sender().try_send("left".into()).unwrap();
+    let probe = again.sender().downgrade();
+    drop(again);
+    assert!(probe.upgrade().is_none(), "let go");
+    let other = spares.take();
+
+    // A sender the request left behind: not kept, and what it sends later reaches nobody.
+    let straggler = other.sender();
+    drop(other);
+    let next = spares.take();
+    assert!(!next.sender().same_channel(&straggler));
+    assert!(
+        straggler.try_send("late".into()).is_err(),
+        "its receiver is gone"
+    );
+    assert!(next.is_empty());
+}
+
+/// The spares are bounded: streams dropped past the bound are let go.
+#[cfg(feature = "http")]
+#[test]
+fn spare_streams_are_bounded() {
+    let spares = SpareStreams::new(1);
+    let streams: Vec<_> = (0..MAX_SPARE_STREAMS + 10).map(|_| spares.take()).collect();
+    drop(streams);
+    assert_eq!(spares.idle.locked().len(), MAX_SPARE_STREAMS);
+}

@@ -69,14 +69,12 @@ pub(super) async fn serve_post(
         Ok(m) => m,
         Err(error) => return json(StatusCode::BAD_REQUEST, &error),
     };
+    // Both read in place: the request's headers outlive its handling.
     let version = match headers::text(headers, &headers::PROTOCOL_VERSION) {
-        Ok(v) => v.map(str::to_owned),
+        Ok(v) => v,
         Err(e) => return error_response(StatusCode::BAD_REQUEST, None, e),
     };
-    let session_id = headers
-        .get(&SESSION_ID)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let session_id = headers.get(&SESSION_ID).and_then(|v| v.to_str().ok());
     match message {
         Message::Request(mut request) => {
             tracing::debug!(method = %request.method, id = %request.id, "HTTP request");
@@ -84,7 +82,7 @@ pub(super) async fn serve_post(
                 return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
             }
             headers::carry_trace_context(headers, &mut request);
-            let facts = Facts::of(&request).with_version_header(version.as_deref());
+            let facts = Facts::of(&request).with_version_header(version);
             // Only a request that may open tasks on a new session names its requestor.
             let requestor = |principal: &Option<Arc<Principal>>| {
                 principal
@@ -111,17 +109,17 @@ pub(super) async fn serve_post(
                     ),
                 );
             };
-            let Some(session) = app.session(&session_id, principal.as_deref(), true) else {
+            let Some(session) = app.session(session_id, principal.as_deref(), true) else {
                 return session_not_found(Some(request.id));
             };
-            if let Err(e) = check_session_version(&session, version.as_deref()) {
+            if let Err(e) = check_session_version(&session, version) {
                 return error_response(StatusCode::BAD_REQUEST, Some(request.id), e);
             }
             stateful(app, session, principal, request).await
         }
         other => {
             let Some(session_id) = session_id else {
-                let stateless_client = version.as_deref().is_some_and(|v| !is_stateful_version(v));
+                let stateless_client = version.is_some_and(|v| !is_stateful_version(v));
                 return if stateless_client && matches!(other, Message::Notification(_)) {
                     StatusCode::ACCEPTED.into_response()
                 } else {
@@ -132,10 +130,10 @@ pub(super) async fn serve_post(
                     )
                 };
             };
-            let Some(session) = app.session(&session_id, principal.as_deref(), false) else {
+            let Some(session) = app.session(session_id, principal.as_deref(), false) else {
                 return session_not_found(None);
             };
-            if let Err(e) = check_session_version(&session, version.as_deref()) {
+            if let Err(e) = check_session_version(&session, version) {
                 return error_response(StatusCode::BAD_REQUEST, None, e);
             }
             // Boxed, as `initialize` is: a notification or a response is handled at once.

@@ -6,6 +6,7 @@
 
 use crate::jsonrpc::{Reply, RequestId};
 use crate::router::Session;
+use crate::session::RequestStream;
 use crate::sync::LockExt;
 use axum::body::Bytes;
 use http_body::Frame;
@@ -69,7 +70,7 @@ pub(crate) struct Running {
     call: Unfinished,
     /// Its messages for the stream, bounded by the server's
     /// [`outbound_capacity`](crate::ServerBuilder::outbound_capacity).
-    notes: mpsc::Receiver<String>,
+    notes: RequestStream,
     /// Its response, once it ended while messages were still waiting to be read.
     ended: Option<Option<Reply>>,
 }
@@ -98,7 +99,8 @@ impl Running {
         request: crate::jsonrpc::Request,
         principal: Option<std::sync::Arc<crate::principal::Principal>>,
     ) -> Self {
-        let (note_tx, notes) = crate::session::outbound_channel(session.outbound_capacity());
+        let notes = session.request_stream();
+        let note_tx = notes.sender();
         let call = Box::pin(crate::session::as_caller(principal, async move {
             session.reply_on(request, Some(note_tx)).await
         }));
@@ -106,7 +108,7 @@ impl Running {
     }
 
     /// A request's future, not polled yet, and the receiver of its messages.
-    fn of(call: RequestFuture, notes: mpsc::Receiver<String>) -> Self {
+    fn of(call: RequestFuture, notes: RequestStream) -> Self {
         Self {
             call: Unfinished(Some(call)),
             notes,
