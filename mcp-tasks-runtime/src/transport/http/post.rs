@@ -152,7 +152,6 @@ pub(super) async fn read_body(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Bytes, HttpResponse> {
-    use http_body_util::BodyExt as _;
     let limit = config.body_limit;
     let too_large = || {
         plain_error(
@@ -167,7 +166,7 @@ pub(super) async fn read_body(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(closing(too_large()));
     }
-    let mut read = std::pin::pin!(http_body_util::Limited::new(body, limit).collect());
+    let mut read = std::pin::pin!(read_all(http_body_util::Limited::new(body, limit)));
     // A body that came with its head (most do) is read without arming the timer; one that
     // did not is awaited under it (the waker of this first poll is replaced by the next).
     let first = read
@@ -178,7 +177,7 @@ pub(super) async fn read_body(
         std::task::Poll::Pending => tokio::time::timeout(config.body_timeout, read).await,
     };
     match collected {
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Ok(body)) => Ok(body),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(closing(too_large())),
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "cannot read a request body");
@@ -195,6 +194,32 @@ pub(super) async fn read_body(
             )))
         }
     }
+}
+
+/// The whole of a body. One that came in one data frame (most do) is that frame as it came,
+/// read no further once the body says it ended; one that came in several is copied into one
+/// buffer. Trailers are not part of it.
+async fn read_all<B>(mut body: B) -> Result<Bytes, B::Error>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+{
+    use http_body_util::BodyExt as _;
+    let mut first = Bytes::new();
+    let mut joined: Option<Vec<u8>> = None;
+    while !body.is_end_stream() {
+        let Some(frame) = body.frame().await else {
+            break;
+        };
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        match &mut joined {
+            Some(joined) => joined.extend_from_slice(&data),
+            None if first.is_empty() => first = data,
+            None => joined = Some([first.as_ref(), data.as_ref()].concat()),
+        }
+    }
+    Ok(joined.map_or(first, Bytes::from))
 }
 
 /// A request on a session must name the session's version, if it names one (else 400).
@@ -384,5 +409,63 @@ impl App {
                 .insert(header::WWW_AUTHENTICATE, challenge);
         }
         http
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body::Frame;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    /// A body of given frames that never says it ended before its last (as a chunked one).
+    struct Frames(VecDeque<Frame<Bytes>>);
+
+    impl http_body::Body for Frames {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            Poll::Ready(self.0.pop_front().map(Ok))
+        }
+    }
+
+    fn frames(parts: &[&'static str]) -> Frames {
+        Frames(
+            parts
+                .iter()
+                .map(|p| Frame::data(Bytes::from_static(p.as_bytes())))
+                .collect(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_body_in_one_frame_is_that_frame_and_one_in_pieces_is_joined() {
+        let one = frames(&["{\"jsonrpc\":\"2.0\"}"]);
+        let whole = read_all(one).await.unwrap();
+        assert_eq!(whole, "{\"jsonrpc\":\"2.0\"}");
+        // Not copied: the very bytes that came.
+        let frame = Bytes::from_static(b"same");
+        let ptr = frame.as_ptr();
+        let whole = read_all(Frames(VecDeque::from([Frame::data(frame)])))
+            .await
+            .unwrap();
+        assert_eq!(whole.as_ptr(), ptr);
+
+        let mut pieces = frames(&["{\"a\":", "", "1", "}"]);
+        pieces.0.push_back(Frame::trailers(HeaderMap::new()));
+        assert_eq!(read_all(pieces).await.unwrap(), "{\"a\":1}");
+        assert_eq!(read_all(frames(&[])).await.unwrap(), "");
+    }
+
+    #[tokio::test]
+    async fn a_body_past_its_limit_fails_with_the_limit_error() {
+        let body = http_body_util::Limited::new(frames(&["12345", "67890"]), 8);
+        let error = read_all(body).await.unwrap_err();
+        assert!(error.is::<http_body_util::LengthLimitError>(), "{error}");
     }
 }
