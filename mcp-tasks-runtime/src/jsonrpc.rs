@@ -449,17 +449,34 @@ impl Reply {
     }
 
     /// The reply's JSON text as bytes, in a buffer sized for it: the members `jsonrpc`, `id`,
-    /// then `result` or `error`. A result already written as text is copied as it is.
+    /// then `result` or `error`. A result already written as text is copied as it is, into a
+    /// buffer of its exact size when its id is short (as ids are), which a body takes over
+    /// as it is.
     pub(crate) fn to_json_bytes(&self) -> Vec<u8> {
+        const HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
+        const RESULT: &[u8] = br#","result":"#;
         let (mut out, written) = match &self.outcome {
             Ok(Payload::Text { json, .. }) => {
-                let mut out = Vec::with_capacity(json.len() + 64);
-                out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-                let id = serde_json::to_writer(&mut out, &self.id);
-                out.extend_from_slice(br#","result":"#);
+                let mut short = [0u8; 64];
+                let mut rest = &mut short[..];
+                let id_len = serde_json::to_writer(&mut rest, &self.id)
+                    .ok()
+                    .map(|()| 64 - rest.len());
+                let id = id_len.map(|len| &short[..len]);
+                let size = HEAD.len() + id.map_or(64, <[u8]>::len) + RESULT.len() + json.len() + 1;
+                let mut out = Vec::with_capacity(size);
+                out.extend_from_slice(HEAD);
+                let written = match id {
+                    Some(id) => {
+                        out.extend_from_slice(id);
+                        Ok(())
+                    }
+                    None => serde_json::to_writer(&mut out, &self.id),
+                };
+                out.extend_from_slice(RESULT);
                 out.extend_from_slice(json.as_bytes());
                 out.push(b'}');
-                (out, id)
+                (out, written)
             }
             _ => {
                 let mut out = Vec::with_capacity(256);
@@ -778,7 +795,12 @@ mod tests {
     fn a_reply_writes_what_its_response_writes() {
         let value =
             json!({"content": [{"type": "text", "text": "hi \"there\" ✓"}], "isError": false});
-        for id in [RequestId::from(4), RequestId::from("a \"quoted\" id")] {
+        let long = "a \"long\" id ".repeat(10);
+        for id in [
+            RequestId::from(4),
+            RequestId::from("a \"quoted\" id"),
+            RequestId::from(long.as_str()),
+        ] {
             for (payload, expected) in [
                 (Payload::Value(value.clone()), value.clone()),
                 (Payload::typed(&value), value.clone()),
@@ -788,6 +810,10 @@ mod tests {
                     outcome: Ok(payload),
                     then: Vec::new(),
                 };
+                let bytes = reply.to_json_bytes();
+                if matches!(reply.outcome, Ok(Payload::Text { .. })) && id != long.as_str().into() {
+                    assert_eq!(bytes.len(), bytes.capacity(), "sized exactly");
+                }
                 let text = reply.to_json();
                 // Any other serializer writes the same reply.
                 let serialized = serde_json::to_value(&reply).unwrap();
