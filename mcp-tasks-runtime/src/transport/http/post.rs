@@ -5,6 +5,7 @@ use super::config::HttpConfig;
 use super::response::{
     closing, error_response, json, plain_error, reply, session_not_found, sse_response,
 };
+use super::serve::RequestBody;
 use super::session::{Active, HttpSession, Streams};
 use super::sse::{EventLog, Out, Running};
 use super::stateless::stateless;
@@ -33,16 +34,17 @@ pub(super) async fn post(
     request: axum::extract::Request,
 ) -> HttpResponse {
     let peer = super::admission::peer_of(request.extensions());
-    serve_post(&app, request, peer).await
+    let (parts, body) = request.into_parts();
+    serve_post(&app, parts, RequestBody::Routed(body), peer).await
 }
 
 /// A POST to the MCP endpoint from the client at `peer`.
 pub(super) async fn serve_post(
     app: &Arc<App>,
-    request: axum::extract::Request,
+    parts: axum::http::request::Parts,
+    body: RequestBody,
     peer: Option<SocketAddr>,
 ) -> HttpResponse {
-    let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     app.server.recover_logged().await;
     let principal = match app.admit(&parts, peer).await {
@@ -150,7 +152,7 @@ pub(super) async fn serve_post(
 pub(super) async fn read_body(
     config: &HttpConfig,
     headers: &HeaderMap,
-    body: Body,
+    body: RequestBody,
 ) -> Result<Bytes, HttpResponse> {
     let limit = config.body_limit;
     let too_large = || {

@@ -275,10 +275,10 @@ async fn connection(
                 let (mut parts, body) = request.into_parts();
                 let body = if body.is_end_stream() {
                     state.enter(BUSY);
-                    Body::new(body)
+                    RequestBody::Whole(body)
                 } else {
                     state.enter(BODY);
-                    Body::new(Tracked {
+                    RequestBody::Tracked(Tracked {
                         body,
                         conn: Arc::clone(&state),
                     })
@@ -291,10 +291,10 @@ async fn connection(
                     // address where axum puts it; the MCP endpoint's POST is told it.
                     parts.extensions.insert(ConnectInfo(peer));
                 }
-                let request = hyper::Request::from_parts(parts, body);
                 let response = if mcp_post {
-                    super::post::serve_post(app, request, Some(peer)).await
+                    super::post::serve_post(app, parts, body, Some(peer)).await
                 } else {
+                    let request = hyper::Request::from_parts(parts, Body::new(body));
                     let service =
                         hyper_util::service::TowerToHyperService::new(routes.router.clone());
                     hyper::service::Service::call(&service, request).await?
@@ -357,8 +357,49 @@ fn client_went_away(e: &hyper::Error) -> bool {
     false
 }
 
+/// A request body as the MCP endpoint's POST reads it, not boxed: hyper's, whole when the
+/// request arrived; hyper's while it arrives ([`Tracked`]); or one the router handed over.
+pub(super) enum RequestBody {
+    Whole(hyper::body::Incoming),
+    Tracked(Tracked),
+    Routed(Body),
+}
+
+impl http_body::Body for RequestBody {
+    type Data = axum::body::Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        use std::pin::Pin;
+        match self.get_mut() {
+            Self::Whole(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            Self::Tracked(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            Self::Routed(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Whole(body) => body.is_end_stream(),
+            Self::Tracked(body) => body.is_end_stream(),
+            Self::Routed(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            Self::Whole(body) => body.size_hint(),
+            Self::Tracked(body) => body.size_hint(),
+            Self::Routed(body) => body.size_hint(),
+        }
+    }
+}
+
 /// A request body that marks its connection busy once it has all arrived.
-struct Tracked {
+pub(super) struct Tracked {
     body: hyper::body::Incoming,
     conn: Arc<Conn>,
 }
