@@ -455,15 +455,18 @@ impl Reply {
     pub(crate) fn to_json_bytes(&self) -> Vec<u8> {
         const HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
         const RESULT: &[u8] = br#","result":"#;
+        /// The longest id written on the stack first, to size the buffer exactly.
+        const SHORT_ID: usize = 64;
         let (mut out, written) = match &self.outcome {
             Ok(Payload::Text { json, .. }) => {
-                let mut short = [0u8; 64];
+                let mut short = [0u8; SHORT_ID];
                 let mut rest = &mut short[..];
                 let id_len = serde_json::to_writer(&mut rest, &self.id)
                     .ok()
-                    .map(|()| 64 - rest.len());
+                    .map(|()| SHORT_ID - rest.len());
                 let id = id_len.map(|len| &short[..len]);
-                let size = HEAD.len() + id.map_or(64, <[u8]>::len) + RESULT.len() + json.len() + 1;
+                let id_size = id.map_or(SHORT_ID, <[u8]>::len);
+                let size = HEAD.len() + id_size + RESULT.len() + json.len() + 1;
                 let mut out = Vec::with_capacity(size);
                 out.extend_from_slice(HEAD);
                 let written = match id {
@@ -810,8 +813,10 @@ mod tests {
                     outcome: Ok(payload),
                     then: Vec::new(),
                 };
+                // Text with a short id is written into a buffer of its exact size.
                 let bytes = reply.to_json_bytes();
-                if matches!(reply.outcome, Ok(Payload::Text { .. })) && id != long.as_str().into() {
+                let short_id = !matches!(&id, RequestId::String(s) if s.len() > 64);
+                if matches!(reply.outcome, Ok(Payload::Text { .. })) && short_id {
                     assert_eq!(bytes.len(), bytes.capacity(), "sized exactly");
                 }
                 let text = reply.to_json();

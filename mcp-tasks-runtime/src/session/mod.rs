@@ -656,8 +656,8 @@ impl Connection {
     /// still in flight on this connection (a reused id would leave the older request out of
     /// reach of its cancellation).
     pub(crate) fn begin(&self, id: &RequestId) -> Option<Tracked<'_>> {
-        let token = self.request_token();
-        if !self.inflight.locked().try_insert(id, &token) {
+        let (token, new) = self.inflight.locked().register(id, || self.request_token());
+        if !new {
             return None;
         }
         Some(Tracked {
@@ -672,15 +672,7 @@ impl Connection {
     /// registered, or (for a request handled without it) one registered until the returned
     /// guard is dropped.
     pub(crate) fn track(&self, id: &RequestId) -> Tracked<'_> {
-        let mut inflight = self.inflight.locked();
-        let (token, owned) = match inflight.get(id) {
-            Some(token) => (token.clone(), false),
-            None => {
-                let token = self.request_token();
-                inflight.insert(id.clone(), token.clone());
-                (token, true)
-            }
-        };
+        let (token, owned) = self.inflight.locked().register(id, || self.request_token());
         Tracked {
             conn: self,
             id: id.clone(),
@@ -798,31 +790,25 @@ impl InFlight {
         }
     }
 
-    /// Registers a request unless its id is in flight already (then `false`): the id is
-    /// hashed once.
-    fn try_insert(&mut self, id: &RequestId, token: &CancellationToken) -> bool {
+    /// The token of the request in flight under `id` (and `false`), or a new one from
+    /// `token`, registered under it (and `true`); the id is hashed once.
+    fn register(
+        &mut self,
+        id: &RequestId,
+        token: impl FnOnce() -> CancellationToken,
+    ) -> (CancellationToken, bool) {
+        use std::collections::hash_map::Entry;
         match &self.first {
             None => {
+                let token = token();
                 self.first = Some((id.clone(), token.clone()));
-                true
+                (token, true)
             }
-            Some((first, _)) if first == id => false,
+            Some((first, held)) if first == id => (held.clone(), false),
             Some(_) => match self.more.entry(id.clone()) {
-                std::collections::hash_map::Entry::Occupied(_) => false,
-                std::collections::hash_map::Entry::Vacant(slot) => {
-                    slot.insert(token.clone());
-                    true
-                }
+                Entry::Occupied(held) => (held.get().clone(), false),
+                Entry::Vacant(slot) => (slot.insert(token()).clone(), true),
             },
-        }
-    }
-
-    /// Registers a request whose id is not in flight.
-    fn insert(&mut self, id: RequestId, token: CancellationToken) {
-        if self.first.is_none() {
-            self.first = Some((id, token));
-        } else {
-            self.more.insert(id, token);
         }
     }
 

@@ -360,8 +360,11 @@ fn client_went_away(e: &hyper::Error) -> bool {
 /// A request body as the MCP endpoint's POST reads it, not boxed: hyper's, whole when the
 /// request arrived; hyper's while it arrives ([`Tracked`]); or one the router handed over.
 pub(super) enum RequestBody {
+    /// The body of a request that had all arrived when its head was read.
     Whole(hyper::body::Incoming),
+    /// The body of a request still arriving: its connection is marked busy once it has.
     Tracked(Tracked),
+    /// A body the router handed over (a POST through an application's routes).
     Routed(Body),
 }
 
