@@ -448,51 +448,42 @@ impl Reply {
         String::from_utf8(self.to_json_bytes()).unwrap_or_else(|_| to_json(self))
     }
 
-    /// The reply's JSON text as bytes, in a buffer sized for it: the members `jsonrpc`, `id`,
-    /// then `result` or `error`. A result already written as text is copied as it is, into a
-    /// buffer of its exact size when its id is short (as ids are), which a body takes over
-    /// as it is.
+    /// The reply's JSON text as bytes: the members `jsonrpc`, `id`, then `result` or `error`.
+    /// A result already written as text is copied as it is, into a buffer of its exact size
+    /// when its id is short (as ids are), which a body takes over as it is.
     pub(crate) fn to_json_bytes(&self) -> Vec<u8> {
-        const HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
-        const RESULT: &[u8] = br#","result":"#;
-        /// The longest id written on the stack first, to size the buffer exactly.
-        const SHORT_ID: usize = 64;
-        let (mut out, written) = match &self.outcome {
-            Ok(Payload::Text { json, .. }) => {
-                let mut short = [0u8; SHORT_ID];
-                let mut rest = &mut short[..];
-                let id_len = serde_json::to_writer(&mut rest, &self.id)
-                    .ok()
-                    .map(|()| SHORT_ID - rest.len());
-                let id = id_len.map(|len| &short[..len]);
-                let id_size = id.map_or(SHORT_ID, <[u8]>::len);
-                let size = HEAD.len() + id_size + RESULT.len() + json.len() + 1;
-                let mut out = Vec::with_capacity(size);
-                out.extend_from_slice(HEAD);
-                let written = match id {
-                    Some(id) => {
-                        out.extend_from_slice(id);
-                        Ok(())
-                    }
-                    None => serde_json::to_writer(&mut out, &self.id),
-                };
-                out.extend_from_slice(RESULT);
-                out.extend_from_slice(json.as_bytes());
-                out.push(b'}');
-                (out, written)
-            }
-            _ => {
-                let mut out = Vec::with_capacity(256);
-                let written = serde_json::to_writer(&mut out, self);
-                (out, written)
-            }
-        };
-        if let Err(e) = written {
+        if let Ok(Payload::Text { json, .. }) = &self.outcome
+            && let Some(out) = self.text_json(json)
+        {
+            return out;
+        }
+        let mut out = Vec::with_capacity(256);
+        if let Err(e) = serde_json::to_writer(&mut out, self) {
             debug_assert!(false, "a JSON-RPC reply failed to serialise: {e}");
             out.clear();
             out.extend_from_slice(b"null");
         }
         out
+    }
+
+    /// The reply around a result written as text, in a buffer of its exact size; `None` for
+    /// an id longer than the stack buffer it is written to first.
+    fn text_json(&self, json: &str) -> Option<Vec<u8>> {
+        const HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
+        const RESULT: &[u8] = br#","result":"#;
+        const ID_MAX: usize = 64;
+        let mut id = [0u8; ID_MAX];
+        let mut rest = &mut id[..];
+        serde_json::to_writer(&mut rest, &self.id).ok()?;
+        let id_len = ID_MAX - rest.len();
+        let id = &id[..id_len];
+        let mut out = Vec::with_capacity(HEAD.len() + id.len() + RESULT.len() + json.len() + 1);
+        out.extend_from_slice(HEAD);
+        out.extend_from_slice(id);
+        out.extend_from_slice(RESULT);
+        out.extend_from_slice(json.as_bytes());
+        out.push(b'}');
+        Some(out)
     }
 
     /// The reply as a public [`Response`].

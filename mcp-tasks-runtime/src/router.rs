@@ -61,7 +61,12 @@ impl Server {
         principal: Option<Arc<crate::principal::Principal>>,
         requestor: Option<Arc<str>>,
     ) -> (Session, mpsc::Receiver<String>) {
-        self.open_on(|sink| Connection::new(sink, principal, requestor))
+        let (tx, rx) = outbound_channel(self.inner.outbound_capacity);
+        let session = Session {
+            server: self.clone(),
+            conn: Connection::new(Sink::new(tx), principal, requestor),
+        };
+        (session, rx)
     }
 
     /// A session of the 2026-07-28 era for one request over HTTP. Its channel is that
@@ -80,20 +85,6 @@ impl Server {
             conn: Connection::for_request(sink, principal, requestor),
         };
         (session, stream)
-    }
-
-    /// A session on the connection `conn` makes of a sink on a new outbound channel, and
-    /// that channel's receiver.
-    fn open_on(
-        &self,
-        conn: impl FnOnce(Sink) -> Arc<Connection>,
-    ) -> (Session, mpsc::Receiver<String>) {
-        let (tx, rx) = outbound_channel(self.inner.outbound_capacity);
-        let session = Session {
-            server: self.clone(),
-            conn: conn(Sink::new(tx)),
-        };
-        (session, rx)
     }
 }
 

@@ -93,6 +93,10 @@ impl RequestStream {
         self.channel.as_ref().expect("taken only when dropped")
     }
 
+    fn channel_mut(&mut self) -> &mut (mpsc::Sender<String>, mpsc::Receiver<String>) {
+        self.channel.as_mut().expect("taken only when dropped")
+    }
+
     /// A sender on this stream, for the request.
     pub(crate) fn sender(&self) -> mpsc::Sender<String> {
         self.channel().0.clone()
@@ -111,7 +115,7 @@ impl std::ops::Deref for RequestStream {
 #[cfg(feature = "http")]
 impl std::ops::DerefMut for RequestStream {
     fn deref_mut(&mut self) -> &mut mpsc::Receiver<String> {
-        &mut self.channel.as_mut().expect("taken only when dropped").1
+        &mut self.channel_mut().1
     }
 }
 
